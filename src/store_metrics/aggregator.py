@@ -1,0 +1,373 @@
+"""The aggregating emitter: counts in memory, hands sums to a backend off the hot path.
+
+A state store call costs one locked integer add. A single worker thread owned by the emitter
+does everything that can block: it opens the backend (sockets, DNS, exporters), pushes deltas
+every ``flush_interval`` seconds, serves explicit :meth:`AggregatingEmitter.flush` calls, and
+makes the last flush at process exit. Callers of ``flush`` wait at most their timeout, so a
+backend that is down or hangs costs a task a bounded wait and one log line, never an error.
+
+Fork safety: in a forked child every series starts again from zero (the parent still sends
+what it counted), locks are renewed, the worker is restarted, the backend reopened and the
+exit flush re-registered (Airflow's task runner clears inherited ``atexit`` handlers).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+from . import logs
+from .catalogue import Metric
+from .emitter import Backend, Counter, SeriesDelta
+from .wire import TagTuple, normalize_tags
+
+DEFAULT_FLUSH_INTERVAL: Final = 10.0
+DEFAULT_FLUSH_TIMEOUT: Final = 2.0
+DEFAULT_EXIT_TIMEOUT: Final = 0.1
+DEFAULT_MAX_SERIES: Final = 50_000
+OVERFLOW_TAG_VALUE: Final = "overflow"
+
+
+class Series:
+    """One (metric, tag set): a cumulative total and what is not yet pushed."""
+
+    __slots__ = ("_lock", "metric", "pending", "tags", "total")
+
+    def __init__(self, metric: Metric, tags: TagTuple) -> None:
+        self.metric = metric
+        self.tags = tags
+        self.total = 0
+        self.pending = 0
+        self._lock = threading.Lock()
+
+    def add(self, amount: int = 1) -> None:
+        with self._lock:
+            self.total += amount
+            self.pending += amount
+
+    def take_pending(self) -> int:
+        with self._lock:
+            value = self.pending
+            self.pending = 0
+            return value
+
+    def give_back(self, value: int) -> None:
+        with self._lock:
+            self.pending += value
+
+    def reset_after_fork(self) -> None:
+        # The old lock may have been held by a thread that does not exist in the child.
+        self._lock = threading.Lock()
+        self.total = 0
+        self.pending = 0
+
+
+_live: weakref.WeakSet[AggregatingEmitter] = weakref.WeakSet()
+_fork_hook_installed = False
+_fork_hook_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    for emitter in list(_live):
+        emitter._after_fork_in_child()
+
+
+def _install_fork_hook() -> None:
+    global _fork_hook_installed
+    with _fork_hook_lock:
+        if not _fork_hook_installed and hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=_after_fork_in_child)
+            _fork_hook_installed = True
+
+
+class AggregatingEmitter:
+    """Counts per (metric, tag set) in memory and hands the sums to ``backend``.
+
+    Creating one starts its worker thread and registers its exit flush; nothing happens before.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+        flush_timeout: float = DEFAULT_FLUSH_TIMEOUT,
+        exit_timeout: float = DEFAULT_EXIT_TIMEOUT,
+        max_series: int = DEFAULT_MAX_SERIES,
+    ) -> None:
+        if flush_interval <= 0:
+            raise ValueError("flush_interval must be > 0")
+        self.backend = backend
+        self.flush_interval = float(flush_interval)
+        self.flush_timeout = float(flush_timeout)
+        self.exit_timeout = float(exit_timeout)
+        self.max_series = int(max_series)
+        self._series: dict[tuple[str, TagTuple], Series] = {}
+        self._by_metric: dict[str, list[Series]] = {}
+        self._registry_lock = threading.Lock()
+        self._init_process_state()
+        _live.add(self)
+        _install_fork_hook()
+        self._start()
+
+    # -- per-process state -------------------------------------------------------------------
+
+    def _init_process_state(self) -> None:
+        self._pid = os.getpid()
+        self._cond = threading.Condition(threading.Lock())
+        self._requested = 0
+        self._served = 0
+        self._closing = False
+        self._closed = False
+        self._exited = False
+        self._opened = False
+        self._last_open_attempt = -1e9
+        # Set when a blocking flush ran out of time: later blocking flushes in this process
+        # do not wait again until the worker gets through an export.
+        self._slow = False
+        self._thread: threading.Thread | None = None
+
+    def _start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="store-metrics-emitter", daemon=True)
+        self._thread.start()
+        atexit.register(self._at_exit)
+
+    def _after_fork_in_child(self) -> None:
+        self._registry_lock = threading.Lock()
+        for series in self._series.values():
+            series.reset_after_fork()
+        was_closed = self._closed or self._closing
+        self._init_process_state()
+        if was_closed:
+            self._closed = True
+            return
+        try:
+            self.backend.after_fork_in_child()
+        except Exception:
+            logs.logger.debug("backend after-fork hook failed", exc_info=True)
+        self._start()
+
+    # -- the hot path's side -----------------------------------------------------------------
+
+    def counter(self, metric: Metric, tags: Mapping[str, str]) -> Counter:
+        """Return the series for ``metric`` and ``tags``; tags are sanitised here, once."""
+        key_tags = normalize_tags(tags)
+        key = (metric.name, key_tags)
+        series = self._series.get(key)
+        if series is not None:
+            return series
+        with self._registry_lock:
+            series = self._series.get(key)
+            if series is None:
+                if len(self._series) >= self.max_series:
+                    logs.once(
+                        "max_series",
+                        logging.WARNING,
+                        "store-metrics holds %d series, its limit; further new tag sets are counted "
+                        "under tag value %r",
+                        self.max_series,
+                        OVERFLOW_TAG_VALUE,
+                    )
+                    key_tags = tuple((k, OVERFLOW_TAG_VALUE) for k, _ in key_tags)
+                    key = (metric.name, key_tags)
+                    series = self._series.get(key)
+                if series is None:
+                    series = Series(metric, key_tags)
+                    self._series[key] = series
+                    self._by_metric.setdefault(metric.name, []).append(series)
+        return series
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def totals(self, metric: Metric) -> list[tuple[TagTuple, int]]:
+        """Cumulative non-zero totals of every series of ``metric`` in this process."""
+        with self._registry_lock:
+            series = list(self._by_metric.get(metric.name, ()))
+        return [(s.tags, s.total) for s in series if s.total]
+
+    def snapshot(self) -> dict[tuple[str, TagTuple], int]:
+        """Every non-zero series' cumulative total, keyed by (unprefixed name, tags)."""
+        with self._registry_lock:
+            series = list(self._series.values())
+        return {(s.metric.name, s.tags): s.total for s in series if s.total}
+
+    @property
+    def series_count(self) -> int:
+        return len(self._series)
+
+    def _drain(self) -> list[SeriesDelta]:
+        with self._registry_lock:
+            series = list(self._series.values())
+        deltas = []
+        for s in series:
+            if s.pending:
+                value = s.take_pending()
+                if value:
+                    deltas.append(SeriesDelta(s.metric, s.tags, value))
+        return deltas
+
+    def _give_back(self, deltas: Sequence[SeriesDelta]) -> None:
+        for delta in deltas:
+            series = self._series.get((delta.metric.name, delta.tags))
+            if series is not None:
+                series.give_back(delta.value)
+
+    # -- flushing ----------------------------------------------------------------------------
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Ask the worker to export now; wait at most ``timeout`` s (default ``flush_timeout``).
+
+        Returns whether the export finished in time. Never raises.
+        """
+        wait = self.flush_timeout if timeout is None else max(0.0, timeout)
+        if self._pid != os.getpid():
+            return False
+        with self._cond:
+            if self._closed or self._closing:
+                return False
+            if self._slow:
+                wait = 0.0
+            self._requested += 1
+            ticket = self._requested
+            self._cond.notify_all()
+            done = self._wait_served(ticket, wait)
+        if not done and wait > 0:
+            self._slow = True
+            logs.once(
+                "flush_timeout",
+                logging.WARNING,
+                "store-metrics: backend %s did not take the counts within %.2f s; not waiting for it "
+                "again in this process (counts are kept and sent when it recovers)",
+                self.backend.describe(),
+                wait,
+            )
+        return done
+
+    def _wait_served(self, ticket: int, wait: float) -> bool:
+        # Caller holds self._cond.
+        deadline = time.monotonic() + wait
+        while self._served < ticket:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self._cond.wait(remaining)
+        return True
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Make a last export, release the backend and stop the worker. Idempotent."""
+        wait = self.flush_timeout if timeout is None else max(0.0, timeout)
+        if self._pid != os.getpid():
+            return False
+        with self._cond:
+            if self._closed:
+                return True
+            if self._slow:
+                wait = 0.0
+            self._closing = True
+            self._requested += 1
+            ticket = self._requested
+            self._cond.notify_all()
+            done = self._wait_served(ticket, wait)
+        _live.discard(self)
+        return done
+
+    def _at_exit(self) -> None:
+        if self._pid != os.getpid() or self._exited:
+            return
+        self._exited = True
+        try:
+            self.close(self.exit_timeout)
+        except Exception:  # an exit hook must never raise
+            logs.logger.debug("store-metrics exit flush failed", exc_info=True)
+
+    # -- the worker --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        self._ensure_open()
+        next_due = time.monotonic() + self.flush_interval
+        while True:
+            with self._cond:
+                while (
+                    not self._closing
+                    and self._requested <= self._served
+                    and (remaining := next_due - time.monotonic()) > 0
+                ):
+                    self._cond.wait(remaining)
+                ticket = self._requested
+                explicit = ticket > self._served
+                closing = self._closing
+            ok = self._export_once(explicit)
+            next_due = time.monotonic() + self.flush_interval
+            with self._cond:
+                self._served = max(self._served, ticket)
+                if ok:
+                    self._slow = False
+                if closing:
+                    self._close_backend()
+                    self._closed = True
+                self._cond.notify_all()
+            if closing:
+                return
+
+    def _ensure_open(self) -> bool:
+        if self._opened:
+            return True
+        now = time.monotonic()
+        # Opening may block (DNS); do not retry more than every few intervals.
+        if now - self._last_open_attempt < min(60.0, 3 * self.flush_interval):
+            return False
+        self._last_open_attempt = now
+        try:
+            self.backend.open(self)
+        except Exception as exc:
+            logs.once(
+                f"open:{type(exc).__name__}",
+                logging.ERROR,
+                "store-metrics could not open backend %s: %s; counts are kept and retried",
+                self.backend.describe(),
+                exc,
+            )
+            return False
+        self._opened = True
+        logs.forget("open:")
+        return True
+
+    def _export_once(self, explicit: bool) -> bool:
+        if not self._ensure_open():
+            return False
+        try:
+            if not self.backend.pull:
+                deltas = self._drain()
+                if deltas:
+                    try:
+                        self.backend.export(deltas)
+                    except Exception:
+                        self._give_back(deltas)
+                        raise
+            if explicit:
+                self.backend.force_flush(self.flush_timeout)
+        except Exception as exc:
+            logs.once(
+                f"export:{type(exc).__name__}",
+                logging.ERROR,
+                "store-metrics could not send to %s: %s; counts are kept and retried",
+                self.backend.describe(),
+                exc,
+            )
+            return False
+        return True
+
+    def _close_backend(self) -> None:
+        if not self._opened:
+            return
+        try:
+            self.backend.close(self.flush_timeout)
+        except Exception:
+            logs.logger.debug("closing backend %s failed", self.backend.describe(), exc_info=True)
+        self._opened = False

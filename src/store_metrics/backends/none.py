@@ -1,0 +1,36 @@
+"""The ``none`` backend: counts are kept in memory and go nowhere."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..emitter import SeriesDelta, TotalsSource
+
+
+class NoneBackend:
+    """Sends nothing; useful to switch emission off while keeping the plugin installed."""
+
+    pull = True
+
+    def describe(self) -> str:
+        return "none (metrics are not sent anywhere)"
+
+    def open(self, source: TotalsSource) -> None:
+        return None
+
+    def export(self, deltas: Sequence[SeriesDelta]) -> None:
+        return None
+
+    def force_flush(self, timeout: float) -> None:
+        return None
+
+    def close(self, timeout: float) -> None:
+        return None
+
+    def after_fork_in_child(self) -> None:
+        return None
+
+
+def create(**options: Any) -> NoneBackend:
+    return NoneBackend()

@@ -1,0 +1,272 @@
+"""The ``otel`` backend: OpenTelemetry observable counters read at collection time.
+
+No OpenTelemetry call happens on a state store call: each catalogue counter is an
+``ObservableCounter`` whose callback reads the emitter's in-memory totals when the SDK
+collects (on its export interval, on an explicit flush, or on a Prometheus scrape).
+
+Which ``MeterProvider``: the one passed in; else the global one if an SDK provider is set
+(for example Airflow's own when ``[metrics] otel_on``); else one of our own, never installed
+as the global, with a per-process ``service.instance.id`` and one reader:
+
+* ``otlp``: OTLP over ``http/protobuf`` or ``grpc``, as the standard ``OTEL_EXPORTER_OTLP_*``
+  variables say (endpoint, headers, protocol, timeout). Counters use **delta** temporality by
+  default: task processes are short-lived, and a delta never has to be diffed against a
+  previous process's value.
+* ``prometheus``: a scrape endpoint (``prometheus_host:prometheus_port``, default ``:9464``).
+* ``console``: prints every export, for debugging.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from opentelemetry import metrics as otel_metrics
+from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.sdk.metrics import Counter as SdkCounter
+from opentelemetry.sdk.metrics import Histogram as SdkHistogram
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics import ObservableCounter as SdkObservableCounter
+from opentelemetry.sdk.metrics import ObservableUpDownCounter as SdkObservableUpDownCounter
+from opentelemetry.sdk.metrics import UpDownCounter as SdkUpDownCounter
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    ConsoleMetricExporter,
+    MetricReader,
+    PeriodicExportingMetricReader,
+)
+from opentelemetry.sdk.resources import Resource
+
+from .. import __version__, catalogue, validate
+from ..aggregator import DEFAULT_FLUSH_INTERVAL, DEFAULT_MAX_SERIES
+from ..catalogue import DEFAULT_PREFIX, Metric
+from ..emitter import SeriesDelta, TotalsSource
+from ..wire import full_name
+
+EXPORTERS = ("otlp", "prometheus", "console")
+TEMPORALITIES = ("delta", "cumulative")
+OTLP_PROTOCOLS = ("http/protobuf", "grpc")
+DEFAULT_PROMETHEUS_PORT = 9464
+DEFAULT_PROMETHEUS_HOST = "0.0.0.0"
+METER_NAME = "store_metrics"
+
+
+def _temporality(kind: str) -> dict[type, AggregationTemporality]:
+    chosen = AggregationTemporality.DELTA if kind == "delta" else AggregationTemporality.CUMULATIVE
+    return {
+        SdkCounter: chosen,
+        SdkObservableCounter: chosen,
+        SdkHistogram: chosen,
+        # Up-down counters must stay cumulative (the SDK's own "delta" preset does the same).
+        SdkUpDownCounter: AggregationTemporality.CUMULATIVE,
+        SdkObservableUpDownCounter: AggregationTemporality.CUMULATIVE,
+    }
+
+
+def _otlp_protocol() -> str:
+    value = os.environ.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
+    )
+    return validate.choice("OTEL_EXPORTER_OTLP_PROTOCOL", value, OTLP_PROTOCOLS)
+
+
+def _with_cardinality(factory: Callable[..., Any], limits: dict[type, int], **kwargs: Any) -> Any:
+    # The SDK's default limit is 2000 series per instrument; ours is the emitter's max_series.
+    # Older SDKs do not take the argument.
+    if "cardinality_limits" in inspect.signature(factory).parameters:
+        kwargs["cardinality_limits"] = limits
+    return factory(**kwargs)
+
+
+class OtelBackend:
+    """Observable counters over a given, global or own ``MeterProvider``."""
+
+    pull = True
+
+    def __init__(
+        self,
+        *,
+        meter_provider: Any,
+        exporter: str,
+        prefix: str,
+        temporality: str,
+        prometheus_host: str,
+        prometheus_port: int,
+        export_interval: float,
+        service_name: str,
+        max_series: int,
+    ) -> None:
+        self.exporter = exporter
+        self.prefix = prefix
+        self.temporality = temporality
+        self.prometheus_host = prometheus_host
+        self.prometheus_port = prometheus_port
+        self.export_interval = export_interval
+        self.service_name = service_name
+        self.max_series = max_series
+        # Decided now so a bad OTEL_EXPORTER_OTLP_PROTOCOL is a configuration-time error.
+        self.otlp_protocol = _otlp_protocol() if exporter == "otlp" else ""
+        self._given_provider = meter_provider
+        self._provider: Any = None
+        self._owned = False
+        self._server: Any = None
+        self._source: TotalsSource | None = None
+        self._pid = os.getpid()
+        self._instrumented: set[int] = set()
+        self.instance_id = ""
+
+    # -- describing --------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        if self._given_provider is not None:
+            where = "the MeterProvider passed in"
+        elif self.exporter == "prometheus":
+            where = f"prometheus scrape endpoint http://{self.prometheus_host}:{self.prometheus_port}/metrics"
+        elif self.exporter == "otlp":
+            endpoint = os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or os.environ.get(
+                "OTEL_EXPORTER_OTLP_ENDPOINT", "the SDK default endpoint"
+            )
+            where = f"otlp {self.otlp_protocol} to {endpoint} ({self.temporality})"
+        else:
+            where = "console"
+        return f"otel {where} prefix={self.prefix!r}"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def open(self, source: TotalsSource) -> None:
+        self._source = source
+        self._pid = os.getpid()
+        provider = self._given_provider
+        if provider is None:
+            current = otel_metrics.get_meter_provider()
+            if isinstance(current, MeterProvider):
+                provider = current
+        if provider is None:
+            provider = self._build_provider()
+            self._owned = True
+        self._provider = provider
+        if id(provider) not in self._instrumented:
+            self._create_instruments(provider)
+            self._instrumented.add(id(provider))
+
+    def _create_instruments(self, provider: Any) -> None:
+        meter = provider.get_meter(METER_NAME, __version__)
+        for metric in catalogue.counters():
+            meter.create_observable_counter(
+                full_name(self.prefix, metric.name),
+                callbacks=[self._callback(metric, provider)],
+                unit=metric.unit,
+                description=metric.description,
+            )
+
+    def _callback(
+        self, metric: Metric, provider: Any
+    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            source = self._source
+            # A provider inherited through fork() must not report the child's counts under
+            # the parent's identity: the child reports through a provider of its own.
+            if source is None or self._provider is not provider or os.getpid() != self._pid:
+                return []
+            return [Observation(total, dict(tags)) for tags, total in source.totals(metric)]
+
+        return observe
+
+    def _build_provider(self) -> MeterProvider:
+        self.instance_id = str(uuid.uuid4())
+        attributes = {"service.instance.id": self.instance_id}
+        if not os.environ.get("OTEL_SERVICE_NAME"):
+            attributes["service.name"] = self.service_name
+        resource = Resource.create(attributes)
+        limits: dict[type, int] = {SdkObservableCounter: self.max_series + 1}
+        reader: MetricReader
+        if self.exporter == "prometheus":
+            reader = self._prometheus_reader(limits)
+        else:
+            exporter: Any
+            if self.exporter == "otlp":
+                exporter = self._otlp_exporter()
+            else:
+                exporter = ConsoleMetricExporter(preferred_temporality=_temporality(self.temporality))
+            reader = _with_cardinality(
+                PeriodicExportingMetricReader,
+                limits,
+                exporter=exporter,
+                export_interval_millis=self.export_interval * 1000,
+            )
+        # shutdown_on_exit=False: the emitter's own exit hook shuts this down with a time bound;
+        # the SDK's hook would wait for the exporter's full timeout on a dead endpoint.
+        return MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
+
+    def _otlp_exporter(self) -> Any:
+        if self.otlp_protocol == "grpc":
+            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+        else:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
+                OTLPMetricExporter,
+            )
+        return OTLPMetricExporter(preferred_temporality=_temporality(self.temporality))
+
+    def _prometheus_reader(self, limits: dict[type, int]) -> MetricReader:
+        from opentelemetry.exporter.prometheus import PrometheusMetricReader
+        from prometheus_client import CollectorRegistry, start_http_server
+
+        # A registry of our own: several emitters in one process must not collide in the global one.
+        registry = CollectorRegistry(auto_describe=True)
+        reader: MetricReader = _with_cardinality(PrometheusMetricReader, limits, registry=registry)
+        server, _thread = start_http_server(self.prometheus_port, self.prometheus_host, registry=registry)
+        self._server = server
+        return reader
+
+    def export(self, deltas: Sequence[SeriesDelta]) -> None:
+        return None  # pull backend: callbacks read the totals
+
+    def force_flush(self, timeout: float) -> None:
+        provider = self._provider
+        if provider is not None and hasattr(provider, "force_flush"):
+            provider.force_flush(timeout_millis=int(timeout * 1000))
+
+    def close(self, timeout: float) -> None:
+        if self._owned and self._provider is not None:
+            self._provider.shutdown(timeout_millis=int(timeout * 1000))
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._owned:
+            self._provider = None
+
+    def after_fork_in_child(self) -> None:
+        if self._owned:
+            # The child gets a provider (and service.instance.id) of its own on open().
+            self._provider = None
+            self._server = None
+
+
+def create(
+    *,
+    meter_provider: Any = None,
+    exporter: str = "otlp",
+    prefix: str = DEFAULT_PREFIX,
+    temporality: str = "delta",
+    prometheus_host: str = DEFAULT_PROMETHEUS_HOST,
+    prometheus_port: int = DEFAULT_PROMETHEUS_PORT,
+    export_interval: float = DEFAULT_FLUSH_INTERVAL,
+    service_name: str = "airflow",
+    max_series: int = DEFAULT_MAX_SERIES,
+    **_: Any,
+) -> OtelBackend:
+    return OtelBackend(
+        meter_provider=meter_provider,
+        exporter=validate.choice("otel_exporter", exporter, EXPORTERS),
+        prefix=validate.prefix("prefix", prefix),
+        temporality=validate.choice("otel_temporality", temporality, TEMPORALITIES),
+        prometheus_host=validate.host("prometheus_host", prometheus_host),
+        prometheus_port=validate.port("prometheus_port", prometheus_port),
+        export_interval=validate.positive_seconds("flush_interval", export_interval),
+        service_name=service_name,
+        max_series=max_series,
+    )

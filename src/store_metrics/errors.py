@@ -1,0 +1,33 @@
+"""The exceptions store-metrics raises at configuration time (never inside a task's store call)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class ConfigError(ValueError):
+    """A configuration value is not one store-metrics accepts.
+
+    The message names the option, the value given and what is accepted, for example
+    ``[store_metrics] backend = 'prom' is not valid: accepted values are airflow, otel, ...``.
+    """
+
+    def __init__(self, option: str, value: object, accepted: str | Iterable[str]) -> None:
+        self.option = option
+        self.value = value
+        self.accepted = accepted if isinstance(accepted, str) else ", ".join(accepted)
+        super().__init__(
+            f"[store_metrics] {option} = {value!r} is not valid: accepted values are {self.accepted}"
+        )
+
+
+class MissingExtraError(ImportError):
+    """A backend's library is not installed; the message names the extra to install."""
+
+    def __init__(self, backend: str, extra: str, missing: str) -> None:
+        self.backend = backend
+        self.extra = extra
+        super().__init__(
+            f"store-metrics backend {backend!r} needs the {missing!r} package, which is not installed: "
+            f"pip install 'airflow-store-metrics[{extra}]'"
+        )

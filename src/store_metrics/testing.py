@@ -1,0 +1,87 @@
+"""Helpers for users' own tests: see which store-metrics counters a task emitted.
+
+::
+
+    from store_metrics.testing import capture_metrics
+
+    def test_my_dag_resumes():
+        with capture_metrics() as metrics:
+            my_dag.test()
+        assert metrics.value("task_state_store.read_absent", task_id="submit") == 1
+        assert metrics.counts(dag_id="my_dag") == {"task_state_store.read_absent": 1,
+                                                   "task_state_store.write": 1}
+
+While the block runs, the recorder is the active emitter: the plugin (and any wrapper made
+with :func:`store_metrics.instrument_task_store`) counts into it and nothing is sent anywhere.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from .aggregator import Series
+from .catalogue import Metric
+from .emitter import Counter
+from .runtime import set_emitter
+from .wire import TagTuple, normalize_tags
+
+
+class MetricsRecorder:
+    """An emitter that keeps every count in memory and sends nothing."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._series: dict[tuple[str, TagTuple], Series] = {}
+        self.flushes = 0
+
+    def counter(self, metric: Metric, tags: Mapping[str, str]) -> Counter:
+        key = (metric.name, normalize_tags(tags))
+        with self._lock:
+            series = self._series.get(key)
+            if series is None:
+                series = self._series[key] = Series(metric, key[1])
+        return series
+
+    def flush(self, timeout: float | None = None) -> bool:
+        self.flushes += 1
+        return True
+
+    def series(self) -> dict[tuple[str, TagTuple], int]:
+        """Every series that counted something: ``{(name, ((tag, value), ...)): total}``."""
+        with self._lock:
+            items = list(self._series.items())
+        return {key: s.total for key, s in items if s.total}
+
+    def counts(self, **tags: str) -> dict[str, int]:
+        """Totals by metric name (unprefixed) over the series whose tags include ``tags``."""
+        result: dict[str, int] = {}
+        for (name, series_tags), total in self.series().items():
+            if _matches(series_tags, tags):
+                result[name] = result.get(name, 0) + total
+        return result
+
+    def value(self, name: str, **tags: str) -> int:
+        """Total of metric ``name`` over the series whose tags include ``tags`` (0 if none)."""
+        return self.counts(**tags).get(name, 0)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._series.clear()
+
+
+def _matches(series_tags: TagTuple, wanted: Mapping[str, str]) -> bool:
+    have = dict(series_tags)
+    return all(have.get(k) == v for k, v in wanted.items())
+
+
+@contextmanager
+def capture_metrics() -> Iterator[MetricsRecorder]:
+    """Make a :class:`MetricsRecorder` the active emitter for the duration of the block."""
+    recorder = MetricsRecorder()
+    previous = set_emitter(recorder)
+    try:
+        yield recorder
+    finally:
+        set_emitter(previous)
