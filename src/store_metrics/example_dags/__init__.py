@@ -1,0 +1,15 @@
+"""The upstream proposal's four scenarios, as DAG files shipped with the package.
+
+``store-metrics demo`` and the test suite run them with ``dag.test()``; copy them into a
+DAGs folder to run them under a real scheduler. Each module defines one ``dag``.
+"""
+
+from __future__ import annotations
+
+#: module name -> dag_id, in the proposal's order
+SCENARIOS: dict[str, str] = {
+    "state_store_metrics_01": "state_store_metrics_01",
+    "state_store_metrics_02": "state_store_metrics_02",
+    "state_store_metrics_03": "state_store_metrics_03",
+    "example_resumable_job": "example_resumable_job",
+}
