@@ -126,8 +126,20 @@ def _build() -> tuple[Metric, ...]:
     return tuple(metrics)
 
 
+#: The state store counters: what the accessor wrappers count, dashboards and rules show.
+STATE_STORE_METRICS: tuple[Metric, ...] = _build()
+
+#: The one increment ``store-metrics check`` sends to prove the pipeline end to end.
+CHECK = Metric(
+    name="store_metrics.check",
+    kind=Kind.COUNTER,
+    description="Test increments sent by `store-metrics check`; not a state store call.",
+    tags=(),
+    optional_tags=(),
+)
+
 #: Every metric store-metrics emits.
-METRICS: tuple[Metric, ...] = _build()
+METRICS: tuple[Metric, ...] = (*STATE_STORE_METRICS, CHECK)
 _BY_NAME = {m.name: m for m in METRICS}
 
 
@@ -142,7 +154,7 @@ def metric_for(scope: Scope, outcome: Outcome) -> Metric:
 
 
 def counters() -> Iterator[Metric]:
-    """Iterate over the counters, in catalogue order."""
+    """Iterate over every counter (state store counters and the check counter), in catalogue order."""
     return (m for m in METRICS if m.kind is Kind.COUNTER)
 
 
