@@ -81,6 +81,14 @@ def _with_cardinality(factory: Callable[..., Any], limits: dict[type, int], **kw
     return factory(**kwargs)
 
 
+def _has_pull_reader(provider: Any) -> bool:
+    # PrometheusMetricReader queues one copy of every metric per force_flush and serves all of
+    # them on the next scrape (duplicate series); a scrape endpoint needs no flushing anyway.
+    readers = list(getattr(provider, "_metric_readers", ()) or ())
+    readers += list(getattr(getattr(provider, "_sdk_config", None), "metric_readers", ()) or ())
+    return any(type(reader).__name__ == "PrometheusMetricReader" for reader in readers)
+
+
 class OtelBackend:
     """Observable counters over a given, global or own ``MeterProvider``."""
 
@@ -226,8 +234,9 @@ class OtelBackend:
 
     def force_flush(self, timeout: float) -> None:
         provider = self._provider
-        if provider is not None and hasattr(provider, "force_flush"):
-            provider.force_flush(timeout_millis=int(timeout * 1000))
+        if provider is None or not hasattr(provider, "force_flush") or _has_pull_reader(provider):
+            return
+        provider.force_flush(timeout_millis=int(timeout * 1000))
 
     def close(self, timeout: float) -> None:
         if self._owned and self._provider is not None:

@@ -1,0 +1,77 @@
+"""``store-metrics check``: read the configuration as the plugin would, and prove the target works.
+
+It prints every option with where its value came from, builds and opens the backend in the
+foreground (so a failure is reported here, not logged from a worker thread), sends one
+``store_metrics.check`` increment and flushes it. Exit codes: 0 sent, 1 bad configuration
+(the same message the plugin logs), 2 missing extra, 3 the backend failed.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from .backends import create_backend
+from .catalogue import CHECK
+from .config import Settings, load_settings
+from .emitter import SeriesDelta, TotalsSource
+from .errors import ConfigError, MissingExtraError
+from .wire import TagTuple
+
+EXIT_OK = 0
+EXIT_CONFIG = 1
+EXIT_MISSING_EXTRA = 2
+EXIT_BACKEND = 3
+
+
+class _OneIncrement:
+    """Totals for the check counter, for pull backends."""
+
+    def totals(self, metric: Any) -> list[tuple[TagTuple, int]]:
+        return [((), 1)] if metric.name == CHECK.name else []
+
+
+def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int:
+    def say(message: str) -> None:
+        print(message, file=out, flush=True)
+
+    try:
+        settings = settings or load_settings()
+    except ConfigError as exc:
+        say(f"error: {exc}")
+        return EXIT_CONFIG
+    say("store-metrics configuration ([store_metrics] in airflow.cfg or AIRFLOW__STORE_METRICS__*):")
+    for name, value in settings.as_dict().items():
+        say(f"  {name:<17} = {value!s:<28} ({settings.sources.get(name, 'default')})")
+    if not settings.enabled:
+        say("store-metrics is disabled: tasks run uninstrumented. Nothing sent.")
+        return EXIT_OK
+    try:
+        kwargs = settings.configure_kwargs()
+        backend_name = kwargs.pop("backend")
+        kwargs["export_interval"] = kwargs.pop("flush_interval")
+        kwargs.pop("flush_timeout")
+        backend = create_backend(backend_name, **kwargs)
+    except ConfigError as exc:
+        say(f"error: {exc}")
+        return EXIT_CONFIG
+    except MissingExtraError as exc:
+        say(f"error: {exc}")
+        return EXIT_MISSING_EXTRA
+    say(f"backend: {backend.describe()}")
+    source: TotalsSource = _OneIncrement()
+    try:
+        backend.open(source)
+        if not backend.pull:
+            backend.export([SeriesDelta(CHECK, (), 1)])
+        backend.force_flush(settings.flush_timeout or 2.0)
+    except Exception as exc:
+        say(f"error: the backend failed: {type(exc).__name__}: {exc}")
+        return EXIT_BACKEND
+    finally:
+        try:
+            backend.close(1.0)
+        except Exception:
+            pass
+    say(f"sent one increment of {CHECK.full_name(getattr(backend, 'prefix', '') or '')!r}: ok")
+    return EXIT_OK

@@ -1,0 +1,86 @@
+"""The ``store-metrics`` command: ``demo``, ``check`` and ``catalogue``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _catalogue(args: argparse.Namespace) -> int:
+    from .catalogue import METRICS
+
+    prefix = args.prefix
+    print("| metric | Prometheus series | tags | description |")
+    print("|---|---|---|---|")
+    for m in METRICS:
+        tags = ", ".join(m.tags) + (f" (+ {', '.join(m.optional_tags)} when set)" if m.optional_tags else "")
+        print(f"| `{m.full_name(prefix)}` | `{m.prometheus_name(prefix)}` | {tags or '-'} | {m.description} |")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo, serve_forever
+
+    if args.runs < 1:
+        print("error: --runs must be at least 1", file=sys.stderr)
+        return 2
+    result = run_demo(runs=args.runs, host=args.host, port=args.port)
+    failed = [name for name, state, _ in result.runs if state != "success"]
+    if failed:
+        print(f"error: DAG runs did not succeed: {', '.join(failed)} (see {result.home / 'demo.log'})")
+        return 1
+    if args.serve:
+        serve_forever(result.endpoint)
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    from .check import run_check
+
+    return run_check()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="store-metrics",
+        description="Counters for every Apache Airflow state store call.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser(
+        "demo",
+        help="run the upstream proposal's four scenarios on a throwaway Airflow and print the series",
+        description=(
+            "Runs the upstream proposal's scenarios (01, 02 twice, 03, example_resumable_job) with "
+            "dag.test() on a temporary Airflow home with SQLite, through the plugin with the "
+            "OpenTelemetry backend and its Prometheus exporter, then prints the series a scrape returns."
+        ),
+    )
+    demo.add_argument("--runs", type=int, default=1, help="repeat the proposal's runs N times (default 1)")
+    demo.add_argument("--serve", action="store_true", help="keep the scrape endpoint up until Ctrl-C")
+    demo.add_argument("--port", type=int, default=None, help="scrape endpoint port (default: 9464 with --serve, else a free port)")
+    demo.add_argument("--host", default="127.0.0.1", help="scrape endpoint address (default 127.0.0.1; 0.0.0.0 for a Prometheus in a container)")
+    demo.set_defaults(func=_demo)
+
+    check = commands.add_parser(
+        "check", help="read [store_metrics] as the plugin would, and send one test increment"
+    )
+    check.set_defaults(func=_check)
+
+    catalogue = commands.add_parser("catalogue", help="print the metric catalogue as a Markdown table")
+    catalogue.add_argument("--prefix", default="airflow")
+    catalogue.set_defaults(func=_catalogue)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "demo" and args.serve and args.port is None:
+        args.port = 9464
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
