@@ -74,6 +74,7 @@ _fork_hook_lock = threading.Lock()
 
 
 def _after_fork_in_child() -> None:
+    logs.renew_after_fork()
     for emitter in list(_live):
         emitter._after_fork_in_child()
 
@@ -128,6 +129,8 @@ class AggregatingEmitter:
         self._exited = False
         self._opened = False
         self._last_open_attempt = -1e9
+        # Whether the worker's last export reached the backend (what a served flush reports).
+        self._last_ok = False
         # Set when a blocking flush ran out of time: later blocking flushes in this process
         # do not wait again until the worker gets through an export.
         self._slow = False
@@ -223,7 +226,8 @@ class AggregatingEmitter:
     def flush(self, timeout: float | None = None) -> bool:
         """Ask the worker to export now; wait at most ``timeout`` s (default ``flush_timeout``).
 
-        Returns whether the export finished in time. Never raises.
+        Returns whether the export finished in time and reached the backend (``False`` when it
+        timed out, or when the backend could not be opened or raised). Never raises.
         """
         wait = self.flush_timeout if timeout is None else max(0.0, timeout)
         if self._pid != os.getpid():
@@ -237,17 +241,18 @@ class AggregatingEmitter:
             ticket = self._requested
             self._cond.notify_all()
             done = self._wait_served(ticket, wait)
+            ok = done and self._last_ok
         if not done and wait > 0:
             self._slow = True
             logs.once(
                 "flush_timeout",
                 logging.WARNING,
-                "store-metrics: backend %s did not take the counts within %.2f s; not waiting for it "
-                "again in this process (counts are kept and sent when it recovers)",
+                "store-metrics: backend %s did not take the counts within %.2f s; tasks in this "
+                "process do not wait for it again until it answers (counting goes on)",
                 self.backend.describe(),
                 wait,
             )
-        return done
+        return ok
 
     def _wait_served(self, ticket: int, wait: float) -> bool:
         # Caller holds self._cond.
@@ -260,13 +265,16 @@ class AggregatingEmitter:
         return True
 
     def close(self, timeout: float | None = None) -> bool:
-        """Make a last export, release the backend and stop the worker. Idempotent."""
+        """Make a last export, release the backend and stop the worker. Idempotent.
+
+        Waits at most ``timeout`` s; returns whether the last export reached the backend in time.
+        """
         wait = self.flush_timeout if timeout is None else max(0.0, timeout)
         if self._pid != os.getpid():
             return False
         with self._cond:
             if self._closed:
-                return True
+                return self._last_ok
             if self._slow:
                 wait = 0.0
             self._closing = True
@@ -274,8 +282,12 @@ class AggregatingEmitter:
             ticket = self._requested
             self._cond.notify_all()
             done = self._wait_served(ticket, wait)
+            ok = done and self._last_ok
         _live.discard(self)
-        return done
+        if not self._exited:
+            # A closed emitter needs no exit flush: do not keep it (and its series) alive until exit.
+            atexit.unregister(self._at_exit)
+        return ok
 
     def _at_exit(self) -> None:
         if self._pid != os.getpid() or self._exited:
@@ -306,6 +318,7 @@ class AggregatingEmitter:
             next_due = time.monotonic() + self.flush_interval
             with self._cond:
                 self._served = max(self._served, ticket)
+                self._last_ok = ok
                 if ok:
                     self._slow = False
                 if closing:

@@ -30,7 +30,10 @@ class Emitter(Protocol):
         ...
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Hand what was counted to the backend; wait at most ``timeout`` s. True if it finished."""
+        """Hand what was counted to the backend; wait at most ``timeout`` s.
+
+        Returns ``True`` if the counts reached the backend in time. Never raises.
+        """
         ...
 
 

@@ -15,6 +15,16 @@ _said: set[str] = set()
 _said_lock = threading.Lock()
 
 
+def renew_after_fork() -> None:
+    """Give a forked child a fresh lock (the emitter's fork hook calls this).
+
+    A thread of the parent (the emitter's worker) may have held the lock at ``fork()``; in the
+    child it would never be released, and the next :func:`once` there would hang.
+    """
+    global _said_lock
+    _said_lock = threading.Lock()
+
+
 def once(key: str, level: int, message: str, *args: object, exc_info: bool = False) -> bool:
     """Log ``message`` the first time ``key`` is seen in this process; return whether it logged."""
     with _said_lock:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from . import validate
 from .aggregator import (
     DEFAULT_EXIT_TIMEOUT,
     DEFAULT_FLUSH_INTERVAL,
@@ -35,13 +36,16 @@ def configure(
     """Build the emitter for ``backend`` and make it the active one.
 
     ``backend_options`` go to the backend (``host``, ``port``, ``prefix``, ``exporter``,
-    ``meter_provider``, ...). Raises :class:`~store_metrics.errors.ConfigError` or
+    ``meter_provider``, ...); options a backend does not use are ignored, so one set of
+    settings serves every backend. Raises :class:`~store_metrics.errors.ConfigError` or
     :class:`~store_metrics.errors.MissingExtraError` here, never later. A previously
     configured emitter is flushed and closed.
     """
-    built = create_backend(
-        backend, export_interval=flush_interval, max_series=max_series, **backend_options
-    )
+    flush_interval = validate.positive_seconds("flush_interval", flush_interval)
+    flush_timeout = validate.positive_seconds("flush_timeout", flush_timeout, allow_zero=True)
+    exit_timeout = validate.positive_seconds("exit_timeout", exit_timeout, allow_zero=True)
+    max_series = validate.positive_int("max_series", max_series)
+    built = create_backend(backend, export_interval=flush_interval, max_series=max_series, **backend_options)
     emitter = AggregatingEmitter(
         built,
         flush_interval=flush_interval,

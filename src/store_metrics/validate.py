@@ -55,6 +55,18 @@ def positive_seconds(option: str, value: object, *, allow_zero: bool = False) ->
     return number
 
 
+def positive_int(option: str, value: object) -> int:
+    if isinstance(value, bool):
+        raise ConfigError(option, value, "an integer >= 1")
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(option, value, "an integer >= 1") from None
+    if number < 1:
+        raise ConfigError(option, value, "an integer >= 1")
+    return number
+
+
 def host(option: str, value: object) -> str:
     text = str(value).strip()
     if not text or any(c.isspace() for c in text) or "/" in text:

@@ -6,22 +6,64 @@ Each flush sends one count per series that counted something::
 
 The prefix is the client's namespace. The client's own telemetry and origin detection are
 off by default: statsd_exporter drops lines that carry the ``|c:<container-id>`` field.
+
+Problems are reported once per process, like every store-metrics problem: the socket is
+connected in ``open()`` (so an unresolvable host is an open error, logged once and retried),
+and the warning datadog's client logs for every packet it fails to send (for example
+``Connection refused`` from a closed UDP port) is replaced, for our own client only, by one
+store-metrics warning.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
 from datadog.dogstatsd.base import DogStatsd
 
-from .. import validate
+from .. import logs, validate
 from ..catalogue import DEFAULT_PREFIX
 from ..emitter import SeriesDelta, TotalsSource
 from ..wire import dogstatsd_tag_list
 
 DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 8125
+DATADOG_LOGGER = "datadog.dogstatsd"
+
+# Set while our backend calls into its DogStatsd client, on the thread doing the call.
+_ours = threading.local()
+
+
+class _OnceForOurClient(logging.Filter):
+    """Turns datadog's per-packet warnings, logged while *our* client sends, into one line of ours."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        target = getattr(_ours, "target", None)
+        if target is None or record.levelno < logging.WARNING:
+            return True
+        logs.once(
+            "dogstatsd:send",
+            logging.WARNING,
+            "store-metrics: dogstatsd could not send to %s: %s; those counts are dropped "
+            "(UDP), further send errors in this process are not logged",
+            target,
+            record.getMessage(),
+        )
+        return False
+
+
+_filter_lock = threading.Lock()
+_filter: _OnceForOurClient | None = None
+
+
+def _install_filter() -> None:
+    global _filter
+    with _filter_lock:
+        if _filter is None:
+            _filter = _OnceForOurClient()
+            logging.getLogger(DATADOG_LOGGER).addFilter(_filter)
 
 
 class DogStatsdBackend:
@@ -29,9 +71,7 @@ class DogStatsdBackend:
 
     pull = False
 
-    def __init__(
-        self, host: str, port: int, prefix: str, telemetry: bool, origin_detection: bool
-    ) -> None:
+    def __init__(self, host: str, port: int, prefix: str, telemetry: bool, origin_detection: bool) -> None:
         self.host = host
         self.port = port
         self.prefix = prefix
@@ -43,7 +83,8 @@ class DogStatsdBackend:
         return f"dogstatsd udp://{self.host}:{self.port} prefix={self.prefix!r}"
 
     def open(self, source: TotalsSource) -> None:
-        self._client = DogStatsd(
+        _install_filter()
+        client = DogStatsd(
             host=self.host,
             port=self.port,
             namespace=self.prefix or None,
@@ -52,13 +93,21 @@ class DogStatsdBackend:
             disable_buffering=True,
             disable_background_sender=True,
         )
+        # Resolve and connect now (this may block on DNS; open() runs on the emitter's worker
+        # thread): a host that does not resolve fails here, once, instead of on every send.
+        client.get_socket()
+        self._client = client
 
     def export(self, deltas: Sequence[SeriesDelta]) -> None:
         client = self._client
-        # The context manager packs the lines into as few datagrams as fit.
-        with client:
-            for delta in deltas:
-                client.increment(delta.metric.name, delta.value, tags=dogstatsd_tag_list(delta.tags))
+        _ours.target = f"udp://{self.host}:{self.port}"
+        try:
+            # The context manager packs the lines into as few datagrams as fit.
+            with client:
+                for delta in deltas:
+                    client.increment(delta.metric.name, delta.value, tags=dogstatsd_tag_list(delta.tags))
+        finally:
+            _ours.target = None
 
     def force_flush(self, timeout: float) -> None:
         return None  # export() closes its buffer, which sends

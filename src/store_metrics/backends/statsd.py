@@ -74,5 +74,8 @@ def create(
     **_: Any,
 ) -> StatsdBackend:
     return StatsdBackend(
-        validate.host("host", host), validate.port("port", port), validate.prefix("prefix", prefix), max_udp_size
+        validate.host("host", host),
+        validate.port("port", port),
+        validate.prefix("prefix", prefix),
+        max_udp_size,
     )
