@@ -14,13 +14,24 @@ as the global, with a per-process ``service.instance.id`` and one reader:
   previous process's value.
 * ``prometheus``: a scrape endpoint (``prometheus_host:prometheus_port``, default ``:9464``).
 * ``console``: prints every export, for debugging.
+
+The exporter's packages are checked when the backend is configured, so a missing one is a
+:class:`~store_metrics.errors.MissingExtraError` then, not a failure on the worker thread.
+
+The instruments of one provider (and prefix) are created once per process and report the
+sum over every emitter that used that provider: configuring again with the same provider (for
+example the global one) keeps counting, and a closed emitter's totals stay in the sum so the
+counters never go down.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import os
+import threading
 import uuid
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -44,7 +55,8 @@ from .. import __version__, catalogue, validate
 from ..aggregator import DEFAULT_FLUSH_INTERVAL, DEFAULT_MAX_SERIES
 from ..catalogue import DEFAULT_PREFIX, Metric
 from ..emitter import SeriesDelta, TotalsSource
-from ..wire import full_name
+from ..errors import MissingExtraError
+from ..wire import TagTuple, full_name
 
 EXPORTERS = ("otlp", "prometheus", "console")
 TEMPORALITIES = ("delta", "cumulative")
@@ -64,6 +76,110 @@ def _temporality(kind: str) -> dict[type, AggregationTemporality]:
         SdkUpDownCounter: AggregationTemporality.CUMULATIVE,
         SdkObservableUpDownCounter: AggregationTemporality.CUMULATIVE,
     }
+
+
+#: What each exporter needs besides the SDK: (importable module, distribution that brings it).
+_EXPORTER_NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "otlp:http/protobuf": (
+        ("opentelemetry.exporter.otlp.proto.http", "opentelemetry-exporter-otlp-proto-http"),
+    ),
+    "otlp:grpc": (
+        ("opentelemetry.exporter.otlp.proto.grpc", "opentelemetry-exporter-otlp-proto-grpc"),
+        ("grpc", "grpcio"),
+    ),
+    "prometheus": (
+        ("opentelemetry.exporter.prometheus", "opentelemetry-exporter-prometheus"),
+        ("prometheus_client", "prometheus-client"),
+    ),
+    "console": (),
+}
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _require_exporter(exporter: str, protocol: str) -> None:
+    """Raise :class:`MissingExtraError` now if the chosen exporter's packages are not installed."""
+    key = f"otlp:{protocol}" if exporter == "otlp" else exporter
+    for module, distribution in _EXPORTER_NEEDS[key]:
+        if not _importable(module):
+            raise MissingExtraError("otel", "otel", distribution)
+
+
+class _Observed:
+    """What the instruments of one (provider, prefix) report: the sum over the emitters using it.
+
+    Callbacks run on the SDK's collection thread. A closed emitter's totals are kept in
+    ``retired`` so the cumulative value never goes down; in a forked child the parent's counts
+    are dropped (the child counts from zero, like its emitter).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+        self.sources: list[TotalsSource] = []
+        self.retired: dict[str, dict[TagTuple, int]] = {}
+
+    def _adopt_process(self) -> None:
+        # Caller holds self.lock.
+        if self.pid != os.getpid():
+            self.pid = os.getpid()
+            self.sources = []
+            self.retired = {}
+
+    def attach(self, source: TotalsSource) -> None:
+        with self.lock:
+            self._adopt_process()
+            if not any(s is source for s in self.sources):
+                self.sources.append(source)
+
+    def detach(self, source: TotalsSource) -> None:
+        with self.lock:
+            if self.pid != os.getpid() or not any(s is source for s in self.sources):
+                return
+            self.sources = [s for s in self.sources if s is not source]
+            for metric in catalogue.counters():
+                for tags, total in source.totals(metric):
+                    bucket = self.retired.setdefault(metric.name, {})
+                    bucket[tags] = bucket.get(tags, 0) + total
+
+    def observe(self, metric: Metric) -> list[Observation]:
+        with self.lock:
+            # Inherited through fork() and not (yet) attached in this process: report nothing,
+            # the parent's counts are the parent's.
+            if self.pid != os.getpid():
+                return []
+            sources = list(self.sources)
+            totals = dict(self.retired.get(metric.name, {}))
+        for source in sources:
+            for tags, total in source.totals(metric):
+                totals[tags] = totals.get(tags, 0) + total
+        return [Observation(total, dict(tags)) for tags, total in totals.items() if total]
+
+
+# provider -> prefix -> its instruments' state. Weak: a provider that is dropped takes its entry.
+_observed: weakref.WeakKeyDictionary[Any, dict[str, _Observed]] = weakref.WeakKeyDictionary()
+_observed_lock = threading.Lock()
+
+
+def _observed_for(provider: Any, prefix: str) -> tuple[_Observed, bool]:
+    """The state of ``provider``'s instruments under ``prefix``; True if they must be created."""
+    with _observed_lock:
+        by_prefix = _observed.setdefault(provider, {})
+        entry = by_prefix.get(prefix)
+        if entry is not None:
+            return entry, False
+        entry = by_prefix[prefix] = _Observed()
+        return entry, True
+
+
+def _forget_provider(provider: Any) -> None:
+    with _observed_lock:
+        _observed.pop(provider, None)
 
 
 def _otlp_protocol() -> str:
@@ -121,9 +237,9 @@ class OtelBackend:
         self._provider: Any = None
         self._owned = False
         self._server: Any = None
+        self._registry: Any = None
         self._source: TotalsSource | None = None
-        self._pid = os.getpid()
-        self._instrumented: set[int] = set()
+        self._observed: _Observed | None = None
         self.instance_id = ""
 
     # -- describing --------------------------------------------------------------------------
@@ -146,49 +262,39 @@ class OtelBackend:
 
     def open(self, source: TotalsSource) -> None:
         self._source = source
-        self._pid = os.getpid()
         provider = self._given_provider
-        if provider is None:
+        if provider is None and not self._owned:
             current = otel_metrics.get_meter_provider()
             if isinstance(current, MeterProvider):
                 provider = current
         if provider is None:
+            # Our own provider (again after fork(): the child gets its own service.instance.id,
+            # and the inherited provider's instruments report nothing in the child).
             provider = self._build_provider()
             self._owned = True
         self._provider = provider
-        if id(provider) not in self._instrumented:
-            self._create_instruments(provider)
-            self._instrumented.add(id(provider))
+        observed, create = _observed_for(provider, self.prefix)
+        if create:
+            self._create_instruments(provider, observed)
+        observed.attach(source)
+        self._observed = observed
 
-    def _create_instruments(self, provider: Any) -> None:
+    def _create_instruments(self, provider: Any, observed: _Observed) -> None:
         meter = provider.get_meter(METER_NAME, __version__)
         for metric in catalogue.counters():
             meter.create_observable_counter(
                 full_name(self.prefix, metric.name),
-                callbacks=[self._callback(metric, provider)],
+                callbacks=[_callback(observed, metric)],
                 unit=metric.unit,
                 description=metric.description,
             )
 
-    def _callback(
-        self, metric: Metric, provider: Any
-    ) -> Callable[[CallbackOptions], Iterable[Observation]]:
-        def observe(options: CallbackOptions) -> Iterable[Observation]:
-            source = self._source
-            # A provider inherited through fork() must not report the child's counts under
-            # the parent's identity: the child reports through a provider of its own.
-            if source is None or self._provider is not provider or os.getpid() != self._pid:
-                return []
-            return [Observation(total, dict(tags)) for tags, total in source.totals(metric)]
-
-        return observe
-
     def _build_provider(self) -> MeterProvider:
         self.instance_id = str(uuid.uuid4())
-        attributes = {"service.instance.id": self.instance_id}
-        if not os.environ.get("OTEL_SERVICE_NAME"):
-            attributes["service.name"] = self.service_name
-        resource = Resource.create(attributes)
+        # OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES win over our default service name.
+        resource = Resource.create({"service.instance.id": self.instance_id})
+        if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+            resource = resource.merge(Resource({"service.name": self.service_name}))
         limits: dict[type, int] = {SdkObservableCounter: self.max_series + 1}
         reader: MetricReader
         if self.exporter == "prometheus":
@@ -207,7 +313,11 @@ class OtelBackend:
             )
         # shutdown_on_exit=False: the emitter's own exit hook shuts this down with a time bound;
         # the SDK's hook would wait for the exporter's full timeout on a dead endpoint.
-        return MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
+        provider = MeterProvider(metric_readers=[reader], resource=resource, shutdown_on_exit=False)
+        if self.exporter == "prometheus":
+            # Serve only once the reader is registered: an earlier scrape would find nothing.
+            self._start_prometheus_server()
+        return provider
 
     def _otlp_exporter(self) -> Any:
         if self.otlp_protocol == "grpc":
@@ -220,14 +330,20 @@ class OtelBackend:
 
     def _prometheus_reader(self, limits: dict[type, int]) -> MetricReader:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
-        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client import CollectorRegistry
 
         # A registry of our own: several emitters in one process must not collide in the global one.
-        registry = CollectorRegistry(auto_describe=True)
-        reader: MetricReader = _with_cardinality(PrometheusMetricReader, limits, registry=registry)
-        server, _thread = start_http_server(self.prometheus_port, self.prometheus_host, registry=registry)
-        self._server = server
+        self._registry = CollectorRegistry(auto_describe=True)
+        reader: MetricReader = _with_cardinality(PrometheusMetricReader, limits, registry=self._registry)
         return reader
+
+    def _start_prometheus_server(self) -> None:
+        from prometheus_client import start_http_server
+
+        server, _thread = start_http_server(
+            self.prometheus_port, self.prometheus_host, registry=self._registry
+        )
+        self._server = server
 
     def export(self, deltas: Sequence[SeriesDelta]) -> None:
         return None  # pull backend: callbacks read the totals
@@ -239,8 +355,11 @@ class OtelBackend:
         provider.force_flush(timeout_millis=int(timeout * 1000))
 
     def close(self, timeout: float) -> None:
+        if self._observed is not None and self._source is not None:
+            self._observed.detach(self._source)
         if self._owned and self._provider is not None:
             self._provider.shutdown(timeout_millis=int(timeout * 1000))
+            _forget_provider(self._provider)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -253,6 +372,13 @@ class OtelBackend:
             # The child gets a provider (and service.instance.id) of its own on open().
             self._provider = None
             self._server = None
+
+
+def _callback(observed: _Observed, metric: Metric) -> Callable[[CallbackOptions], Iterable[Observation]]:
+    def observe(options: CallbackOptions) -> Iterable[Observation]:
+        return observed.observe(metric)
+
+    return observe
 
 
 def create(
@@ -268,7 +394,7 @@ def create(
     max_series: int = DEFAULT_MAX_SERIES,
     **_: Any,
 ) -> OtelBackend:
-    return OtelBackend(
+    backend = OtelBackend(
         meter_provider=meter_provider,
         exporter=validate.choice("otel_exporter", exporter, EXPORTERS),
         prefix=validate.prefix("prefix", prefix),
@@ -279,3 +405,7 @@ def create(
         service_name=service_name,
         max_series=max_series,
     )
+    if meter_provider is None and not isinstance(otel_metrics.get_meter_provider(), MeterProvider):
+        # We will build our own provider: its exporter must be installed.
+        _require_exporter(backend.exporter, backend.otlp_protocol)
+    return backend
