@@ -1,0 +1,56 @@
+"""Parse the StatsD lines tests receive, strictly: a line that does not parse fails the test."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+_DOG = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+):(?P<value>\d+)\|c(?:\|#(?P<tags>[^|]*))?$")
+_INFLUX = re.compile(r"^(?P<stat>[A-Za-z0-9_.\-=,]+):(?P<value>\d+)\|c$")
+
+Key = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def parse_dogstatsd(line: str) -> tuple[Key, int]:
+    match = _DOG.match(line)
+    if not match:
+        raise AssertionError(f"not a well-formed DogStatsD counter line: {line!r}")
+    tags = tuple(tuple(t.split(":", 1)) for t in match["tags"].split(",")) if match["tags"] else ()
+    for tag in tags:
+        if len(tag) != 2:
+            raise AssertionError(f"malformed tag in {line!r}")
+    return (match["name"], tags), int(match["value"])  # type: ignore[return-value]
+
+
+def parse_influx(line: str) -> tuple[Key, int]:
+    match = _INFLUX.match(line)
+    if not match:
+        raise AssertionError(f"not a well-formed InfluxDB-StatsD counter line: {line!r}")
+    name, *pairs = match["stat"].split(",")
+    tags = tuple(tuple(p.split("=", 1)) for p in pairs)
+    for tag in tags:
+        if len(tag) != 2:
+            raise AssertionError(f"malformed tag in {line!r}")
+    return (name, tags), int(match["value"])  # type: ignore[return-value]
+
+
+def totals(lines: list[str], style: str, prefix: str = "airflow.") -> Counter[Key]:
+    """Sum counter lines per (name, tags), keeping only names starting with ``prefix``."""
+    parse = parse_dogstatsd if style == "dogstatsd" else parse_influx
+    result: Counter[Key] = Counter()
+    for line in lines:
+        if not line.startswith(prefix):
+            continue
+        key, value = parse(line)
+        result[key] += value
+    return result
+
+
+def by_name(result: Counter[Key], **tags: str) -> dict[str, int]:
+    """Totals per metric name over the series whose tags include ``tags``."""
+    out: dict[str, int] = {}
+    for (name, series_tags), value in result.items():
+        have = dict(series_tags)
+        if all(have.get(k) == v for k, v in tags.items()):
+            out[name] = out.get(name, 0) + value
+    return out

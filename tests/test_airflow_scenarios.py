@@ -1,0 +1,199 @@
+"""The plugin on real Airflow 3.3 under dag.test(): the upstream proposal's scenarios and beyond.
+
+Every DAG here runs in a fresh process through the installed plugin (entry point
+``airflow.plugins``), configured only by ``AIRFLOW__STORE_METRICS__*`` variables, and the
+counts are read from what a real backend sent: DogStatsD / StatsD lines on a real UDP socket,
+or the Prometheus exposition the demo scrapes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from airflow_home import AirflowHome, make_home
+from conftest import UdpReceiver, wait_until
+from metric_lines import by_name, totals
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+PYOP = "_PythonDecoratedOperator"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
+    return make_home(tmp_path_factory.mktemp("airflow-home"))
+
+
+@pytest.fixture
+def receiver() -> Iterator[UdpReceiver]:
+    udp = UdpReceiver()
+    yield udp
+    udp.close()
+
+
+def dogstatsd_env(home: AirflowHome, receiver: UdpReceiver, **extra: str) -> dict[str, str]:
+    return home.env(
+        AIRFLOW__STORE_METRICS__BACKEND="dogstatsd",
+        AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
+        AIRFLOW__STORE_METRICS__PORT=str(receiver.port),
+        **extra,
+    )
+
+
+def tags(dag_id: str, task_id: str, operator: str = PYOP, **more: str) -> tuple[tuple[str, str], ...]:
+    return (("dag_id", dag_id), ("task_id", task_id), ("run_type", "manual"), ("operator", operator), *more.items())
+
+
+# -- the upstream proposal's four scenarios, through `store-metrics demo` ---------------------------
+
+PROPOSAL_SERIES = {
+    # 1. plain @task, both read outcomes
+    ("task", "read_absent", "state_store_metrics_01", "touch_store", PYOP): 1,
+    ("task", "read_found", "state_store_metrics_01", "touch_store", PYOP): 1,
+    ("task", "write", "state_store_metrics_01", "touch_store", PYOP): 1,
+    # 2. asset store alongside task store, run twice
+    ("asset", "read_absent", "state_store_metrics_02", "touch_asset_store", PYOP): 1,
+    ("asset", "read_found", "state_store_metrics_02", "touch_asset_store", PYOP): 1,
+    ("asset", "write", "state_store_metrics_02", "touch_asset_store", PYOP): 2,
+    ("task", "read_absent", "state_store_metrics_02", "touch_asset_store", PYOP): 2,
+    # 3. delete and clear
+    ("task", "write", "state_store_metrics_03", "delete_and_clear", PYOP): 2,
+    ("task", "delete", "state_store_metrics_03", "delete_and_clear", PYOP): 1,
+    ("task", "clear", "state_store_metrics_03", "delete_and_clear", PYOP): 1,
+    ("asset", "write", "state_store_metrics_03", "delete_and_clear", PYOP): 1,
+    ("asset", "delete", "state_store_metrics_03", "delete_and_clear", PYOP): 1,
+    # 4. ResumableJobMixin operator
+    ("task", "read_absent", "example_resumable_job", "run_batch_job", "MockBatchOperator"): 1,
+    ("task", "write", "example_resumable_job", "run_batch_job", "MockBatchOperator"): 1,
+}
+_SERIES_LINE = re.compile(
+    r'^airflow_(task|asset)_state_store_([a-z_]+)_total\{dag_id="([^"]+)",operator="([^"]+)",'
+    r'run_type="manual",task_id="([^"]+)"\} ([0-9.]+)$'
+)
+
+
+def test_demo_reproduces_the_proposal_series_exactly(home: AirflowHome, tmp_path: Path) -> None:
+    """`store-metrics demo`, run as a user runs it, prints exactly the proposal's series and counts."""
+    env = {k: v for k, v in home.env().items() if not k.startswith("AIRFLOW")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "store_metrics.cli", "demo"],
+        env=env, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert "[1/3]" in out and "[2/3]" in out and "[3/3]" in out  # it tells the user what it does
+    seen = {}
+    for line in out.splitlines():
+        match = _SERIES_LINE.match(line.strip())
+        if match:
+            scope, outcome, dag_id, operator, task_id, value = match.groups()
+            seen[(scope, outcome, dag_id, task_id, operator)] = float(value)
+    assert seen == {k: float(v) for k, v in PROPOSAL_SERIES.items()}
+    # Airflow's own resumable_job family still counts, side by side, nothing shared.
+    assert "airflow.resumable_job.fresh_submit,operator=MockBatchOperator:1|c" in out
+
+
+# -- beyond the proposal ------------------------------------------------------------------------------
+
+
+def test_mapped_two_assets_and_errors(home: AirflowHome, receiver: UdpReceiver, tmp_path: Path) -> None:
+    # The async accessors are exercised under `airflow standalone` (test_airflow_standalone.py):
+    # under dag.test() Airflow 3.3.2's in-process comms have no `asend`, wrapped or not.
+    caught_file = tmp_path / "caught.json"
+    env = dogstatsd_env(home, receiver, STORE_METRICS_TEST_OUT=str(caught_file))
+    result = home.run(
+        tmp_path, ["store_metrics_mapped", "store_metrics_two_assets", "store_metrics_errors"], env
+    )
+    assert result["runs"] == [
+        ["store_metrics_mapped", "success"],
+        ["store_metrics_two_assets", "success"],
+        ["store_metrics_errors", "failed"],  # fail_on_none fails with the accessor's own error
+    ]
+    expected = {
+        # three mapped instances, one series (no map_index tag): 3 x one instance
+        ("airflow.task_state_store.read_absent", tags("store_metrics_mapped", "resume_or_start")): 3,
+        ("airflow.task_state_store.write", tags("store_metrics_mapped", "resume_or_start")): 3,
+        ("airflow.asset_state_store.write", tags("store_metrics_two_assets", "sync_both")): 1,
+        ("airflow.asset_state_store.read_absent", tags("store_metrics_two_assets", "sync_both")): 1,
+        ("airflow.asset_state_store.read_found", tags("store_metrics_two_assets", "sync_both")): 1,
+        ("airflow.asset_state_store.delete", tags("store_metrics_two_assets", "sync_both")): 1,
+        ("airflow.task_state_store.error", tags("store_metrics_errors", "refuse", operation="set")): 1,
+        ("airflow.asset_state_store.error", tags("store_metrics_errors", "refuse", operation="get")): 1,
+        ("airflow.task_state_store.error", tags("store_metrics_errors", "fail_on_none", operation="set")): 1,
+    }
+    wait_until(lambda: sum(totals(receiver.lines(), "dogstatsd").values()) >= sum(expected.values()), 10)
+    assert dict(totals(receiver.lines(), "dogstatsd")) == expected
+    # The task saw the real accessor's exception, unchanged.
+    caught = json.loads(caught_file.read_text())
+    assert caught["set"] == ["ValueError", "Cannot set value as None", "ValueError", "Cannot set value as None"]
+    assert caught["asset_get"][0] == "ValueError"
+    assert "use context['asset_state_store'][MY_ASSET]" in caught["asset_get"][1]
+
+
+def test_backend_none_and_disabled_emit_nothing(home: AirflowHome, receiver: UdpReceiver, tmp_path: Path) -> None:
+    # Control: the same DAG with the statsd backend does reach the socket.
+    statsd = home.env(
+        AIRFLOW__STORE_METRICS__BACKEND="statsd",
+        AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
+        AIRFLOW__STORE_METRICS__PORT=str(receiver.port),
+    )
+    assert home.run(tmp_path, ["state_store_metrics_01"], statsd)["runs"] == [["state_store_metrics_01", "success"]]
+    wait_until(lambda: len(receiver.lines()) >= 3)
+    assert by_name(totals(receiver.lines(), "influx"), dag_id="state_store_metrics_01") == {
+        "airflow.task_state_store.read_absent": 1,
+        "airflow.task_state_store.write": 1,
+        "airflow.task_state_store.read_found": 1,
+    }
+    receiver.clear()
+
+    none = {**statsd, "AIRFLOW__STORE_METRICS__BACKEND": "none"}
+    result = home.run(tmp_path, ["state_store_metrics_01"], none)
+    assert result["runs"] == [["state_store_metrics_01", "success"]]
+    assert result["configured"] is True and result["emitter"] == "AggregatingEmitter"
+
+    disabled = {**statsd, "AIRFLOW__STORE_METRICS__ENABLED": "false"}
+    result = home.run(tmp_path, ["state_store_metrics_01"], disabled)
+    assert result["runs"] == [["state_store_metrics_01", "success"]]
+    assert result["configured"] is False
+    assert "store-metrics is disabled" in result["log"]
+    assert receiver.lines() == []  # both runs have exited: anything sent would be here
+
+
+def test_bad_configuration_is_logged_once_and_tasks_run(home: AirflowHome, tmp_path: Path) -> None:
+    env = home.env(AIRFLOW__STORE_METRICS__BACKEND="prometheus")
+    result = home.run(tmp_path, ["state_store_metrics_01", "state_store_metrics_03"], env)
+    assert result["runs"] == [["state_store_metrics_01", "success"], ["state_store_metrics_03", "success"]]
+    message = (
+        "[store_metrics] backend = 'prometheus' is not valid: accepted values are "
+        "airflow, otel, dogstatsd, statsd, none"
+    )
+    assert result["log"].count(message) == 1
+    assert result["configured"] is False
+
+
+def test_stays_out_of_the_way_when_airflow_counts_itself(
+    home: AirflowHome, receiver: UdpReceiver, tmp_path: Path
+) -> None:
+    env = dogstatsd_env(home, receiver, STORE_METRICS_TEST_SIMULATE_NATIVE="1")
+    result = home.run(tmp_path, ["state_store_metrics_01", "state_store_metrics_01"], env)
+    assert result["runs"] == [["state_store_metrics_01", "success"]] * 2
+    assert result["configured"] is False
+    assert result["log"].count("counts state store calls itself; the plugin stays out of the way") == 1
+    assert receiver.lines() == []
+
+
+def test_the_plugin_is_listed_by_airflow(home: AirflowHome) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow", "plugins", "-o", "json"],
+        env=home.env(), capture_output=True, text=True, timeout=120, check=True,
+    )
+    plugins = json.loads(proc.stdout[proc.stdout.index("[") :])
+    ours = [p for p in plugins if p["name"] == "store_metrics"]
+    assert ours, proc.stdout
+    assert "store_metrics.plugin.StateStoreListener" in json.dumps(ours[0])
