@@ -12,12 +12,17 @@ so a call costs one integer add. Found vs absent is decided exactly: the inner `
 a private sentinel as ``default`` (the default never leaves the process), so a stored value
 equal to the caller's default still counts as ``read_found``. An exception from the inner call
 reaches the caller as the very same object and counts as ``<scope>.error{operation=...}``.
-Return values are passed back untouched; every other attribute, ``repr``, ``==`` and ``hash``
-pass through to the inner accessor, and ``isinstance`` sees the inner accessor's class.
+Return values are passed back untouched; every other attribute, ``repr``, ``str``, ``==`` and
+``hash`` pass through to the inner accessor, and ``isinstance`` sees the inner accessor's class.
+The async methods ``aget/aset/adelete/aclear`` exist on a wrapper exactly when the inner accessor
+has them. ``copy.copy``/``copy.deepcopy`` give a wrapper around a copy of the inner accessor
+(same counters); pickling a wrapper pickles the inner accessor.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,18 +46,20 @@ class InstrumentedStore:
     """Wraps one accessor (task store, one asset's store, or the asset mapping's sugar)."""
 
     __slots__ = (
+        "__weakref__",
+        "_absent",
         "_clear",
         "_delete",
+        "_emitter",
         "_err_clear",
         "_err_delete",
         "_err_get",
         "_err_set",
         "_found",
-        "_absent",
         "_inner",
         "_scope",
+        "_tags",
         "_write",
-        "__weakref__",
     )
 
     def __init__(self, inner: Any, scope: Scope, emitter: Emitter, tags: Mapping[str, str]) -> None:
@@ -64,6 +71,8 @@ class InstrumentedStore:
 
         object.__setattr__(self, "_inner", inner)
         object.__setattr__(self, "_scope", scope)
+        object.__setattr__(self, "_emitter", emitter)
+        object.__setattr__(self, "_tags", dict(tags))
         # Bound methods, looked up once: a call then costs one attribute load and one add.
         object.__setattr__(self, "_found", bump(Outcome.READ_FOUND))
         object.__setattr__(self, "_absent", bump(Outcome.READ_ABSENT))
@@ -121,18 +130,30 @@ class InstrumentedStore:
     # -- transparency ------------------------------------------------------------------------
 
     @property  # type: ignore[misc]
-    def __class__(self) -> type:  # noqa: PLE0307
+    def __class__(self) -> type:
         # isinstance(store, TaskStateStoreAccessor) keeps working for operators that check.
         return type(self._inner)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        # Only reached for names the wrapper lacks. Read the slot directly: on a half-built
+        # instance (copy/pickle machinery) ``self._inner`` would land here again, forever.
+        try:
+            inner = object.__getattribute__(self, "_inner")
+        except AttributeError:
+            raise AttributeError(name) from None
+        return getattr(inner, name)
 
     def __setattr__(self, name: str, value: Any) -> None:
         setattr(self._inner, name, value)
 
+    def __delattr__(self, name: str) -> None:
+        delattr(self._inner, name)
+
     def __repr__(self) -> str:
         return repr(self._inner)
+
+    def __str__(self) -> str:
+        return str(self._inner)
 
     def __eq__(self, other: object) -> bool:
         return bool(self._inner == unwrap(other))
@@ -145,6 +166,17 @@ class InstrumentedStore:
 
     def __dir__(self) -> list[str]:
         return dir(self._inner)
+
+    def __copy__(self) -> Any:
+        return _wrap(copy.copy(self._inner), self._scope, self._emitter, self._tags)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        # The emitter is shared, never copied: a copy counts into the same series.
+        return _wrap(copy.deepcopy(self._inner, memo), self._scope, self._emitter, self._tags)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # Counters do not travel: another process has its own emitter.
+        return self._inner.__reduce_ex__(protocol)
 
 
 class InstrumentedAsyncStore(InstrumentedStore):
@@ -197,9 +229,7 @@ class _MappingMixin:
 
     __slots__ = ()
 
-    def _init_mapping(self, emitter: Emitter, tags: Mapping[str, str]) -> None:
-        object.__setattr__(self, "_emitter", emitter)
-        object.__setattr__(self, "_tags", dict(tags))
+    def _init_mapping(self) -> None:
         object.__setattr__(self, "_children", {})
 
     def __getitem__(self, asset: Any) -> Any:
@@ -216,24 +246,41 @@ class _MappingMixin:
 class InstrumentedAssetMapping(_MappingMixin, InstrumentedStore):
     """The asset mapping: per-asset accessors by subscript, and the single-asset sugar."""
 
-    __slots__ = ("_children", "_emitter", "_tags")
+    __slots__ = ("_children",)
 
     def __init__(self, inner: Any, scope: Scope, emitter: Emitter, tags: Mapping[str, str]) -> None:
         super().__init__(inner, scope, emitter, tags)
-        self._init_mapping(emitter, tags)
+        self._init_mapping()
 
 
 class InstrumentedAsyncAssetMapping(_MappingMixin, InstrumentedAsyncStore):
     """The asset mapping with async sugar methods."""
 
-    __slots__ = ("_children", "_emitter", "_tags")
+    __slots__ = ("_children",)
 
     def __init__(self, inner: Any, scope: Scope, emitter: Emitter, tags: Mapping[str, str]) -> None:
         super().__init__(inner, scope, emitter, tags)
-        self._init_mapping(emitter, tags)
+        self._init_mapping()
 
 
 _WRAPPERS = (InstrumentedStore,)
+ASYNC_METHODS = ("aget", "aset", "adelete", "aclear")
+_ALL_ASYNC = frozenset(ASYNC_METHODS)
+
+
+@functools.cache
+def _class_for(mapping: bool, async_methods: frozenset[str]) -> type:
+    """The wrapper class for an inner accessor with exactly these async methods."""
+    if not async_methods:
+        return InstrumentedAssetMapping if mapping else InstrumentedStore
+    if async_methods == _ALL_ASYNC:
+        return InstrumentedAsyncAssetMapping if mapping else InstrumentedAsyncStore
+    # A partial set (no Airflow release has one, but wrap whatever exists and nothing more).
+    base = InstrumentedAssetMapping if mapping else InstrumentedStore
+    namespace: dict[str, Any] = {"__slots__": ()}
+    for name in sorted(async_methods):
+        namespace[name] = InstrumentedAsyncStore.__dict__[name]
+    return type(f"{base.__name__}[{','.join(sorted(async_methods))}]", (base,), namespace)
 
 
 def is_instrumented(obj: object) -> bool:
@@ -249,11 +296,8 @@ def unwrap(obj: Any) -> Any:
 
 
 def _wrap(inner: Any, scope: Scope, emitter: Emitter, tags: Mapping[str, str]) -> Any:
-    is_async = hasattr(inner, "aget")
-    if hasattr(type(inner), "__getitem__"):
-        cls: type = InstrumentedAsyncAssetMapping if is_async else InstrumentedAssetMapping
-    else:
-        cls = InstrumentedAsyncStore if is_async else InstrumentedStore
+    async_methods = frozenset(name for name in ASYNC_METHODS if hasattr(inner, name))
+    cls = _class_for(hasattr(type(inner), "__getitem__"), async_methods)
     return cls(inner, scope, emitter, tags)
 
 

@@ -13,6 +13,11 @@
 
 While the block runs, the recorder is the active emitter: the plugin (and any wrapper made
 with :func:`store_metrics.instrument_task_store`) counts into it and nothing is sent anywhere.
+Wrappers made before the block keep counting into the emitter they were made with.
+
+Tag values are compared after the same sanitising the backends apply
+(:func:`store_metrics.wire.sanitize_tag_value`), so ``dag_id="my dag"`` finds the series
+tagged ``my_dag``.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from .aggregator import Series
 from .catalogue import Metric
 from .emitter import Counter
 from .runtime import set_emitter
-from .wire import TagTuple, normalize_tags
+from .wire import TagTuple, normalize_tags, sanitize_tag_value
 
 
 class MetricsRecorder:
@@ -45,7 +50,8 @@ class MetricsRecorder:
         return series
 
     def flush(self, timeout: float | None = None) -> bool:
-        self.flushes += 1
+        with self._lock:
+            self.flushes += 1
         return True
 
     def series(self) -> dict[tuple[str, TagTuple], int]:
@@ -73,7 +79,7 @@ class MetricsRecorder:
 
 def _matches(series_tags: TagTuple, wanted: Mapping[str, str]) -> bool:
     have = dict(series_tags)
-    return all(have.get(k) == v for k, v in wanted.items())
+    return all(have.get(k) == sanitize_tag_value(v) for k, v in wanted.items())
 
 
 @contextmanager
