@@ -92,3 +92,105 @@ def make_home(root: Path) -> AirflowHome:
         timeout=300,
     )
     return home
+
+
+class Standalone:
+    """``airflow standalone`` (api-server, scheduler with LocalExecutor, dag-processor, triggerer).
+
+    Every task runs in its own short-lived process forked by the LocalExecutor, exactly as in
+    a deployment; the servers listen on free ports and stop with the test.
+    """
+
+    def __init__(self, root: Path, api_port: int, settings: dict[str, str]) -> None:
+        self.home = AirflowHome(root)
+        self.home.dags.mkdir(parents=True)
+        for dag_file in (TESTS / "dags").glob("*.py"):
+            shutil.copy(dag_file, self.home.dags)
+        self.api_port = api_port
+        self.env = self.home.env(
+            AIRFLOW__API__PORT=str(api_port),
+            AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://localhost:{api_port}/execution/",
+            AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
+            AIRFLOW__CORE__PARALLELISM="8",
+            **settings,
+        )
+        # standalone starts its components as `airflow ...` subprocesses found on PATH.
+        self.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self.env.get('PATH', '')}"
+        self.log_path = root / "standalone.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, dag_ids: list[str], timeout: float = 240) -> None:
+        from conftest import wait_until
+
+        log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "airflow", "standalone"],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        wait_until(lambda: self._healthy() or self._died(), timeout, interval=0.5)
+        assert not self._died(), self.log_tail()
+        wait_until(lambda: set(dag_ids) <= self._parsed_dags() or self._died(), timeout, interval=0.5)
+        assert not self._died(), self.log_tail()
+
+    def _died(self) -> bool:
+        return self.proc is not None and self.proc.poll() is not None
+
+    def _healthy(self) -> bool:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/api/v2/monitor/health", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def _query(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
+        import sqlite3
+
+        db = self.home.path / "airflow.db"
+        if not db.exists():
+            return []
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                return conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError:  # not migrated yet, or busy
+            return []
+
+    def _parsed_dags(self) -> set[str]:
+        return {row[0] for row in self._query("select dag_id from dag")}
+
+    def trigger(self, dag_id: str) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "airflow", "dags", "trigger", dag_id],
+            env=self.env, check=True, capture_output=True, timeout=120,
+        )
+
+    def wait_for_runs(self, dag_id: str, count: int, timeout: float = 240) -> list[str]:
+        """Wait until ``count`` runs of ``dag_id`` have finished; return their states."""
+        from conftest import wait_until
+
+        def finished() -> list[str]:
+            rows = self._query("select state from dag_run where dag_id = ?", dag_id)
+            return [r[0] for r in rows if r[0] in ("success", "failed")]
+
+        wait_until(lambda: len(finished()) >= count or self._died(), timeout, interval=0.5)
+        assert not self._died(), self.log_tail()
+        return finished()
+
+    def log_tail(self, chars: int = 6000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        import signal
+
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
