@@ -1,0 +1,619 @@
+"""The instrumented accessors: exact counts, exact pass-through.
+
+The inner stores here are small in-memory fakes with the shape of the Task SDK 1.3.2 accessors
+(``TaskStateStoreAccessor``, ``AssetStateStoreAccessor``, ``AssetStateStoreAccessors``). They
+stand in for the supervisor round trip a real accessor makes, which only exists inside a running
+Airflow task; real Airflow is exercised by the Airflow tests (``tests/test_airflow*``), and
+``test_fakes_have_the_shape_of_airflows_accessors`` checks the fakes against the installed
+Airflow classes. No metrics backend is faked: counts go to ``store_metrics.testing``'s recorder
+or to a real emitter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import json
+import pickle
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+import store_metrics
+from conftest import UdpReceiver
+from foundation_support import WIRE_TAGS
+from store_metrics import accessors, catalogue
+from store_metrics.testing import MetricsRecorder, capture_metrics
+
+TAGS = catalogue.task_tags(dag_id="d", task_id="t", run_type="manual", operator="X")
+NEVER_EXPIRE = object()
+
+
+class Boom(RuntimeError):
+    """What the supervisor round trip raises (AirflowRuntimeError in real Airflow)."""
+
+
+class FakeTaskStore:
+    """Shaped like TaskStateStoreAccessor in Task SDK 1.3.2 (sync only)."""
+
+    def __init__(self, ti_id: str = "ti-1") -> None:
+        self._ti_id = ti_id
+        self.data: dict[str, Any] = {}
+        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
+        self.fail: BaseException | None = None
+        self.backend_cleared = 0
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> None:
+        self.calls.append((name, args, kwargs))
+        if self.fail is not None:
+            raise self.fail
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FakeTaskStore):
+            return False
+        return self._ti_id == other._ti_id
+
+    def __hash__(self) -> int:
+        return hash(self._ti_id)
+
+    def __repr__(self) -> str:
+        return f"<TaskStateStoreAccessor ti_id={self._ti_id}>"
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._call("get", key, default)
+        return self.data.get(key, default)
+
+    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
+        self._call("set", key, value, retention=retention)
+        if value is None:
+            raise ValueError("Cannot set value as None")
+        self.data[key] = value
+
+    def delete(self, key: str) -> None:
+        self._call("delete", key)
+        self.data.pop(key, None)
+
+    def clear(self) -> None:
+        self._call("clear")
+        self.data.clear()
+
+    def _clear_backend_only(self) -> None:
+        self.backend_cleared += 1
+
+
+class FakeAssetStore:
+    """Shaped like AssetStateStoreAccessor: sync and async get/set/delete/clear."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self.data: dict[str, Any] = {}
+        self.fail: BaseException | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FakeAssetStore) and self._name == other._name
+
+    def __hash__(self) -> int:
+        return hash((self._name, None))
+
+    def __repr__(self) -> str:
+        return f"<AssetStateStoreAccessor name={self._name!r}>"
+
+    def _check(self) -> None:
+        if self.fail is not None:
+            raise self.fail
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._check()
+        return self.data.get(key, default)
+
+    async def aget(self, key: str, default: Any = None) -> Any:
+        await asyncio.sleep(0)
+        return self.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self._check()
+        self.data[key] = value
+
+    async def aset(self, key: str, value: Any) -> None:
+        await asyncio.sleep(0)
+        self.set(key, value)
+
+    def delete(self, key: str) -> None:
+        self._check()
+        self.data.pop(key, None)
+
+    async def adelete(self, key: str) -> None:
+        await asyncio.sleep(0)
+        self.delete(key)
+
+    def clear(self) -> None:
+        self._check()
+        self.data.clear()
+
+    async def aclear(self) -> None:
+        await asyncio.sleep(0)
+        self.clear()
+
+
+class Asset:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Asset(name={self.name!r})"
+
+
+class FakeAssetStores:
+    """Shaped like AssetStateStoreAccessors: subscript by asset, or single-asset sugar."""
+
+    def __init__(self, *names: str) -> None:
+        self._by_name = {n: FakeAssetStore(n) for n in names}
+
+    def __getitem__(self, key: Asset) -> FakeAssetStore:
+        try:
+            return self._by_name[key.name]
+        except KeyError:
+            raise KeyError(f"{key!r} is not in this task's inlets or outlets") from None
+
+    def _single_accessor(self) -> FakeAssetStore:
+        if len(self._by_name) != 1:
+            raise ValueError(f"Task has {len(self._by_name)} concrete inlets and outlets")
+        return next(iter(self._by_name.values()))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._single_accessor().get(key, default)
+
+    async def aget(self, key: str, default: Any = None) -> Any:
+        return await self._single_accessor().aget(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self._single_accessor().set(key, value)
+
+    async def aset(self, key: str, value: Any) -> None:
+        await self._single_accessor().aset(key, value)
+
+    def delete(self, key: str) -> None:
+        self._single_accessor().delete(key)
+
+    async def adelete(self, key: str) -> None:
+        await self._single_accessor().adelete(key)
+
+    def clear(self) -> None:
+        self._single_accessor().clear()
+
+    async def aclear(self) -> None:
+        await self._single_accessor().aclear()
+
+    def __repr__(self) -> str:
+        return f"<AssetStateStoreAccessors [{', '.join(f'name={k!r}' for k in self._by_name)}]>"
+
+
+@pytest.fixture
+def metrics() -> Any:
+    with capture_metrics() as recorder:
+        yield recorder
+
+
+def task_store(recorder: MetricsRecorder, inner: Any = None) -> Any:
+    return store_metrics.instrument_task_store(inner or FakeTaskStore(), recorder, TAGS)
+
+
+# -- the user's story --------------------------------------------------------------------------
+
+
+def test_a_task_that_reads_a_missing_key_then_writes_it(metrics: MetricsRecorder) -> None:
+    store = task_store(metrics)
+    assert store.get("job_id") is None
+    store.set("job_id", "abc")
+    assert metrics.counts(dag_id="d", task_id="t") == {
+        "task_state_store.read_absent": 1,
+        "task_state_store.write": 1,
+    }
+
+
+def test_a_resumed_task_finds_its_key_deletes_it_and_clears(metrics: MetricsRecorder) -> None:
+    inner = FakeTaskStore()
+    inner.data["job_id"] = "abc"
+    store = task_store(metrics, inner)
+    assert store.get("job_id") == "abc"
+    store.delete("job_id")
+    store.clear()
+    assert metrics.counts() == {
+        "task_state_store.read_found": 1,
+        "task_state_store.delete": 1,
+        "task_state_store.clear": 1,
+    }
+    # Every series carries the task's tags, and only them.
+    assert {tags for (_, tags) in metrics.series()} == {
+        (("dag_id", "d"), ("task_id", "t"), ("run_type", "manual"), ("operator", "X"))
+    }
+
+
+def test_each_call_is_counted_once(metrics: MetricsRecorder) -> None:
+    store = task_store(metrics)
+    for i in range(5):
+        store.set(f"k{i}", i)
+    for i in range(7):
+        store.get(f"k{i}")
+    assert metrics.counts() == {
+        "task_state_store.write": 5,
+        "task_state_store.read_found": 5,
+        "task_state_store.read_absent": 2,
+    }
+
+
+# -- found vs absent, exactly ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stored", [0, "", False, [], {}, "fallback"])
+def test_a_stored_value_equal_to_the_callers_default_is_read_found(
+    metrics: MetricsRecorder, stored: Any
+) -> None:
+    inner = FakeTaskStore()
+    inner.data["k"] = stored
+    store = task_store(metrics, inner)
+    default = copy.copy(stored)  # equal, and for mutables a different object
+    result = store.get("k", default)
+    assert result is stored
+    assert metrics.counts() == {"task_state_store.read_found": 1}
+
+
+def test_absent_returns_the_callers_own_default_object(metrics: MetricsRecorder) -> None:
+    inner = FakeTaskStore()
+    store = task_store(metrics, inner)
+    default = {"fresh": True}
+    assert store.get("missing", default) is default
+    assert store.get("missing", default=0) == 0
+    assert metrics.counts() == {"task_state_store.read_absent": 2}
+    # The caller's default never reached the inner accessor: it was handed a private sentinel.
+    inner_defaults = [args[1] for name, args, _ in inner.calls if name == "get"]
+    assert len(inner_defaults) == 2
+    assert all(d is not default and d != 0 and d is not None for d in inner_defaults)
+
+
+# -- pass-through of values and arguments ------------------------------------------------------
+
+
+def test_return_values_and_arguments_pass_through_untouched(metrics: MetricsRecorder) -> None:
+    inner = FakeTaskStore()
+    value = {"nested": [1, 2, 3]}
+    store = task_store(metrics, inner)
+    assert store.set("k", value) is None
+    assert inner.data["k"] is value
+    assert store.get("k") is value
+
+
+@pytest.mark.parametrize("retention", [None, timedelta(hours=6), NEVER_EXPIRE])
+def test_retention_keyword_passes_through(metrics: MetricsRecorder, retention: Any) -> None:
+    inner = FakeTaskStore()
+    store = task_store(metrics, inner)
+    store.set("k", 1, retention=retention)
+    assert inner.calls == [("set", ("k", 1), {"retention": retention})]
+    assert inner.calls[0][2]["retention"] is retention
+    assert metrics.counts() == {"task_state_store.write": 1}
+
+
+def test_a_set_without_retention_passes_no_extra_keyword(metrics: MetricsRecorder) -> None:
+    inner = FakeTaskStore()
+    task_store(metrics, inner).set("k", 1)
+    assert inner.calls == [("set", ("k", 1), {"retention": None})]
+
+
+# -- exceptions --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("operation", "call"),
+    [
+        ("get", lambda s: s.get("k")),
+        ("set", lambda s: s.set("k", 1)),
+        ("delete", lambda s: s.delete("k")),
+        ("clear", lambda s: s.clear()),
+    ],
+)
+def test_an_exception_reaches_the_caller_unchanged_and_counts_as_error(
+    metrics: MetricsRecorder, operation: str, call: Any
+) -> None:
+    inner = FakeTaskStore()
+    error = Boom("supervisor said no")
+    inner.fail = error
+    store = task_store(metrics, inner)
+    with pytest.raises(Boom) as caught:
+        call(store)
+    assert caught.value is error
+    assert caught.value.args == ("supervisor said no",)
+    # The traceback still goes down to where it was raised.
+    assert caught.traceback[-1].name == "_call"
+    assert metrics.counts() == {"task_state_store.error": 1}
+    assert metrics.value("task_state_store.error", operation=operation) == 1
+
+
+def test_the_inners_own_validation_error_is_an_error_not_a_write(metrics: MetricsRecorder) -> None:
+    store = task_store(metrics)
+    with pytest.raises(ValueError, match="Cannot set value as None"):
+        store.set("k", None)
+    assert metrics.counts() == {"task_state_store.error": 1}
+    assert metrics.value("task_state_store.error", operation="set") == 1
+
+
+def test_base_exceptions_pass_and_count_nothing(metrics: MetricsRecorder) -> None:
+    inner = FakeTaskStore()
+    inner.fail = KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        task_store(metrics, inner).get("k")
+    assert metrics.counts() == {}
+
+
+# -- async -------------------------------------------------------------------------------------
+
+
+def test_sync_only_inner_gets_no_async_methods(metrics: MetricsRecorder) -> None:
+    store = task_store(metrics)
+    for name in ("aget", "aset", "adelete", "aclear"):
+        assert not hasattr(store, name)
+        with pytest.raises(AttributeError):
+            getattr(store, name)
+
+
+def test_async_methods_are_counted_like_sync_ones(metrics: MetricsRecorder) -> None:
+    inner = FakeAssetStore("orders")
+    store = store_metrics.instrument_asset_store(inner, metrics, TAGS)
+
+    async def story() -> list[Any]:
+        results = [await store.aget("wm")]
+        await store.aset("wm", 0)
+        results.append(await store.aget("wm", 0))
+        await store.adelete("wm")
+        await store.aclear()
+        return results
+
+    assert asyncio.run(story()) == [None, 0]
+    assert metrics.counts() == {
+        "asset_state_store.read_absent": 1,
+        "asset_state_store.write": 1,
+        "asset_state_store.read_found": 1,
+        "asset_state_store.delete": 1,
+        "asset_state_store.clear": 1,
+    }
+
+
+@pytest.mark.parametrize("operation", ["get", "set", "delete", "clear"])
+def test_async_exception_is_the_same_object_and_counts_as_error(
+    metrics: MetricsRecorder, operation: str
+) -> None:
+    inner = FakeAssetStore("orders")
+    error = Boom(operation)
+    inner.fail = error
+    store = store_metrics.instrument_asset_store(inner, metrics, TAGS)
+    args: dict[str, tuple[Any, ...]] = {"get": ("k",), "set": ("k", 1), "delete": ("k",), "clear": ()}
+    with pytest.raises(Boom) as caught:
+        asyncio.run(getattr(store, "a" + operation)(*args[operation]))
+    assert caught.value is error
+    assert metrics.counts() == {"asset_state_store.error": 1}
+    assert metrics.value("asset_state_store.error", operation=operation) == 1
+
+
+def test_only_the_async_methods_the_inner_has(metrics: MetricsRecorder) -> None:
+    class OnlyAget(FakeTaskStore):
+        async def aget(self, key: str, default: Any = None) -> Any:
+            return self.get(key, default)
+
+    store = store_metrics.instrument_task_store(OnlyAget(), metrics, TAGS)
+    assert hasattr(store, "aget")
+    assert not hasattr(store, "aset")
+    assert not hasattr(store, "aclear")
+    assert asyncio.run(store.aget("k", 5)) == 5
+    assert metrics.counts() == {"task_state_store.read_absent": 1}
+
+
+# -- the asset mapping -------------------------------------------------------------------------
+
+
+def test_subscripted_asset_store_counts_each_call_once(metrics: MetricsRecorder) -> None:
+    inner = FakeAssetStores("orders", "users")
+    store = store_metrics.instrument_asset_store(inner, metrics, TAGS)
+    orders = Asset("orders")
+    assert store[orders].get("wm") is None
+    store[orders].set("wm", 5)
+    assert store[orders].get("wm") == 5
+    assert store[Asset("users")].get("wm", "none") == "none"
+    assert inner[orders].data == {"wm": 5}
+    assert metrics.counts() == {
+        "asset_state_store.read_absent": 2,
+        "asset_state_store.write": 1,
+        "asset_state_store.read_found": 1,
+    }
+    # The same wrapper each time, around the very accessor the mapping returns.
+    assert store[orders] is store[orders]
+    assert accessors.unwrap(store[orders]) is inner[orders]
+    assert isinstance(store[orders], FakeAssetStore)
+
+
+def test_single_asset_sugar_counts_each_call_once(metrics: MetricsRecorder) -> None:
+    inner = FakeAssetStores("orders")
+    store = store_metrics.instrument_asset_store(inner, metrics, TAGS)
+    assert store.get("wm") is None
+    store.set("wm", 1)
+    assert store.get("wm") == 1
+    store.delete("wm")
+    store.clear()
+    assert asyncio.run(store.aget("wm", 3)) == 3
+    assert metrics.counts() == {
+        "asset_state_store.read_absent": 2,
+        "asset_state_store.write": 1,
+        "asset_state_store.read_found": 1,
+        "asset_state_store.delete": 1,
+        "asset_state_store.clear": 1,
+    }
+
+
+def test_asset_not_in_the_task_raises_the_mappings_own_error_uncounted(metrics: MetricsRecorder) -> None:
+    store = store_metrics.instrument_asset_store(FakeAssetStores("orders"), metrics, TAGS)
+    with pytest.raises(KeyError, match="is not in this task's inlets or outlets"):
+        store[Asset("nope")]
+    assert metrics.counts() == {}
+
+
+def test_ambiguous_sugar_raises_the_mappings_error_and_counts_it(metrics: MetricsRecorder) -> None:
+    store = store_metrics.instrument_asset_store(FakeAssetStores("a", "b"), metrics, TAGS)
+    with pytest.raises(ValueError, match="Task has 2 concrete inlets and outlets"):
+        store.get("wm")
+    assert metrics.counts() == {"asset_state_store.error": 1}
+
+
+# -- transparency ------------------------------------------------------------------------------
+
+
+def test_repr_eq_hash_isinstance_and_attributes_pass_through(metrics: MetricsRecorder) -> None:
+    inner = FakeTaskStore("ti-42")
+    store = task_store(metrics, inner)
+    assert repr(store) == "<TaskStateStoreAccessor ti_id=ti-42>"
+    assert str(store) == str(inner)
+    assert store == inner
+    assert inner == store
+    assert store == FakeTaskStore("ti-42")
+    assert store != FakeTaskStore("other")
+    assert hash(store) == hash(inner)
+    assert {store: 1}[inner] == 1
+    assert isinstance(store, FakeTaskStore)
+    assert store._ti_id == "ti-42"
+    assert "get" in dir(store)
+    store.extra = "set through"
+    assert inner.extra == "set through"  # type: ignore[attr-defined]
+    assert accessors.unwrap(store) is inner
+    assert accessors.is_instrumented(store)
+    assert not accessors.is_instrumented(inner)
+    assert metrics.counts() == {}
+
+
+def test_private_methods_pass_through_uncounted(metrics: MetricsRecorder) -> None:
+    inner = FakeTaskStore()
+    store = task_store(metrics, inner)
+    store._clear_backend_only()
+    assert inner.backend_cleared == 1
+    assert metrics.counts() == {}
+
+
+def test_wrapping_twice_does_not_count_twice(metrics: MetricsRecorder) -> None:
+    store = task_store(metrics)
+    again = store_metrics.instrument_task_store(store, metrics, TAGS)
+    assert again is store
+    again.set("k", 1)
+    assert metrics.counts() == {"task_state_store.write": 1}
+
+
+def test_copies_wrap_a_copy_and_count_into_the_same_series(metrics: MetricsRecorder) -> None:
+    inner = FakeTaskStore()
+    store = task_store(metrics, inner)
+    for clone in (copy.copy(store), copy.deepcopy(store)):
+        assert accessors.is_instrumented(clone)
+        assert accessors.unwrap(clone) is not inner
+        assert clone == inner
+        clone.set("k", 1)
+    assert metrics.counts() == {"task_state_store.write": 2}
+
+
+def test_pickling_a_wrapper_pickles_the_accessor(metrics: MetricsRecorder) -> None:
+    store = task_store(metrics, FakeTaskStore("ti-7"))
+    clone = pickle.loads(pickle.dumps(store))
+    assert type(clone) is FakeTaskStore
+    assert clone == FakeTaskStore("ti-7")
+
+
+# -- through a real emitter and a real backend -------------------------------------------------
+
+
+def test_counts_reach_a_real_statsd_socket(udp_receiver: UdpReceiver) -> None:
+    emitter = store_metrics.configure("statsd", host="127.0.0.1", port=udp_receiver.port, flush_interval=60)
+    store = store_metrics.instrument_task_store(FakeTaskStore(), emitter, TAGS)
+    store.get("job_id")
+    store.set("job_id", "abc")
+    assert emitter.flush(5.0)
+    lines = udp_receiver.wait_for_lines(2)
+    assert sorted(lines) == [
+        f"airflow.task_state_store.read_absent,{WIRE_TAGS}:1|c",
+        f"airflow.task_state_store.write,{WIRE_TAGS}:1|c",
+    ]
+
+
+def test_wrappers_made_before_configure_count_nothing() -> None:
+    store = store_metrics.instrument_task_store(FakeTaskStore(), store_metrics.get_emitter(), TAGS)
+    store.set("k", 1)
+    emitter = store_metrics.configure("none")
+    assert emitter.snapshot() == {}
+
+
+# -- the fakes against the real thing ----------------------------------------------------------
+
+_REAL_SHAPES = textwrap.dedent(
+    """
+    import inspect, json, uuid
+    from airflow.sdk._shared.state import TaskScope
+    from airflow.sdk.execution_time.context import (
+        AssetStateStoreAccessor, AssetStateStoreAccessors, TaskStateStoreAccessor)
+    import store_metrics
+    from store_metrics import accessors
+    from store_metrics.testing import MetricsRecorder
+
+    def shape(cls):
+        params = lambda f: [[p.name, p.kind.name] for p in inspect.signature(f).parameters.values()]
+        return {name: params(getattr(cls, name))
+                for name in ("get", "set", "delete", "clear", "aget", "aset", "adelete", "aclear",
+                             "_clear_backend_only", "__getitem__")
+                if hasattr(cls, name)}
+
+    rec = MetricsRecorder()
+    tags = {"dag_id": "d", "task_id": "t", "run_type": "manual", "operator": "X"}
+    ti = uuid.uuid4()
+    real_task = TaskStateStoreAccessor(ti, TaskScope(dag_id="d", run_id="r", task_id="t"))
+    task = store_metrics.instrument_task_store(real_task, rec, tags)
+    real_asset = AssetStateStoreAccessor(name="orders")
+    asset = store_metrics.instrument_asset_store(real_asset, rec, tags)
+    real_map = AssetStateStoreAccessors(inlets=[], outlets=[])
+    mapping = store_metrics.instrument_asset_store(real_map, rec, tags)
+    print(json.dumps({
+        "shapes": {c.__name__: shape(c)
+                   for c in (TaskStateStoreAccessor, AssetStateStoreAccessor, AssetStateStoreAccessors)},
+        "task": [isinstance(task, TaskStateStoreAccessor), task == real_task, real_task == task,
+                 hash(task) == hash(real_task), repr(task) == repr(real_task),
+                 hasattr(task, "aget"), callable(task._clear_backend_only)],
+        "asset": [isinstance(asset, AssetStateStoreAccessor), asset == real_asset,
+                  [hasattr(asset, m) for m in ("aget", "aset", "adelete", "aclear")]],
+        "mapping": [isinstance(mapping, AssetStateStoreAccessors), repr(mapping) == repr(real_map),
+                    type(mapping).__name__],
+    }))
+    """
+)
+
+
+def _fake_shape(cls: type) -> dict[str, list[list[str]]]:
+    names = ("get", "set", "delete", "clear", "aget", "aset", "adelete", "aclear", "_clear_backend_only")
+    return {
+        n: [[p.name, p.kind.name] for p in inspect.signature(getattr(cls, n)).parameters.values()]
+        for n in (*names, "__getitem__")
+        if hasattr(cls, n)
+    }
+
+
+def test_fakes_have_the_shape_of_airflows_accessors() -> None:
+    pytest.importorskip("airflow.sdk")
+    # A fresh process: importing Airflow reconfigures logging, which the other tests read.
+    done = subprocess.run(
+        [sys.executable, "-c", _REAL_SHAPES], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    real = json.loads(done.stdout.strip().splitlines()[-1])
+    # Same methods, same parameter names and kinds (annotations differ: no Airflow types here).
+    assert _fake_shape(FakeTaskStore) == real["shapes"]["TaskStateStoreAccessor"]
+    assert _fake_shape(FakeAssetStore) == real["shapes"]["AssetStateStoreAccessor"]
+    assert _fake_shape(FakeAssetStores) == real["shapes"]["AssetStateStoreAccessors"]
+    # Wrapping the real classes: isinstance, ==, hash, repr pass through; the 1.3.2 task
+    # accessor is sync only, so its wrapper has no aget; the asset accessor has all four.
+    assert real["task"] == [True, True, True, True, True, False, True]
+    assert real["asset"] == [True, True, [True, True, True, True]]
+    assert real["mapping"] == [True, True, "InstrumentedAsyncAssetMapping"]
