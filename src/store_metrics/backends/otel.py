@@ -46,6 +46,8 @@ from opentelemetry.sdk.metrics import UpDownCounter as SdkUpDownCounter
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     ConsoleMetricExporter,
+    MetricExporter,
+    MetricExportResult,
     MetricReader,
     PeriodicExportingMetricReader,
 )
@@ -197,6 +199,37 @@ def _with_cardinality(factory: Callable[..., Any], limits: dict[type, int], **kw
     return factory(**kwargs)
 
 
+class _ResultRecorder(MetricExporter):
+    """Delegates to the real exporter and remembers whether exports failed."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(
+            preferred_temporality=inner._preferred_temporality,
+            preferred_aggregation=inner._preferred_aggregation,
+        )
+        self.inner = inner
+        self.failures = 0
+        self.last_failure = ""
+
+    def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        try:
+            result: MetricExportResult = self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+        except Exception as exc:
+            self.failures += 1
+            self.last_failure = f"{type(exc).__name__}: {exc}"
+            raise
+        if result is not MetricExportResult.SUCCESS:
+            self.failures += 1
+            self.last_failure = "the endpoint did not accept the export (see the exporter's log)"
+        return result
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return bool(self.inner.force_flush(timeout_millis=timeout_millis))
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+
+
 def _has_pull_reader(provider: Any) -> bool:
     # PrometheusMetricReader queues one copy of every metric per force_flush and serves all of
     # them on the next scrape (duplicate series); a scrape endpoint needs no flushing anyway.
@@ -326,7 +359,10 @@ class OtelBackend:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
                 OTLPMetricExporter,
             )
-        return OTLPMetricExporter(preferred_temporality=_temporality(self.temporality))
+        self._recorder = _ResultRecorder(
+            OTLPMetricExporter(preferred_temporality=_temporality(self.temporality))
+        )
+        return self._recorder
 
     def _prometheus_reader(self, limits: dict[type, int]) -> MetricReader:
         from opentelemetry.exporter.prometheus import PrometheusMetricReader
@@ -352,7 +388,13 @@ class OtelBackend:
         provider = self._provider
         if provider is None or not hasattr(provider, "force_flush") or _has_pull_reader(provider):
             return
+        recorder = getattr(self, "_recorder", None)
+        before = recorder.failures if recorder is not None else 0
         provider.force_flush(timeout_millis=int(timeout * 1000))
+        # The SDK's periodic reader logs a failed export and carries on; surface it so the
+        # emitter logs it once and `store-metrics check` can say the target is not reachable.
+        if recorder is not None and recorder.failures > before:
+            raise RuntimeError(f"the OTLP export failed ({recorder.last_failure})")
 
     def close(self, timeout: float) -> None:
         if self._observed is not None and self._source is not None:
