@@ -15,11 +15,13 @@ import asyncio
 import copy
 import inspect
 import json
+import os
 import pickle
 import subprocess
 import sys
 import textwrap
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -600,13 +602,14 @@ def _fake_shape(cls: type) -> dict[str, list[list[str]]]:
     }
 
 
-def test_fakes_have_the_shape_of_airflows_accessors() -> None:
+def test_fakes_have_the_shape_of_airflows_accessors(tmp_path: Path) -> None:
     pytest.importorskip("airflow.sdk")
-    # A fresh process: importing Airflow reconfigures logging, which the other tests read.
-    done = subprocess.run(
-        [sys.executable, "-c", _REAL_SHAPES], capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
+    # A fresh process (importing Airflow reconfigures logging, which other tests read), with an
+    # Airflow home of its own.
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    command = [sys.executable, "-c", _REAL_SHAPES]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
     real = json.loads(done.stdout.strip().splitlines()[-1])
     # Same methods, same parameter names and kinds (annotations differ: no Airflow types here).
     assert _fake_shape(FakeTaskStore) == real["shapes"]["TaskStateStoreAccessor"]
