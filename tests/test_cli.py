@@ -1,0 +1,108 @@
+"""The `store-metrics` command as a user runs it: check, catalogue, demo arguments."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import UdpReceiver, free_port
+
+from store_metrics import catalogue
+
+
+def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "OTEL_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "store_metrics.cli", *args],
+        env={**base, **env}, capture_output=True, text=True, timeout=120, check=False,
+    )
+
+
+def test_check_sends_one_increment_to_statsd(udp_receiver: UdpReceiver) -> None:
+    proc = run_cli(
+        "check",
+        AIRFLOW__STORE_METRICS__BACKEND="statsd",
+        AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
+        AIRFLOW__STORE_METRICS__PORT=str(udp_receiver.port),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"backend: statsd udp://127.0.0.1:{udp_receiver.port}" in proc.stdout
+    assert "port              = " in proc.stdout and "([store_metrics] port)" in proc.stdout
+    assert udp_receiver.wait_for_lines(1) == ["airflow.store_metrics.check:1|c"]
+
+
+def test_check_sends_one_increment_to_dogstatsd(udp_receiver: UdpReceiver) -> None:
+    proc = run_cli(
+        "check",
+        AIRFLOW__STORE_METRICS__BACKEND="dogstatsd",
+        AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
+        AIRFLOW__STORE_METRICS__PORT=str(udp_receiver.port),
+        AIRFLOW__STORE_METRICS__PREFIX="platform.airflow",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert udp_receiver.wait_for_lines(1) == ["platform.airflow.store_metrics.check:1|c"]
+
+
+def test_check_reports_bad_configuration_with_the_plugins_message() -> None:
+    proc = run_cli("check", AIRFLOW__STORE_METRICS__BACKEND="influx")
+    assert proc.returncode == 1
+    assert (
+        "error: [store_metrics] backend = 'influx' is not valid: accepted values are "
+        "airflow, otel, dogstatsd, statsd, none" in proc.stdout
+    )
+
+
+def test_check_reports_an_otlp_endpoint_that_refuses() -> None:
+    closed = free_port()  # nothing listens here
+    proc = run_cli(
+        "check",
+        AIRFLOW__STORE_METRICS__BACKEND="otel",
+        AIRFLOW__STORE_METRICS__FLUSH_TIMEOUT="15",
+        OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=f"http://127.0.0.1:{closed}/v1/metrics",
+        OTEL_EXPORTER_OTLP_METRICS_TIMEOUT="2",
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "error: the backend failed" in proc.stdout
+
+
+def test_check_reports_a_missing_extra() -> None:
+    code = (
+        "import sys; sys.modules['datadog'] = None; sys.modules['datadog.dogstatsd'] = None; "
+        "sys.modules['datadog.dogstatsd.base'] = None; from store_metrics.cli import main; sys.exit(main(['check']))"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**base, "AIRFLOW__STORE_METRICS__BACKEND": "dogstatsd"},
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "pip install 'airflow-store-metrics[dogstatsd]'" in proc.stdout
+
+
+def test_check_with_enabled_false_sends_nothing(udp_receiver: UdpReceiver) -> None:
+    proc = run_cli(
+        "check",
+        AIRFLOW__STORE_METRICS__ENABLED="false",
+        AIRFLOW__STORE_METRICS__BACKEND="statsd",
+        AIRFLOW__STORE_METRICS__PORT=str(udp_receiver.port),
+    )
+    assert proc.returncode == 0
+    assert "disabled" in proc.stdout
+    assert udp_receiver.lines() == []
+
+
+def test_catalogue_command_lists_every_metric() -> None:
+    proc = run_cli("catalogue")
+    assert proc.returncode == 0
+    for metric in catalogue.METRICS:
+        assert f"| `{metric.full_name()}` | `{metric.prometheus_name()}` |" in proc.stdout
+
+
+@pytest.mark.parametrize("args", [["demo", "--runs", "0"]])
+def test_demo_rejects_bad_arguments(args: list[str]) -> None:
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    assert "--runs must be at least 1" in proc.stderr
