@@ -1,0 +1,160 @@
+"""The ``dogstatsd`` adapter: the exact bytes datadog's client sends through a real UDP socket.
+
+No container field (``|c:``), no client telemetry, no tags taken from the environment unless a
+test asks for them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import types
+from typing import Any
+
+import pytest
+
+import store_metrics
+from conftest import UdpReceiver, wait_until
+from foundation_support import DOG_TAGS, HOSTILE_VALUES, TAGS, parse_dogstatsd
+from store_metrics import catalogue, wire
+from store_metrics.aggregator import AggregatingEmitter
+
+WRITE = catalogue.get("task_state_store.write")
+
+# Variables datadog's client reads on its own (tags, origin, cardinality, kill switch).
+DD_VARIABLES = (
+    "DD_ENV",
+    "DD_SERVICE",
+    "DD_VERSION",
+    "DD_ENTITY_ID",
+    "DATADOG_TAGS",
+    "DD_TAGS",
+    "DD_EXTERNAL_ENV",
+    "DD_CARDINALITY",
+    "DD_DOGSTATSD_DISABLE",
+    "DD_ORIGIN_DETECTION_ENABLED",
+    "DD_DOGSTATSD_URL",
+    "DD_TELEMETRY_HOST",
+    "DD_TELEMETRY_PORT",
+)
+
+
+@pytest.fixture(autouse=True)
+def _clean_datadog_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in DD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def dogstatsd(receiver: UdpReceiver, **options: Any) -> AggregatingEmitter:
+    return store_metrics.configure(
+        "dogstatsd", host="127.0.0.1", port=receiver.port, flush_interval=60.0, **options
+    )
+
+
+def test_one_write_is_exactly_this_datagram(udp_receiver: UdpReceiver) -> None:
+    emitter = dogstatsd(udp_receiver)
+    emitter.counter(WRITE, TAGS).add(1)
+    assert emitter.flush(5.0)
+    wait_until(lambda: udp_receiver.datagrams)
+    # datadog's client ends each buffered datagram with a newline.
+    assert udp_receiver.datagrams == [
+        b"airflow.task_state_store.write:1|c|#dag_id:d,task_id:t,run_type:manual,operator:X\n"
+    ]
+
+
+def test_summed_value_team_name_and_error_operation(udp_receiver: UdpReceiver) -> None:
+    emitter = dogstatsd(udp_receiver)
+    for _ in range(3):
+        emitter.counter(WRITE, {**TAGS, "team_name": "ml"}).add(1)
+    emitter.counter(catalogue.get("task_state_store.error"), {**TAGS, "operation": "delete"}).add(2)
+    assert emitter.flush(5.0)
+    assert sorted(udp_receiver.wait_for_lines(2)) == [
+        f"airflow.task_state_store.error:2|c|#{DOG_TAGS},operation:delete",
+        f"airflow.task_state_store.write:3|c|#{DOG_TAGS},team_name:ml",
+    ]
+
+
+def test_prefix_is_the_namespace(udp_receiver: UdpReceiver) -> None:
+    emitter = dogstatsd(udp_receiver, prefix="platform.airflow")
+    emitter.counter(WRITE, TAGS).add(1)
+    assert emitter.flush(5.0)
+    assert udp_receiver.wait_for_lines(1) == [f"platform.airflow.task_state_store.write:1|c|#{DOG_TAGS}"]
+
+
+def test_no_container_field_even_where_origin_detection_is_on_by_environment(
+    udp_receiver: UdpReceiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DD_ORIGIN_DETECTION_ENABLED", "true")
+    emitter = dogstatsd(udp_receiver)
+    emitter.counter(WRITE, TAGS).add(1)
+    assert emitter.flush(5.0)
+    (line,) = udp_receiver.wait_for_lines(1)
+    assert "|c:" not in line
+    parse_dogstatsd(line)
+
+
+def test_hostile_tag_values_each_yield_one_well_formed_line(udp_receiver: UdpReceiver) -> None:
+    emitter = dogstatsd(udp_receiver)
+    for hostile in HOSTILE_VALUES:
+        emitter.counter(WRITE, {**TAGS, "dag_id": hostile, "task_id": hostile}).add(1)
+    assert emitter.flush(5.0)
+    lines = udp_receiver.wait_for_lines(len(HOSTILE_VALUES))
+    assert len(lines) == len(HOSTILE_VALUES)
+    seen = []
+    for line in lines:
+        name, tags, value = parse_dogstatsd(line)
+        assert (name, value) == ("airflow.task_state_store.write", 1)
+        assert list(tags) == ["dag_id", "task_id", "run_type", "operator"]
+        assert tags["dag_id"] == tags["task_id"]
+        seen.append(tags["dag_id"])
+    assert sorted(seen) == sorted(wire.sanitize_tag_value(v) for v in HOSTILE_VALUES)
+    assert "x_airflow.evil_1_c" in seen
+
+
+def test_many_series_in_few_datagrams(udp_receiver: UdpReceiver) -> None:
+    emitter = dogstatsd(udp_receiver)
+    for i in range(40):
+        emitter.counter(WRITE, {**TAGS, "task_id": f"task_{i:02d}"}).add(i + 1)
+    assert emitter.flush(5.0)
+    lines = udp_receiver.wait_for_lines(40)
+    assert sorted(lines) == sorted(
+        f"airflow.task_state_store.write:{i + 1}|c|#dag_id:d,task_id:task_{i:02d},run_type:manual,operator:X"
+        for i in range(40)
+    )
+    assert len(udp_receiver.datagrams) < 40
+
+
+def _fast_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    # datadog's client sends its telemetry once its 10 s telemetry interval has passed. Give it
+    # (only it: the ``time`` name in its module) a clock that moves 100 s per reading, so every
+    # send is past the interval.
+    from datadog.dogstatsd import base
+
+    readings = itertools.count()
+    start = time.time()
+    clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
+    clock.time = lambda: start + 100.0 * next(readings)
+    monkeypatch.setattr(base, "time", clock)
+
+
+@pytest.mark.parametrize("telemetry", [False, True])
+def test_client_telemetry_only_when_asked_for(
+    udp_receiver: UdpReceiver, monkeypatch: pytest.MonkeyPatch, telemetry: bool
+) -> None:
+    _fast_clock(monkeypatch)
+    emitter = dogstatsd(udp_receiver, telemetry=telemetry)
+    for _ in range(2):
+        emitter.counter(WRITE, TAGS).add(1)
+        assert emitter.flush(5.0)
+    emitter.counter(catalogue.get("task_state_store.clear"), {"dag_id": "marker"}).add(1)
+    assert emitter.flush(5.0)
+    marker = "airflow.task_state_store.clear:1|c|#dag_id:marker"
+    wait_until(lambda: marker in udp_receiver.lines())
+    lines = udp_receiver.lines()
+    ours = [line for line in lines if line.startswith("airflow.")]
+    assert ours == [f"airflow.task_state_store.write:1|c|#{DOG_TAGS}"] * 2 + [marker]
+    telemetry_lines = [line for line in lines if line.startswith("datadog.dogstatsd.client.")]
+    if telemetry:
+        assert telemetry_lines  # the positive control: the clock trick does make the client send it
+    else:
+        assert lines == ours
