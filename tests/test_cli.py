@@ -106,3 +106,11 @@ def test_demo_rejects_bad_arguments(args: list[str]) -> None:
     proc = run_cli(*args)
     assert proc.returncode == 2
     assert "--runs must be at least 1" in proc.stderr
+
+
+def test_readme_catalogue_is_the_catalogue() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme.split("<!-- catalogue:start -->\n", 1)[1].split("<!-- catalogue:end -->", 1)[0]
+    assert block == run_cli("catalogue").stdout
