@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import store_metrics.example_dags as example_dags
+from store_metrics import example_dags
 
 TESTS = Path(__file__).parent
 RUNNER = TESTS / "airflow_runner.py"
@@ -142,7 +142,9 @@ class Standalone:
         import urllib.request
 
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.api_port}/api/v2/monitor/health", timeout=2) as r:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{self.api_port}/api/v2/monitor/health", timeout=2
+            ) as r:
                 return bool(r.status == 200)
         except OSError:
             return False
@@ -165,7 +167,10 @@ class Standalone:
     def trigger(self, dag_id: str) -> None:
         subprocess.run(
             [sys.executable, "-m", "airflow", "dags", "trigger", dag_id],
-            env=self.env, check=True, capture_output=True, timeout=120,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
 
     def wait_for_runs(self, dag_id: str, count: int, timeout: float = 240) -> list[str]:

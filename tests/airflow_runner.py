@@ -36,9 +36,7 @@ def main() -> int:
             runs.append([dag.dag_id, state])
     emitter = runtime.get_emitter()
     Path(result_path).write_text(
-        json.dumps(
-            {"runs": runs, "configured": runtime.is_configured(), "emitter": type(emitter).__name__}
-        )
+        json.dumps({"runs": runs, "configured": runtime.is_configured(), "emitter": type(emitter).__name__})
     )
     return 0
 

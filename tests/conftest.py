@@ -53,7 +53,7 @@ class UdpReceiver:
         while not self._stop.is_set():
             try:
                 data = self.sock.recv(65535)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 continue
             except OSError:
                 return

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from airflow_home import AirflowHome, make_home
 from conftest import UdpReceiver, wait_until
 from metric_lines import by_name, totals
@@ -47,7 +48,13 @@ def dogstatsd_env(home: AirflowHome, receiver: UdpReceiver, **extra: str) -> dic
 
 
 def tags(dag_id: str, task_id: str, operator: str = PYOP, **more: str) -> tuple[tuple[str, str], ...]:
-    return (("dag_id", dag_id), ("task_id", task_id), ("run_type", "manual"), ("operator", operator), *more.items())
+    return (
+        ("dag_id", dag_id),
+        ("task_id", task_id),
+        ("run_type", "manual"),
+        ("operator", operator),
+        *more.items(),
+    )
 
 
 # -- the upstream proposal's four scenarios, through `store-metrics demo` ---------------------------
@@ -83,7 +90,12 @@ def test_demo_reproduces_the_proposal_series_exactly(home: AirflowHome, tmp_path
     env = {k: v for k, v in home.env().items() if not k.startswith("AIRFLOW")}
     proc = subprocess.run(
         [sys.executable, "-m", "store_metrics.cli", "demo"],
-        env=env, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
@@ -131,19 +143,28 @@ def test_mapped_two_assets_and_errors(home: AirflowHome, receiver: UdpReceiver, 
     assert dict(totals(receiver.lines(), "dogstatsd")) == expected
     # The task saw the real accessor's exception, unchanged.
     caught = json.loads(caught_file.read_text())
-    assert caught["set"] == ["ValueError", "Cannot set value as None", "ValueError", "Cannot set value as None"]
+    assert caught["set"] == [
+        "ValueError",
+        "Cannot set value as None",
+        "ValueError",
+        "Cannot set value as None",
+    ]
     assert caught["asset_get"][0] == "ValueError"
     assert "use context['asset_state_store'][MY_ASSET]" in caught["asset_get"][1]
 
 
-def test_backend_none_and_disabled_emit_nothing(home: AirflowHome, receiver: UdpReceiver, tmp_path: Path) -> None:
+def test_backend_none_and_disabled_emit_nothing(
+    home: AirflowHome, receiver: UdpReceiver, tmp_path: Path
+) -> None:
     # Control: the same DAG with the statsd backend does reach the socket.
     statsd = home.env(
         AIRFLOW__STORE_METRICS__BACKEND="statsd",
         AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
         AIRFLOW__STORE_METRICS__PORT=str(receiver.port),
     )
-    assert home.run(tmp_path, ["state_store_metrics_01"], statsd)["runs"] == [["state_store_metrics_01", "success"]]
+    assert home.run(tmp_path, ["state_store_metrics_01"], statsd)["runs"] == [
+        ["state_store_metrics_01", "success"]
+    ]
     wait_until(lambda: len(receiver.lines()) >= 3)
     assert by_name(totals(receiver.lines(), "influx"), dag_id="state_store_metrics_01") == {
         "airflow.task_state_store.read_absent": 1,
@@ -191,7 +212,11 @@ def test_stays_out_of_the_way_when_airflow_counts_itself(
 def test_the_plugin_is_listed_by_airflow(home: AirflowHome) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "airflow", "plugins", "-o", "json"],
-        env=home.env(), capture_output=True, text=True, timeout=120, check=True,
+        env=home.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
     )
     plugins = json.loads(proc.stdout[proc.stdout.index("[") :])
     ours = [p for p in plugins if p["name"] == "store_metrics"]

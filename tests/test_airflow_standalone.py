@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from airflow_home import Standalone
 from conftest import UdpReceiver, free_port, wait_until
 from metric_lines import totals
@@ -29,7 +30,9 @@ def series(dag_id: str, task_id: str) -> tuple[tuple[str, str], ...]:
 
 
 @pytest.fixture(params=["dogstatsd", "statsd"], scope="module")
-def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Standalone, UdpReceiver, Path]]:
+def deployment(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, Standalone, UdpReceiver, Path]]:
     backend = request.param
     root = tmp_path_factory.mktemp(f"standalone-{backend}")
     barrier = root / "barrier"
@@ -53,7 +56,9 @@ def deployment(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         receiver.close()
 
 
-def test_concurrent_task_processes_lose_nothing(deployment: tuple[str, Standalone, UdpReceiver, Path]) -> None:
+def test_concurrent_task_processes_lose_nothing(
+    deployment: tuple[str, Standalone, UdpReceiver, Path],
+) -> None:
     backend, airflow, receiver, barrier = deployment
     airflow.trigger("store_metrics_concurrent")
     assert airflow.wait_for_runs("store_metrics_concurrent", 1) == ["success"], airflow.log_tail()

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import UdpReceiver, free_port
 
+from conftest import UdpReceiver, free_port
 from store_metrics import catalogue
 
 
@@ -16,7 +16,11 @@ def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "OTEL_"))}
     return subprocess.run(
         [sys.executable, "-m", "store_metrics.cli", *args],
-        env={**base, **env}, capture_output=True, text=True, timeout=120, check=False,
+        env={**base, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
@@ -70,13 +74,17 @@ def test_check_reports_an_otlp_endpoint_that_refuses() -> None:
 def test_check_reports_a_missing_extra() -> None:
     code = (
         "import sys; sys.modules['datadog'] = None; sys.modules['datadog.dogstatsd'] = None; "
-        "sys.modules['datadog.dogstatsd.base'] = None; from store_metrics.cli import main; sys.exit(main(['check']))"
+        "sys.modules['datadog.dogstatsd.base'] = None; "
+        "from store_metrics.cli import main; sys.exit(main(['check']))"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
     proc = subprocess.run(
         [sys.executable, "-c", code],
         env={**base, "AIRFLOW__STORE_METRICS__BACKEND": "dogstatsd"},
-        capture_output=True, text=True, timeout=120, check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "pip install 'airflow-store-metrics[dogstatsd]'" in proc.stdout

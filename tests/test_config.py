@@ -16,8 +16,15 @@ def settings(**env: str) -> Settings:
 def test_defaults_follow_airflow_metrics_section() -> None:
     s = settings()
     assert (s.enabled, s.backend, s.host, s.port, s.prefix) == (True, "airflow", "localhost", 8125, "airflow")
-    assert (s.otel_exporter, s.otel_temporality, s.prometheus_port, s.flush_interval) == ("otlp", "delta", 9464, 10.0)
-    s = settings(metrics__statsd_host="statsd.internal", metrics__statsd_port="9125", metrics__statsd_prefix="af")
+    assert (s.otel_exporter, s.otel_temporality, s.prometheus_port, s.flush_interval) == (
+        "otlp",
+        "delta",
+        9464,
+        10.0,
+    )
+    s = settings(
+        metrics__statsd_host="statsd.internal", metrics__statsd_port="9125", metrics__statsd_prefix="af"
+    )
     assert (s.host, s.port, s.prefix) == ("statsd.internal", 9125, "af")
     assert s.sources["host"] == "[metrics] statsd_host"
     # the OTel backend takes otel_prefix, StatsD ones statsd_prefix
@@ -33,18 +40,49 @@ def test_own_section_wins_over_metrics() -> None:
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("backend", "prometheus", "[store_metrics] backend = 'prometheus' is not valid: accepted values are airflow, otel, dogstatsd, statsd, none"),
-        ("enabled", "maybe", "[store_metrics] enabled = 'maybe' is not valid: accepted values are true, false"),
-        ("port", "99999", "[store_metrics] port = '99999' is not valid: accepted values are an integer port from 1 to 65535"),
+        (
+            "backend",
+            "prometheus",
+            "[store_metrics] backend = 'prometheus' is not valid: "
+            "accepted values are airflow, otel, dogstatsd, statsd, none",
+        ),
+        (
+            "enabled",
+            "maybe",
+            "[store_metrics] enabled = 'maybe' is not valid: accepted values are true, false",
+        ),
+        (
+            "port",
+            "99999",
+            "[store_metrics] port = '99999' is not valid: "
+            "accepted values are an integer port from 1 to 65535",
+        ),
         ("prometheus_port", "http", "[store_metrics] prometheus_port = 'http' is not valid"),
-        ("otel_exporter", "jaeger", "[store_metrics] otel_exporter = 'jaeger' is not valid: accepted values are otlp, prometheus, console"),
+        (
+            "otel_exporter",
+            "jaeger",
+            "[store_metrics] otel_exporter = 'jaeger' is not valid: "
+            "accepted values are otlp, prometheus, console",
+        ),
         ("otel_temporality", "both", "accepted values are delta, cumulative"),
-        ("flush_interval", "0", "[store_metrics] flush_interval = '0' is not valid: accepted values are a number of seconds > 0"),
+        (
+            "flush_interval",
+            "0",
+            "[store_metrics] flush_interval = '0' is not valid: accepted values are a number of seconds > 0",
+        ),
         ("flush_interval", "soon", "flush_interval = 'soon' is not valid"),
-        ("flush_timeout", "-1", "flush_timeout = '-1' is not valid: accepted values are a number of seconds >= 0"),
+        (
+            "flush_timeout",
+            "-1",
+            "flush_timeout = '-1' is not valid: accepted values are a number of seconds >= 0",
+        ),
         ("prefix", "air flow", "[store_metrics] prefix = 'air flow' is not valid"),
         ("prefix", "airflow.", "prefix = 'airflow.' is not valid"),
-        ("host", "bad host", "[store_metrics] host = 'bad host' is not valid: accepted values are a host name or IP address"),
+        (
+            "host",
+            "bad host",
+            "[store_metrics] host = 'bad host' is not valid: accepted values are a host name or IP address",
+        ),
     ],
 )
 def test_bad_values_name_the_option_and_the_accepted_values(option: str, value: str, message: str) -> None:

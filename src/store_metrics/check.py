@@ -8,6 +8,7 @@ foreground (so a failure is reported here, not logged from a worker thread), sen
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any, TextIO
 
@@ -69,9 +70,7 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
         say(f"error: the backend failed: {type(exc).__name__}: {exc}")
         return EXIT_BACKEND
     finally:
-        try:
+        with contextlib.suppress(Exception):
             backend.close(1.0)
-        except Exception:
-            pass
     say(f"sent one increment of {CHECK.full_name(getattr(backend, 'prefix', '') or '')!r}: ok")
     return EXIT_OK

@@ -15,7 +15,9 @@ def _catalogue(args: argparse.Namespace) -> int:
     print("|---|---|---|---|")
     for m in METRICS:
         tags = ", ".join(m.tags) + (f" (+ {', '.join(m.optional_tags)} when set)" if m.optional_tags else "")
-        print(f"| `{m.full_name(prefix)}` | `{m.prometheus_name(prefix)}` | {tags or '-'} | {m.description} |")
+        print(
+            f"| `{m.full_name(prefix)}` | `{m.prometheus_name(prefix)}` | {tags or '-'} | {m.description} |"
+        )
     return 0
 
 
@@ -59,8 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--runs", type=int, default=1, help="repeat the proposal's runs N times (default 1)")
     demo.add_argument("--serve", action="store_true", help="keep the scrape endpoint up until Ctrl-C")
-    demo.add_argument("--port", type=int, default=None, help="scrape endpoint port (default: 9464 with --serve, else a free port)")
-    demo.add_argument("--host", default="127.0.0.1", help="scrape endpoint address (default 127.0.0.1; 0.0.0.0 for a Prometheus in a container)")
+    demo.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="scrape endpoint port (default: 9464 with --serve, else a free port)",
+    )
+    demo.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="scrape endpoint address (default 127.0.0.1; 0.0.0.0 for a Prometheus in a container)",
+    )
     demo.set_defaults(func=_demo)
 
     check = commands.add_parser(

@@ -35,7 +35,10 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "host": ("StatsD / DogStatsD host", "[metrics] statsd_host, else localhost"),
     "port": ("StatsD / DogStatsD UDP port", "[metrics] statsd_port, else 8125"),
     "prefix": ("metric name prefix", "[metrics] statsd_prefix / otel_prefix, else airflow"),
-    "otel_exporter": (", ".join(OTEL_EXPORTERS), "otlp (endpoint, protocol, headers from OTEL_EXPORTER_OTLP_*)"),
+    "otel_exporter": (
+        ", ".join(OTEL_EXPORTERS),
+        "otlp (endpoint, protocol, headers from OTEL_EXPORTER_OTLP_*)",
+    ),
     "otel_temporality": (", ".join(OTEL_TEMPORALITIES), "delta"),
     "prometheus_host": ("address for otel_exporter = prometheus", "0.0.0.0"),
     "prometheus_port": ("port for otel_exporter = prometheus", "9464"),

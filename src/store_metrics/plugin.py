@@ -33,7 +33,7 @@ from .errors import ConfigError, MissingExtraError
 try:  # the Task SDK's class (workers may have the SDK without airflow-core)
     from airflow.sdk.plugins_manager import AirflowPlugin
 except ImportError:  # pragma: no cover - core-only installs
-    from airflow.plugins_manager import AirflowPlugin
+    from airflow.plugins_manager import AirflowPlugin  # type: ignore[assignment]
 
 hookimpl = pluggy.HookimplMarker("airflow")
 
@@ -195,7 +195,7 @@ class StateStoreListener:
 listener = StateStoreListener()
 
 
-class StoreMetricsPlugin(AirflowPlugin):  # type: ignore[misc]
+class StoreMetricsPlugin(AirflowPlugin):
     """Counts every state store call of every task (see the store-metrics README)."""
 
     name = "store_metrics"

@@ -39,7 +39,7 @@ class MockBatchOperator(ResumableJobMixin, BaseOperator):
         return job_id
 
     def get_job_status(self, external_id: Any, context: Any) -> str:
-        simulate = context["params"].get("simulate_final_status", "")
+        simulate = str(context["params"].get("simulate_final_status", ""))
         if simulate:
             return simulate
         return _JOBS.get(str(external_id), "RUNNING")

@@ -6,6 +6,7 @@ Expected: task_state_store read_absent=1, write=1, read_found=1.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from airflow.sdk import DAG, task
 
@@ -17,7 +18,7 @@ with DAG(
 ) as dag:
 
     @task
-    def touch_store(**context):
+    def touch_store(**context: Any) -> None:
         store = context["task_state_store"]
         print("first read:", store.get("counter"))
         store.set("counter", 1)

@@ -7,6 +7,7 @@ task read_absent=1 (the task store is scoped to the run, so it is empty every ti
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from airflow.sdk import DAG, Asset, task
 
@@ -20,7 +21,7 @@ with DAG(
 ) as dag:
 
     @task(inlets=[METRICS_ASSET], outlets=[METRICS_ASSET])
-    def touch_asset_store(**context):
+    def touch_asset_store(**context: Any) -> None:
         task_store = context["task_state_store"]
         asset_store = context["asset_state_store"]
         print("asset read:", asset_store.get("watermark"))

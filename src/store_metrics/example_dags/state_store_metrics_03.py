@@ -6,6 +6,7 @@ Expected: task write=2, delete=1, clear=1; asset write=1, delete=1.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from airflow.sdk import DAG, Asset, task
 
@@ -19,7 +20,7 @@ with DAG(
 ) as dag:
 
     @task(inlets=[METRICS_ASSET], outlets=[METRICS_ASSET])
-    def delete_and_clear(**context):
+    def delete_and_clear(**context: Any) -> None:
         task_store = context["task_state_store"]
         asset_store = context["asset_state_store"]
         task_store.set("a", 1)
