@@ -116,10 +116,22 @@ def _ensure_emitter() -> bool:
     _state.flush_timeout = settings.flush_timeout
     if not runtime.is_configured():  # a test may have installed its own (store_metrics.testing)
         try:
-            runtime.configure(**settings.configure_kwargs())
+            emitter = runtime.configure(**settings.configure_kwargs())
         except (ConfigError, MissingExtraError) as exc:
             logs.once("config", logging.ERROR, "store-metrics is off for this process: %s", exc)
             return False
+        target = emitter.backend.describe()
+        if "enables no backend" in target:
+            logs.once(
+                "nowhere",
+                logging.WARNING,
+                "store-metrics: backend 'airflow' follows [metrics], which enables no backend: counts go "
+                "nowhere. Set [metrics] statsd_on/otel_on, or [store_metrics] backend.",
+            )
+        else:
+            logs.once(
+                "target", logging.INFO, "store-metrics: counting state store calls, sending to %s", target
+            )
     _state.ready = True
     return True
 
