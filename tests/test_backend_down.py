@@ -1,0 +1,204 @@
+"""A backend that is down costs a task nothing but one log line.
+
+Three real ways to be down: a UDP port nobody listens on, a host name that does not resolve
+(``.invalid`` is reserved for exactly that), and an OTLP endpoint that accepts the connection and
+never answers. In each, the task's state store calls return normally with the right values,
+``flush(timeout)`` returns within its bound, the problem is logged once, and the process exits
+promptly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import store_metrics
+from conftest import free_port, wait_until
+from foundation_support import TAGS, SilentTcpServer
+from store_metrics import logs
+from store_metrics.aggregator import AggregatingEmitter
+
+UNRESOLVABLE = "metrics.store-metrics-test.invalid"
+
+
+class DictStore:
+    """An in-memory stand-in for the supervisor round trip of Airflow's task store accessor."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
+        self.data[key] = value
+
+    def delete(self, key: str) -> None:
+        self.data.pop(key, None)
+
+    def clear(self) -> None:
+        self.data.clear()
+
+
+@pytest.fixture
+def captured(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
+    logs.forget()
+    caplog.set_level(logging.DEBUG)
+    return caplog
+
+
+def problems(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    """Every record at WARNING or above, from any logger (store-metrics' or a library's)."""
+    return [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def closed_udp_port() -> int:
+    return free_port(socket.SOCK_DGRAM)
+
+
+def a_task_runs(emitter: AggregatingEmitter) -> None:
+    """Reads a missing key, writes it, reads it back: every call returns what it should."""
+    store = store_metrics.instrument_task_store(DictStore(), emitter, TAGS)
+    assert store.get("job_id") is None
+    assert store.set("job_id", "abc") is None
+    assert store.get("job_id") == "abc"
+
+
+def flush_within(emitter: AggregatingEmitter, timeout: float) -> bool:
+    started = time.monotonic()
+    result = emitter.flush(timeout)
+    assert time.monotonic() - started < timeout + 1.0  # generous: a hang guard, not a benchmark
+    return result
+
+
+@pytest.mark.parametrize("backend", ["statsd", "dogstatsd"])
+def test_closed_udp_port(backend: str, captured: pytest.LogCaptureFixture) -> None:
+    emitter = store_metrics.configure(backend, host="127.0.0.1", port=closed_udp_port(), flush_interval=60)
+    for _ in range(6):
+        a_task_runs(emitter)
+        flush_within(emitter, 1.0)
+    assert emitter.snapshot()[("task_state_store.write", tuple(TAGS.items()))] == 6
+    found = problems(captured)
+    if backend == "statsd":
+        # Unconnected UDP: the kernel does not report the closed port; nothing to say.
+        assert found == []
+    else:
+        # datadog's client connects its socket, so every other send gets "Connection refused";
+        # it would log each one, store-metrics says it once.
+        assert [(r.name, r.levelname) for r in found] == [("store_metrics", "WARNING")]
+        assert "Connection refused" in found[0].getMessage()
+
+
+@pytest.mark.parametrize("backend", ["statsd", "dogstatsd"])
+def test_unresolvable_host(backend: str, captured: pytest.LogCaptureFixture) -> None:
+    emitter = store_metrics.configure(backend, host=UNRESOLVABLE, port=8125, flush_interval=0.05)
+    a_task_runs(emitter)
+    # Keep flushing for a while: the emitter retries opening (every 3 intervals) all along.
+    deadline = time.monotonic() + 0.6
+    while time.monotonic() < deadline:
+        a_task_runs(emitter)
+        assert flush_within(emitter, 1.0) is False  # nothing was sent, and flush says so
+    found = problems(captured)
+    assert [(r.name, r.levelname) for r in found] == [("store_metrics", "ERROR")]
+    assert f"could not open backend {backend} udp://{UNRESOLVABLE}:8125" in found[0].getMessage()
+    # The counts are kept for when the name resolves again.
+    assert emitter.snapshot()[("task_state_store.read_absent", tuple(TAGS.items()))] >= 2
+
+
+@pytest.fixture
+def silent_otlp(monkeypatch: pytest.MonkeyPatch) -> Iterator[SilentTcpServer]:
+    server = SilentTcpServer()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", f"http://127.0.0.1:{server.port}/v1/metrics")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "1")
+    yield server
+    # Let our worker get out of the hung export before the next test (bounded).
+    workers = [t for t in threading.enumerate() if t.name == "store-metrics-emitter"]
+    store_metrics.shutdown(0.1)
+    for worker in workers:
+        worker.join(10)
+    server.close()
+
+
+def test_otlp_endpoint_that_never_answers(
+    silent_otlp: SilentTcpServer, captured: pytest.LogCaptureFixture
+) -> None:
+    emitter = store_metrics.configure("otel", flush_interval=60)
+    a_task_runs(emitter)
+    started = time.monotonic()
+    assert emitter.flush(0.3) is False
+    assert 0.3 <= time.monotonic() - started < 1.3
+    wait_until(lambda: silent_otlp.accepted)  # the exporter did connect, and got no answer
+    # The next flushes do not wait again while it hangs.
+    for _ in range(3):
+        a_task_runs(emitter)
+        started = time.monotonic()
+        assert emitter.flush(0.3) is False
+        assert time.monotonic() - started < 0.2
+    ours = [r for r in problems(captured) if r.name == "store_metrics"]
+    assert len(ours) == 1
+    assert "did not take the counts within 0.30 s" in ours[0].getMessage()
+    assert emitter.snapshot()[("task_state_store.write", tuple(TAGS.items()))] == 4
+
+
+_EXIT_SCRIPT = textwrap.dedent(
+    """
+    import json, sys, time
+    import store_metrics
+    from store_metrics import catalogue
+    backend, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    emitter = store_metrics.configure(backend, host=host, port=port, flush_interval=60)
+    counter = emitter.counter(catalogue.get("task_state_store.write"), {"dag_id": "d"})
+    started = time.monotonic()
+    for _ in range(1000):
+        counter.add(1)
+    flushed = emitter.flush(0.2)
+    print(json.dumps({"flushed": flushed, "seconds": time.monotonic() - started}), flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("backend", "where"),
+    [("statsd", "unresolvable"), ("dogstatsd", "closed port"), ("otel", "silent otlp")],
+)
+def test_process_exit_is_bounded(backend: str, where: str) -> None:
+    env = dict(os.environ)
+    server = None
+    host, port = "127.0.0.1", closed_udp_port()
+    if where == "unresolvable":
+        host = UNRESOLVABLE
+    if where == "silent otlp":
+        server = SilentTcpServer()
+        env["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"] = f"http://127.0.0.1:{server.port}/v1/metrics"
+        env.pop("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", None)  # the SDK default: 10 s per export
+    try:
+        started = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-c", _EXIT_SCRIPT, backend, host, str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+            check=False,
+        )
+        elapsed = time.monotonic() - started
+    finally:
+        if server is not None:
+            server.close()
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["seconds"] < 1.2  # 1000 counts and a 0.2 s flush
+    # A hang guard, not a performance claim: without the bounded exit flush this would wait
+    # for the exporter's own 10 s timeout (or forever).
+    assert elapsed < 5.0, (elapsed, done.stderr)
