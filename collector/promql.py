@@ -74,17 +74,16 @@ def tagged(expr: str, value: str) -> str:
     return f'label_replace({expr}, "{COUNTER_LABEL}", "{value}", "", "")'
 
 
-def union(exprs: Sequence[tuple[str, str]]) -> str:
-    """Join per-counter vectors (value, expr) without losing any: tag each, then ``or``."""
+def union(exprs: Sequence[str]) -> str:
+    """Join per-counter vectors without losing any: tag each with its position, then ``or``."""
     if len(exprs) == 1:
-        return exprs[0][1]
-    return " or ".join(tagged(expr, value) for value, expr in exprs)
+        return exprs[0]
+    return " or ".join(tagged(expr, str(i)) for i, expr in enumerate(exprs))
 
 
 def rate_sum(series: Sequence[str], sel: str, window: str, labels: Sequence[str]) -> str:
     """Calls per second of ``series`` (summed), grouped by ``labels``."""
-    parts = [(s, f"rate({s}{sel}[{window}])") for s in series]
-    return f"sum {by(labels)}({union(parts)})"
+    return f"sum {by(labels)}({union([f'rate({s}{sel}[{window}])' for s in series])})"
 
 
 def range_count(series_name: str, sel: str, rng: str) -> str:
@@ -95,14 +94,24 @@ def range_count(series_name: str, sel: str, rng: str) -> str:
 
 def count_sum(series: Sequence[str], sel: str, rng: str, labels: Sequence[str]) -> str:
     """Calls of ``series`` within ``rng`` (summed), grouped by ``labels``."""
-    parts = [(s, range_count(s, sel, rng)) for s in series]
-    return f"sum {by(labels)}({union(parts)})"
+    return f"sum {by(labels)}({union([range_count(s, sel, rng) for s in series])})"
 
 
-def ratio(numerator: str, denominator: str, zero_fill: bool = True) -> str:
-    """``numerator / denominator`` where the denominator is positive; a group the numerator lacks counts 0."""
-    num = f"({numerator} or 0 * {denominator})" if zero_fill else numerator
-    return f"{num} / ({denominator} > 0)"
+def groups(series: Sequence[str], sel: str, labels: Sequence[str]) -> str:
+    """The label groups ``series`` have now, each with value 1 (cheap: no range, no rate)."""
+    matchers = sel[1:-1] if sel else ""
+    inner = f'__name__=~"{name_regex(series)}"' + (f",{matchers}" if matchers else "")
+    return f"group {by(labels)}({{{inner}}})"
+
+
+def ratio(numerator: str, denominator: str, zero_fill: str | None = None) -> str:
+    """``numerator / denominator`` where the denominator is positive.
+
+    ``zero_fill`` (an expression with every group of the denominator, value 1) makes a group the
+    numerator lacks count as 0 instead of disappearing; by default the denominator itself.
+    """
+    fill = zero_fill if zero_fill is not None else denominator
+    return f"({numerator} or 0 * {fill}) / ({denominator} > 0)"
 
 
 def selector(matchers: dict[str, str]) -> str:
