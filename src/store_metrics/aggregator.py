@@ -8,7 +8,13 @@ backend that is down or hangs costs a task a bounded wait and one log line, neve
 
 Fork safety: in a forked child every series starts again from zero (the parent still sends
 what it counted), locks are renewed, the worker is restarted, the backend reopened and the
-exit flush re-registered (Airflow's task runner clears inherited ``atexit`` handlers).
+exit flush re-registered (Airflow's task runner clears inherited ``atexit`` handlers). The
+restarted worker opens the backend only at its first export, not inside the fork hook: other
+libraries' own after-fork hooks (which renew *their* locks) may not have run yet at that point.
+A ``fork()`` waits (at most :data:`FORK_WAIT` seconds) for the worker to finish the open,
+export or close it is in: a fork in the middle of one (for example while the first DNS lookup
+imports the ``idna`` codec) would leave the child with a half-imported module and a backend it
+can never open.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ DEFAULT_FLUSH_TIMEOUT: Final = 2.0
 DEFAULT_EXIT_TIMEOUT: Final = 0.1
 DEFAULT_MAX_SERIES: Final = 50_000
 OVERFLOW_TAG_VALUE: Final = "overflow"
+#: The longest a ``fork()`` waits for the worker to finish the backend I/O it is in.
+FORK_WAIT: Final = 0.25
 
 
 class Series:
@@ -73,6 +81,16 @@ _fork_hook_installed = False
 _fork_hook_lock = threading.Lock()
 
 
+def _before_fork() -> None:
+    for emitter in list(_live):
+        emitter._hold_io_for_fork()
+
+
+def _after_fork_in_parent() -> None:
+    for emitter in list(_live):
+        emitter._release_io_after_fork()
+
+
 def _after_fork_in_child() -> None:
     logs.renew_after_fork()
     for emitter in list(_live):
@@ -83,7 +101,11 @@ def _install_fork_hook() -> None:
     global _fork_hook_installed
     with _fork_hook_lock:
         if not _fork_hook_installed and hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=_after_fork_in_child)
+            os.register_at_fork(
+                before=_before_fork,
+                after_in_parent=_after_fork_in_parent,
+                after_in_child=_after_fork_in_child,
+            )
             _fork_hook_installed = True
 
 
@@ -135,11 +157,25 @@ class AggregatingEmitter:
         # do not wait again until the worker gets through an export.
         self._slow = False
         self._thread: threading.Thread | None = None
+        # Held by the worker while it opens, exports to or closes the backend.
+        self._io_lock = threading.Lock()
+        self._io_held_for_fork = False
 
-    def _start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="store-metrics-emitter", daemon=True)
+    def _start(self, *, open_now: bool = True) -> None:
+        self._thread = threading.Thread(
+            target=self._run, args=(open_now,), name="store-metrics-emitter", daemon=True
+        )
         self._thread.start()
         atexit.register(self._at_exit)
+
+    def _hold_io_for_fork(self) -> None:
+        if self._pid == os.getpid():
+            self._io_held_for_fork = self._io_lock.acquire(timeout=FORK_WAIT)
+
+    def _release_io_after_fork(self) -> None:
+        if self._io_held_for_fork:
+            self._io_held_for_fork = False
+            self._io_lock.release()
 
     def _after_fork_in_child(self) -> None:
         self._registry_lock = threading.Lock()
@@ -154,7 +190,7 @@ class AggregatingEmitter:
             self.backend.after_fork_in_child()
         except Exception:
             logs.logger.debug("backend after-fork hook failed", exc_info=True)
-        self._start()
+        self._start(open_now=False)
 
     # -- the hot path's side -----------------------------------------------------------------
 
@@ -300,8 +336,10 @@ class AggregatingEmitter:
 
     # -- the worker --------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        self._ensure_open()
+    def _run(self, open_now: bool) -> None:
+        if open_now:
+            with self._io_lock:
+                self._ensure_open()
         next_due = time.monotonic() + self.flush_interval
         while True:
             with self._cond:
@@ -314,7 +352,12 @@ class AggregatingEmitter:
                 ticket = self._requested
                 explicit = ticket > self._served
                 closing = self._closing
-            ok = self._export_once(explicit)
+            with self._io_lock:
+                ok = self._export_once(explicit)
+                if closing:
+                    # Not under self._cond: a flush() or close() arriving meanwhile must still
+                    # get its answer within its own timeout.
+                    self._close_backend()
             next_due = time.monotonic() + self.flush_interval
             with self._cond:
                 self._served = max(self._served, ticket)
@@ -322,7 +365,6 @@ class AggregatingEmitter:
                 if ok:
                     self._slow = False
                 if closing:
-                    self._close_backend()
                     self._closed = True
                 self._cond.notify_all()
             if closing:
