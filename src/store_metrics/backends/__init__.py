@@ -8,6 +8,7 @@ when the emitter is configured, never as an ``ImportError`` inside a task.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any, Final
 
 from ..emitter import Backend
@@ -23,6 +24,20 @@ BACKENDS: Final[dict[str, tuple[str, str]]] = {
 }
 
 
+def _missing_package(exc: ImportError) -> str:
+    """The package to name in the error: the top-level one when that is what is missing."""
+    missing = exc.name or str(exc)
+    top = missing.split(".")[0]
+    if top != missing:
+        try:
+            installed = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):
+            installed = False
+        if not installed:
+            return top
+    return missing
+
+
 def create_backend(name: str, **options: Any) -> Backend:
     """Import the adapter for ``name`` and build it with ``options``.
 
@@ -35,7 +50,6 @@ def create_backend(name: str, **options: Any) -> Backend:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        missing = exc.name or str(exc)
-        raise MissingExtraError(name, extra, missing) from exc
+        raise MissingExtraError(name, extra, _missing_package(exc)) from exc
     backend: Backend = module.create(**options)
     return backend
