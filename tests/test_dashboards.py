@@ -1,0 +1,216 @@
+"""The Grafana dashboard JSON and its provisioning files, checked against Grafana's model and the catalogue.
+
+What each query returns is checked against a real Prometheus in test_prometheus_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from store_metrics import catalogue
+
+ROOT = Path(__file__).resolve().parent.parent
+DASHBOARDS = ROOT / "dashboards"
+JSON_PATH = DASHBOARDS / "store-metrics.json"
+PROVISIONING = DASHBOARDS / "provisioning"
+
+#: Grafana's current dashboard schema version (grafana/grafana apps/dashboard/pkg/migration/
+#: schemaversion/migrations.go LATEST_VERSION); a dashboard below it is migrated on load.
+CURRENT_SCHEMA_VERSION = 42
+PANEL_TYPES = {"row", "timeseries", "stat", "table", "bargauge"}
+LEGACY_PANEL_TYPES = {"graph", "singlestat", "table-old", "grafana-piechart-panel", "grafana-worldmap-panel"}
+VARIABLES = ("team_name", "dag_id", "task_id", "operator", "run_type")
+DS = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def dashboard() -> dict[str, Any]:
+    return json.loads(JSON_PATH.read_text())
+
+
+def panels() -> list[dict[str, Any]]:
+    return dashboard()["panels"]
+
+
+def targets() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(p, t) for p in panels() for t in p.get("targets", [])]
+
+
+def test_committed_json_is_what_the_generator_makes() -> None:
+    result = subprocess.run([sys.executable, str(DASHBOARDS / "generate.py"), "--check"], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_current_schema_stable_uid_and_importable() -> None:
+    d = dashboard()
+    assert d["schemaVersion"] == CURRENT_SCHEMA_VERSION
+    assert d["uid"] == "store-metrics-state-store"  # links and provisioning updates rely on it
+    assert d["id"] is None  # an import must not overwrite another dashboard by numeric id
+    assert d["title"] and d["tags"]
+    inputs = d["__inputs"]
+    assert inputs == [{"name": "DS_PROMETHEUS", "label": "Prometheus", "description": inputs[0]["description"],
+                       "type": "datasource", "pluginId": "prometheus", "pluginName": "Prometheus"}]
+    text = JSON_PATH.read_text()
+    # The import dialog's choice lands in the data source variable, and nowhere a provisioned copy
+    # would be left with an unresolved ${DS_PROMETHEUS}.
+    assert text.count("${DS_PROMETHEUS}") == 2
+    datasource = d["templating"]["list"][0]
+    assert datasource["current"]["value"] == datasource["current"]["text"] == "${DS_PROMETHEUS}"
+    required = {(r["type"], r["id"]) for r in d["__requires"]}
+    assert ("datasource", "prometheus") in required and ("grafana", "grafana") in required
+    assert {p["type"] for p in panels() if p["type"] != "row"} == {i for t, i in required if t == "panel"}
+
+
+def test_only_current_panel_types() -> None:
+    kinds = {p["type"] for p in panels()}
+    assert kinds <= PANEL_TYPES
+    assert not kinds & LEGACY_PANEL_TYPES
+    assert {"timeseries", "stat", "table", "bargauge"} <= kinds
+
+
+def test_panel_ids_unique_and_layout_fits_without_overlap() -> None:
+    ids = [p["id"] for p in panels()]
+    assert len(ids) == len(set(ids))
+    cells: set[tuple[int, int]] = set()
+    for p in panels():
+        g = p["gridPos"]
+        assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, p["title"]
+        area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
+        assert not area & cells, f"{p['title']} overlaps another panel"
+        cells |= area
+
+
+def test_every_panel_and_query_uses_the_datasource_variable() -> None:
+    for p in panels():
+        if p["type"] == "row":
+            continue
+        assert p["datasource"] == DS, p["title"]
+        assert p["targets"], p["title"]
+        refs = [t["refId"] for t in p["targets"]]
+        assert len(refs) == len(set(refs)), p["title"]
+        for t in p["targets"]:
+            assert t["datasource"] == DS
+            assert t["expr"].strip()
+
+
+def test_variables_datasource_and_multi_select_with_all() -> None:
+    variables = dashboard()["templating"]["list"]
+    assert [v["name"] for v in variables] == ["datasource", *VARIABLES]
+    assert variables[0]["type"] == "datasource" and variables[0]["query"] == "prometheus"
+    for v in variables[1:]:
+        assert v["type"] == "query", v["name"]
+        assert v["multi"] is True and v["includeAll"] is True, v["name"]
+        # All matches any value, and series without the label (team_name on single-team deployments).
+        assert v["allValue"] == ".*", v["name"]
+        assert v["datasource"] == DS
+        assert v["refresh"] == 2  # on time range change: new DAGs show up
+        m = re.fullmatch(r"label_values\(\{__name__=~\"([^\"]+)\"(.*)\}, (\w+)\)", v["query"])
+        assert m, v["query"]
+        assert m.group(3) == v["name"]
+        assert set(m.group(1).split("|")) == {metric.prometheus_name() for metric in catalogue.STATE_STORE_METRICS}
+        assert v["definition"] == v["query"]
+    # Chained: the DAG list follows the team, the task list follows team and DAG.
+    by_name = {v["name"]: v["query"] for v in variables}
+    assert 'team_name=~"$team_name"' in by_name["dag_id"]
+    assert 'dag_id=~"$dag_id"' in by_name["task_id"]
+
+
+def test_every_query_applies_every_filter() -> None:
+    for panel, target in targets():
+        selectors = re.findall(r"\w+\{([^}]*)\}", target["expr"])
+        assert selectors, target["expr"]
+        for selector in selectors:
+            for name in VARIABLES:
+                assert f'{name}=~"${name}"' in selector, (panel["title"], selector)
+
+
+NAME = re.compile(r"\b([a-z][a-z0-9_]*_total)\b")
+
+
+def test_queries_reference_only_catalogue_metrics_and_cover_them_all() -> None:
+    known = {m.prometheus_name() for m in catalogue.STATE_STORE_METRICS}
+    used: set[str] = set()
+    for panel, target in targets():
+        names = set(NAME.findall(target["expr"]))
+        assert names, (panel["title"], target["refId"])
+        assert names <= known, (panel["title"], names - known)
+        used |= names
+    for v in dashboard()["templating"]["list"][1:]:
+        assert set(NAME.findall(v["query"])) == known
+    assert used == known, f"counters no panel shows: {known - used}"
+
+
+def test_the_issue_s_panels_are_there() -> None:
+    titles = {p["title"] for p in panels()}
+    for wanted in ("Task store calls per second by operation", "Asset store calls per second by operation",
+                   "Reads per write", "Reads per write by DAG", "Task store found ratio",
+                   "Asset store found ratio", "Found ratio by DAG", "Deletes and clears",
+                   "Deletes and clears per second by DAG", "Top DAGs by calls", "Calls by DAG and task",
+                   "Calls by operator", "Calls by run type", "Calls by team", "Errors per second by store and method",
+                   "Error ratio", "Error ratio by DAG"):
+        assert wanted in titles, wanted
+    for panel in panels():
+        if panel["type"] == "row":
+            continue
+        assert panel.get("description"), panel["title"]
+        if panel["type"] in {"stat", "bargauge", "table"}:
+            # Summaries of the selected range: evaluated once, at its end.
+            assert all(t["instant"] and not t["range"] for t in panel["targets"]), panel["title"]
+            assert all("$__range" in t["expr"] for t in panel["targets"]), panel["title"]
+        else:
+            assert all(t["range"] and "$__rate_interval" in t["expr"] for t in panel["targets"]), panel["title"]
+
+
+def test_tables_merge_their_queries_and_name_every_column() -> None:
+    for panel in panels():
+        if panel["type"] != "table":
+            continue
+        assert all(t.get("format") == "table" for t in panel["targets"])
+        ids = [tr["id"] for tr in panel["transformations"]]
+        assert ids == ["merge", "organize"]
+        renames = panel["transformations"][1]["options"]["renameByName"]
+        assert set(renames) == {f"Value #{t['refId']}" for t in panel["targets"]}, panel["title"]
+
+
+@pytest.mark.parametrize("prefix", ["platform.airflow"])
+def test_generator_follows_a_custom_prefix(prefix: str, tmp_path: Path) -> None:
+    result = subprocess.run([sys.executable, str(DASHBOARDS / "generate.py"), "--prefix", prefix,
+                             "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    text = (tmp_path / "store-metrics.json").read_text()
+    assert "platform_airflow_task_state_store_write_total" in text
+    assert "\"airflow_task_state_store_write_total" not in text
+
+
+def test_provisioning_datasource() -> None:
+    files = list((PROVISIONING / "datasources").glob("*.yml"))
+    assert len(files) == 1
+    doc = yaml.safe_load(files[0].read_text())
+    assert doc["apiVersion"] == 1
+    (ds,) = doc["datasources"]
+    assert ds["type"] == "prometheus" and ds["access"] == "proxy"
+    assert ds["url"].startswith("http") and ds["uid"] and ds["name"]
+    assert ds["jsonData"]["httpMethod"] == "POST"
+    assert set(ds) <= {"name", "type", "uid", "access", "url", "isDefault", "editable", "jsonData", "orgId",
+                       "basicAuth", "secureJsonData", "version"}
+
+
+def test_provisioning_dashboard_provider() -> None:
+    files = list((PROVISIONING / "dashboards").glob("*.yml"))
+    assert len(files) == 1
+    doc = yaml.safe_load(files[0].read_text())
+    assert doc["apiVersion"] == 1
+    (provider,) = doc["providers"]
+    assert provider["type"] == "file"
+    assert provider["options"]["path"].startswith("/")
+    assert set(provider) <= {"name", "orgId", "folder", "folderUid", "type", "disableDeletion",
+                             "updateIntervalSeconds", "allowUiUpdates", "options"}
+    assert set(provider["options"]) <= {"path", "foldersFromFilesStructure"}
