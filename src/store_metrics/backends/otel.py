@@ -213,7 +213,9 @@ class _ResultRecorder(MetricExporter):
 
     def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
         try:
-            result: MetricExportResult = self.inner.export(metrics_data, timeout_millis=timeout_millis, **kwargs)
+            result: MetricExportResult = self.inner.export(
+                metrics_data, timeout_millis=timeout_millis, **kwargs
+            )
         except Exception as exc:
             self.failures += 1
             self.last_failure = f"{type(exc).__name__}: {exc}"
