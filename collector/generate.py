@@ -78,11 +78,12 @@ def recording_rules(prefix: str) -> list[dict[str, Any]]:
         {"record": ERRORS_RATIO, "expr": ratio(calls((Outcome.ERROR,)), calls((*COMPLETED, Outcome.ERROR)))}
     )
     # 5. Errors per second by the method that raised.
+    operation_level = (*DAG_LEVEL, catalogue.OPERATION)
     for scope in Scope:
         rules.append(
             {
                 "record": ERRORS_BY_OPERATION,
-                "expr": f"sum {by((*DAG_LEVEL, catalogue.OPERATION))}(rate({name(scope, Outcome.ERROR, prefix)}[5m]))",
+                "expr": f"sum {by(operation_level)}(rate({name(scope, Outcome.ERROR, prefix)}[5m]))",
                 "labels": {"store": _store(scope)},
             }
         )
@@ -125,7 +126,10 @@ def alerting_rules(prefix: str) -> list[dict[str, Any]]:
             "for": "10m",
             "labels": {"severity": "warning"},
             "annotations": {
-                "summary": "{{ $labels.dag_id }}: {{ $value | humanizePercentage }} of {{ $labels.store }} store calls fail",
+                "summary": (
+                    "{{ $labels.dag_id }}: {{ $value | humanizePercentage }} of {{ $labels.store }} "
+                    "store calls fail"
+                ),
                 "description": (
                     "More than "
                     f"{ERROR_RATIO_THRESHOLD:.0%}"
@@ -191,14 +195,19 @@ def dump(document: dict[str, Any], header: str) -> str:
     return header + yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=10_000, allow_unicode=True)
 
 
-RULES_HEADER = HEADER + """\
+RULES_HEADER = (
+    HEADER
+    + """\
 # Recording rules: per-DAG state store call rates (one series family, labels store + outcome),
 # reads per write, found ratio, error ratio and errors by method. Alerting rules: a task writing
 # task state it never reads back, a DAG's error ratio above a threshold, errors in many DAGs.
 # Unit tests: promtool test rules collector/rules.test.yml
 """
+)
 
-MAPPING_HEADER = HEADER + """\
+MAPPING_HEADER = (
+    HEADER
+    + """\
 # Prometheus statsd_exporter mapping for store-metrics' StatsD lines (the `statsd` backend's
 # InfluxDB tags `name,dag_id=..,task_id=..:1|c`, or DogStatsD `|#k:v` tags). statsd_exporter turns
 # the tags into labels itself; these mappings only give each counter the series name the
@@ -208,6 +217,7 @@ MAPPING_HEADER = HEADER + """\
 #   statsd_exporter --statsd.mapping-config=statsd-mapping.yml
 # Airflow's Helm chart: append the `mappings` list below to `statsd.extraMappings` in values.yaml.
 """
+)
 
 
 def render(prefix: str) -> dict[str, str]:
@@ -220,7 +230,9 @@ def render(prefix: str) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed files are out of date")
-    parser.add_argument("--prefix", default=catalogue.DEFAULT_PREFIX, help="metric name prefix (default airflow)")
+    parser.add_argument(
+        "--prefix", default=catalogue.DEFAULT_PREFIX, help="metric name prefix (default airflow)"
+    )
     parser.add_argument("--out", type=Path, default=HERE, help="output directory (default collector/)")
     args = parser.parse_args(argv)
     stale = []

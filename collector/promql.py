@@ -123,6 +123,7 @@ def selector(matchers: dict[str, str]) -> str:
 #: The dashboard's label filters, one Grafana variable per label.
 DASHBOARD_SELECTOR = selector({label: f"${label}" for label in FILTER_LABELS})
 
+
 #: The OTTL regular expression (RE2) the collector keeps: every catalogue counter, any prefix.
 def collector_name_regex() -> str:
     stems = "|".join(re.escape(m.name) for m in catalogue.counters())

@@ -176,125 +176,283 @@ def build_rows(prefix: str) -> list[Row]:
         Row(
             "Overview (selected time range)",
             [
-                Panel("stat", "State store calls", "Every state store call in the range: reads, writes, "
-                      "deletes, clears, and calls that raised." + range_note,
-                      [Target(m("count", *everything), "calls", instant=True)], w=4, h=5, decimals=0),
-                Panel("stat", "Reads per write", "Task and asset store reads (found + absent) per write."
-                      + range_note, [Target(reads_per_write("count"), "reads per write", instant=True)],
-                      unit="none", w=4, h=5, decimals=2),
-                Panel("stat", "Task store found ratio", "read_found / (read_found + read_absent) of the "
-                      "task store: how often a task's get() found state saved by an earlier attempt of the "
-                      "same run, i.e. a retry that could resume." + range_note,
-                      [Target(found("count", Scope.TASK), "found", instant=True)], unit="percentunit", w=4, h=5,
-                      max=1),
-                Panel("stat", "Asset store found ratio", "read_found / (read_found + read_absent) of the "
-                      "asset store: how often a watermark read found a value." + range_note,
-                      [Target(found("count", Scope.ASSET), "found", instant=True)], unit="percentunit", w=4,
-                      h=5, max=1),
-                Panel("stat", "Deletes and clears", "delete and clear calls, task and asset stores."
-                      + range_note,
-                      [Target(m("count", BOTH, (Outcome.DELETE, Outcome.CLEAR)), "deletes + clears",
-                              instant=True)], w=4, h=5, decimals=0),
-                Panel("stat", "Error ratio", "Calls that raised / all calls." + range_note,
-                      [Target(error_ratio("count"), "errors", instant=True)], unit="percentunit", w=4, h=5,
-                      max=1),
+                Panel(
+                    "stat",
+                    "State store calls",
+                    "Every state store call in the range: reads, writes, "
+                    "deletes, clears, and calls that raised." + range_note,
+                    [Target(m("count", *everything), "calls", instant=True)],
+                    w=4,
+                    h=5,
+                    decimals=0,
+                ),
+                Panel(
+                    "stat",
+                    "Reads per write",
+                    "Task and asset store reads (found + absent) per write." + range_note,
+                    [Target(reads_per_write("count"), "reads per write", instant=True)],
+                    unit="none",
+                    w=4,
+                    h=5,
+                    decimals=2,
+                ),
+                Panel(
+                    "stat",
+                    "Task store found ratio",
+                    "read_found / (read_found + read_absent) of the "
+                    "task store: how often a task's get() found state saved by an earlier attempt of the "
+                    "same run, i.e. a retry that could resume." + range_note,
+                    [Target(found("count", Scope.TASK), "found", instant=True)],
+                    unit="percentunit",
+                    w=4,
+                    h=5,
+                    max=1,
+                ),
+                Panel(
+                    "stat",
+                    "Asset store found ratio",
+                    "read_found / (read_found + read_absent) of the "
+                    "asset store: how often a watermark read found a value." + range_note,
+                    [Target(found("count", Scope.ASSET), "found", instant=True)],
+                    unit="percentunit",
+                    w=4,
+                    h=5,
+                    max=1,
+                ),
+                Panel(
+                    "stat",
+                    "Deletes and clears",
+                    "delete and clear calls, task and asset stores." + range_note,
+                    [
+                        Target(
+                            m("count", BOTH, (Outcome.DELETE, Outcome.CLEAR)),
+                            "deletes + clears",
+                            instant=True,
+                        )
+                    ],
+                    w=4,
+                    h=5,
+                    decimals=0,
+                ),
+                Panel(
+                    "stat",
+                    "Error ratio",
+                    "Calls that raised / all calls." + range_note,
+                    [Target(error_ratio("count"), "errors", instant=True)],
+                    unit="percentunit",
+                    w=4,
+                    h=5,
+                    max=1,
+                ),
             ],
         ),
         Row(
             "Calls per second",
             [
-                Panel("timeseries", "Task store calls per second by operation",
-                      "task_state_store calls per second, one line per outcome.",
-                      [Target(m("rate", (Scope.TASK,), (o,)), o.value) for o in ALL_OUTCOMES], unit="ops"),
-                Panel("timeseries", "Asset store calls per second by operation",
-                      "asset_state_store calls per second, one line per outcome.",
-                      [Target(m("rate", (Scope.ASSET,), (o,)), o.value) for o in ALL_OUTCOMES], unit="ops"),
-                Panel("timeseries", "Calls per second by DAG", "All state store calls per second, per DAG.",
-                      [Target(m("rate", *everything, (DAG_ID,)), "{{dag_id}}")], unit="ops"),
+                Panel(
+                    "timeseries",
+                    "Task store calls per second by operation",
+                    "task_state_store calls per second, one line per outcome.",
+                    [Target(m("rate", (Scope.TASK,), (o,)), o.value) for o in ALL_OUTCOMES],
+                    unit="ops",
+                ),
+                Panel(
+                    "timeseries",
+                    "Asset store calls per second by operation",
+                    "asset_state_store calls per second, one line per outcome.",
+                    [Target(m("rate", (Scope.ASSET,), (o,)), o.value) for o in ALL_OUTCOMES],
+                    unit="ops",
+                ),
+                Panel(
+                    "timeseries",
+                    "Calls per second by DAG",
+                    "All state store calls per second, per DAG.",
+                    [Target(m("rate", *everything, (DAG_ID,)), "{{dag_id}}")],
+                    unit="ops",
+                ),
             ],
         ),
         Row(
             "Read/write and found ratios",
             [
-                Panel("timeseries", "Reads per write by DAG", "Reads (found + absent) per write, both "
-                      "stores, where the DAG wrote in the interval.",
-                      [Target(reads_per_write("rate", (DAG_ID,)), "{{dag_id}}")], unit="none"),
-                Panel("timeseries", "Found ratio by DAG", "read_found / (read_found + read_absent) per DAG "
-                      "and store, where the DAG read in the interval.",
-                      [Target(found("rate", Scope.TASK, (DAG_ID,)), "{{dag_id}} task store"),
-                       Target(found("rate", Scope.ASSET, (DAG_ID,)), "{{dag_id}} asset store")],
-                      unit="percentunit", max=1),
-                Panel("bargauge", "Found ratio by DAG (selected range)", "read_found / (read_found + "
-                      "read_absent) per DAG and store." + range_note,
-                      [Target(found("count", Scope.TASK, (DAG_ID,)), "{{dag_id}} task store", instant=True),
-                       Target(found("count", Scope.ASSET, (DAG_ID,)), "{{dag_id}} asset store", instant=True)],
-                      unit="percentunit", max=1),
+                Panel(
+                    "timeseries",
+                    "Reads per write by DAG",
+                    "Reads (found + absent) per write, both stores, where the DAG wrote in the interval.",
+                    [Target(reads_per_write("rate", (DAG_ID,)), "{{dag_id}}")],
+                    unit="none",
+                ),
+                Panel(
+                    "timeseries",
+                    "Found ratio by DAG",
+                    "read_found / (read_found + read_absent) per DAG "
+                    "and store, where the DAG read in the interval.",
+                    [
+                        Target(found("rate", Scope.TASK, (DAG_ID,)), "{{dag_id}} task store"),
+                        Target(found("rate", Scope.ASSET, (DAG_ID,)), "{{dag_id}} asset store"),
+                    ],
+                    unit="percentunit",
+                    max=1,
+                ),
+                Panel(
+                    "bargauge",
+                    "Found ratio by DAG (selected range)",
+                    "read_found / (read_found + read_absent) per DAG and store." + range_note,
+                    [
+                        Target(found("count", Scope.TASK, (DAG_ID,)), "{{dag_id}} task store", instant=True),
+                        Target(
+                            found("count", Scope.ASSET, (DAG_ID,)), "{{dag_id}} asset store", instant=True
+                        ),
+                    ],
+                    unit="percentunit",
+                    max=1,
+                ),
             ],
         ),
         Row(
             "Top DAGs and tasks",
             [
-                Panel("bargauge", "Top DAGs by calls", "The 10 DAGs with the most state store calls."
-                      + range_note, [Target(TopK(10, m("count", *everything, (DAG_ID,))), "{{dag_id}}",
-                                            instant=True)], w=8, h=10, decimals=0),
-                Panel("table", "Calls by DAG and task", "State store calls per DAG, task, operator and run "
-                      "type, by kind of call." + range_note,
-                      [Target(m("count", BOTH, READS, table_by), instant=True, table=True),
-                       Target(m("count", BOTH, (Outcome.WRITE,), table_by), instant=True, table=True),
-                       Target(m("count", BOTH, (Outcome.DELETE,), table_by), instant=True, table=True),
-                       Target(m("count", BOTH, (Outcome.CLEAR,), table_by), instant=True, table=True),
-                       Target(m("count", BOTH, (Outcome.ERROR,), table_by), instant=True, table=True)],
-                      w=16, h=10, decimals=0,
-                      renames={"Value #A": "reads", "Value #B": "writes", "Value #C": "deletes",
-                               "Value #D": "clears", "Value #E": "errors"}),
+                Panel(
+                    "bargauge",
+                    "Top DAGs by calls",
+                    "The 10 DAGs with the most state store calls." + range_note,
+                    [Target(TopK(10, m("count", *everything, (DAG_ID,))), "{{dag_id}}", instant=True)],
+                    w=8,
+                    h=10,
+                    decimals=0,
+                ),
+                Panel(
+                    "table",
+                    "Calls by DAG and task",
+                    "State store calls per DAG, task, operator and run type, by kind of call." + range_note,
+                    [
+                        Target(m("count", BOTH, READS, table_by), instant=True, table=True),
+                        Target(m("count", BOTH, (Outcome.WRITE,), table_by), instant=True, table=True),
+                        Target(m("count", BOTH, (Outcome.DELETE,), table_by), instant=True, table=True),
+                        Target(m("count", BOTH, (Outcome.CLEAR,), table_by), instant=True, table=True),
+                        Target(m("count", BOTH, (Outcome.ERROR,), table_by), instant=True, table=True),
+                    ],
+                    w=16,
+                    h=10,
+                    decimals=0,
+                    renames={
+                        "Value #A": "reads",
+                        "Value #B": "writes",
+                        "Value #C": "deletes",
+                        "Value #D": "clears",
+                        "Value #E": "errors",
+                    },
+                ),
             ],
         ),
         Row(
             "Delete and clear usage",
             [
-                Panel("timeseries", "Deletes and clears per second by DAG",
-                      "delete and clear calls per second, per DAG and store.",
-                      [Target(m("rate", (s,), (o,), (DAG_ID,)), f"{{{{dag_id}}}} {s.value.split('_')[0]} {o.value}")
-                       for s in BOTH for o in (Outcome.DELETE, Outcome.CLEAR)], unit="ops", w=12),
-                Panel("table", "Deletes and clears by DAG and task", "delete and clear calls per DAG and "
-                      "task, by store." + range_note,
-                      [Target(m("count", (s,), (o,), (DAG_ID, TASK_ID)), instant=True, table=True)
-                       for s in BOTH for o in (Outcome.DELETE, Outcome.CLEAR)], w=12, decimals=0,
-                      renames={"Value #A": "task deletes", "Value #B": "task clears",
-                               "Value #C": "asset deletes", "Value #D": "asset clears"}),
+                Panel(
+                    "timeseries",
+                    "Deletes and clears per second by DAG",
+                    "delete and clear calls per second, per DAG and store.",
+                    [
+                        Target(
+                            m("rate", (s,), (o,), (DAG_ID,)),
+                            f"{{{{dag_id}}}} {s.value.split('_')[0]} {o.value}",
+                        )
+                        for s in BOTH
+                        for o in (Outcome.DELETE, Outcome.CLEAR)
+                    ],
+                    unit="ops",
+                    w=12,
+                ),
+                Panel(
+                    "table",
+                    "Deletes and clears by DAG and task",
+                    "delete and clear calls per DAG and task, by store." + range_note,
+                    [
+                        Target(m("count", (s,), (o,), (DAG_ID, TASK_ID)), instant=True, table=True)
+                        for s in BOTH
+                        for o in (Outcome.DELETE, Outcome.CLEAR)
+                    ],
+                    w=12,
+                    decimals=0,
+                    renames={
+                        "Value #A": "task deletes",
+                        "Value #B": "task clears",
+                        "Value #C": "asset deletes",
+                        "Value #D": "asset clears",
+                    },
+                ),
             ],
         ),
         Row(
             "Breakdowns",
             [
-                Panel("bargauge", "Calls by operator", "State store calls per operator class. Operators "
-                      "call the store at very different grains (one call per step vs one per task), so "
-                      "compare usage, not volume." + range_note,
-                      [Target(m("count", *everything, (OPERATOR,)), "{{operator}}", instant=True)], decimals=0),
-                Panel("bargauge", "Calls by run type", "State store calls per DAG run type (manual, "
-                      "scheduled, backfill, asset_triggered)." + range_note,
-                      [Target(m("count", *everything, (RUN_TYPE,)), "{{run_type}}", instant=True)], decimals=0),
-                Panel("bargauge", "Calls by team", "State store calls per team (multi-team deployments; "
-                      "an empty name is a DAG without a team)." + range_note,
-                      [Target(m("count", *everything, (TEAM_NAME,)), "{{team_name}}", instant=True)],
-                      decimals=0),
+                Panel(
+                    "bargauge",
+                    "Calls by operator",
+                    "State store calls per operator class. Operators "
+                    "call the store at very different grains (one call per step vs one per task), so "
+                    "compare usage, not volume." + range_note,
+                    [Target(m("count", *everything, (OPERATOR,)), "{{operator}}", instant=True)],
+                    decimals=0,
+                ),
+                Panel(
+                    "bargauge",
+                    "Calls by run type",
+                    "State store calls per DAG run type (manual, "
+                    "scheduled, backfill, asset_triggered)." + range_note,
+                    [Target(m("count", *everything, (RUN_TYPE,)), "{{run_type}}", instant=True)],
+                    decimals=0,
+                ),
+                Panel(
+                    "bargauge",
+                    "Calls by team",
+                    "State store calls per team (multi-team deployments; "
+                    "an empty name is a DAG without a team)." + range_note,
+                    [Target(m("count", *everything, (TEAM_NAME,)), "{{team_name}}", instant=True)],
+                    decimals=0,
+                ),
             ],
         ),
         Row(
             "Errors",
             [
-                Panel("timeseries", "Errors per second by store and method", "Calls that raised, per "
-                      "second, by store and the method that raised (get, set, delete, clear).",
-                      [Target(m("rate", (s,), (Outcome.ERROR,), (OPERATION,)),
-                              f"{s.value.split('_')[0]} {{{{operation}}}}") for s in BOTH], unit="ops"),
-                Panel("timeseries", "Error ratio by DAG", "Calls that raised / all calls, per DAG, where the "
-                      "DAG made calls in the interval.",
-                      [Target(error_ratio("rate", (DAG_ID,)), "{{dag_id}}")], unit="percentunit", max=1),
-                Panel("table", "Errors by DAG, task and method", "Calls that raised per DAG, task and "
-                      "method, by store." + range_note,
-                      [Target(m("count", (s,), (Outcome.ERROR,), (DAG_ID, TASK_ID, OPERATION)), instant=True,
-                              table=True) for s in BOTH], decimals=0,
-                      renames={"Value #A": "task store errors", "Value #B": "asset store errors"}),
+                Panel(
+                    "timeseries",
+                    "Errors per second by store and method",
+                    "Calls that raised, per "
+                    "second, by store and the method that raised (get, set, delete, clear).",
+                    [
+                        Target(
+                            m("rate", (s,), (Outcome.ERROR,), (OPERATION,)),
+                            f"{s.value.split('_')[0]} {{{{operation}}}}",
+                        )
+                        for s in BOTH
+                    ],
+                    unit="ops",
+                ),
+                Panel(
+                    "timeseries",
+                    "Error ratio by DAG",
+                    "Calls that raised / all calls, per DAG, where the DAG made calls in the interval.",
+                    [Target(error_ratio("rate", (DAG_ID,)), "{{dag_id}}")],
+                    unit="percentunit",
+                    max=1,
+                ),
+                Panel(
+                    "table",
+                    "Errors by DAG, task and method",
+                    "Calls that raised per DAG, task and method, by store." + range_note,
+                    [
+                        Target(
+                            m("count", (s,), (Outcome.ERROR,), (DAG_ID, TASK_ID, OPERATION)),
+                            instant=True,
+                            table=True,
+                        )
+                        for s in BOTH
+                    ],
+                    decimals=0,
+                    renames={"Value #A": "task store errors", "Value #B": "asset store errors"},
+                ),
             ],
         ),
     ]
@@ -362,22 +520,44 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         defaults["max"] = panel.max
     options: dict[str, Any]
     if panel.kind == "timeseries":
-        defaults["custom"] = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never",
-                              "spanNulls": False}
-        options = {"legend": {"displayMode": "table", "placement": "bottom", "showLegend": True,
-                              "calcs": ["mean", "max"]},
-                   "tooltip": {"mode": "multi", "sort": "desc"}}
+        defaults["custom"] = {
+            "drawStyle": "line",
+            "lineWidth": 1,
+            "fillOpacity": 10,
+            "showPoints": "never",
+            "spanNulls": False,
+        }
+        options = {
+            "legend": {
+                "displayMode": "table",
+                "placement": "bottom",
+                "showLegend": True,
+                "calcs": ["mean", "max"],
+            },
+            "tooltip": {"mode": "multi", "sort": "desc"},
+        }
     elif panel.kind == "stat":
         defaults["color"] = {"mode": "thresholds"}
         defaults["thresholds"] = {"mode": "absolute", "steps": [{"color": "blue", "value": None}]}
-        options = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                   "colorMode": "value", "graphMode": "none", "justifyMode": "auto", "textMode": "auto",
-                   "orientation": "auto"}
+        options = {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "colorMode": "value",
+            "graphMode": "none",
+            "justifyMode": "auto",
+            "textMode": "auto",
+            "orientation": "auto",
+        }
     elif panel.kind == "bargauge":
         defaults["color"] = {"mode": "continuous-BlPu"}
-        options = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                   "orientation": "horizontal", "displayMode": "gradient", "showUnfilled": True,
-                   "valueMode": "color", "namePlacement": "auto", "sizing": "auto"}
+        options = {
+            "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+            "orientation": "horizontal",
+            "displayMode": "gradient",
+            "showUnfilled": True,
+            "valueMode": "color",
+            "namePlacement": "auto",
+            "sizing": "auto",
+        }
     elif panel.kind == "table":
         options = {"showHeader": True, "cellHeight": "sm", "footer": {"show": False}}
     else:  # pragma: no cover - guarded by the tests
@@ -396,8 +576,14 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     if panel.kind == "table":
         result["transformations"] = [
             {"id": "merge", "options": {}},
-            {"id": "organize", "options": {"excludeByName": {"Time": True}, "renameByName": panel.renames,
-                                            "indexByName": {}}},
+            {
+                "id": "organize",
+                "options": {
+                    "excludeByName": {"Time": True},
+                    "renameByName": panel.renames,
+                    "indexByName": {},
+                },
+            },
         ]
     return result
 
@@ -407,8 +593,16 @@ def dashboard(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[str, Any]:
     panel_id = 1
     y = 0
     for row in build_rows(prefix):
-        panels.append({"id": panel_id, "type": "row", "title": row.title, "collapsed": False,
-                       "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []})
+        panels.append(
+            {
+                "id": panel_id,
+                "type": "row",
+                "title": row.title,
+                "collapsed": False,
+                "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},
+                "panels": [],
+            }
+        )
         panel_id += 1
         y += 1
         x = 0
@@ -442,12 +636,21 @@ def dashboard(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[str, Any]:
             {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
             *({"type": "panel", "id": k, "name": names[k], "version": ""} for k in kinds),
         ],
-        "annotations": {"list": [{
-            "builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"}, "enable": True,
-            "hide": True, "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts",
-            "type": "dashboard"}]},
+        "annotations": {
+            "list": [
+                {
+                    "builtIn": 1,
+                    "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                    "enable": True,
+                    "hide": True,
+                    "iconColor": "rgba(0, 211, 255, 1)",
+                    "name": "Annotations & Alerts",
+                    "type": "dashboard",
+                }
+            ]
+        },
         "description": "Per-DAG usage of Airflow's task and asset state stores, from the store-metrics "
-                       "counters. Wiring and topologies: docs/wiring.md of store-metrics.",
+        "counters. Wiring and topologies: docs/wiring.md of store-metrics.",
         "editable": True,
         "fiscalYearStartMonth": 0,
         "graphTooltip": 1,
@@ -485,7 +688,9 @@ def render(prefix: str = catalogue.DEFAULT_PREFIX) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if the committed JSON is out of date")
-    parser.add_argument("--prefix", default=catalogue.DEFAULT_PREFIX, help="metric name prefix (default airflow)")
+    parser.add_argument(
+        "--prefix", default=catalogue.DEFAULT_PREFIX, help="metric name prefix (default airflow)"
+    )
     parser.add_argument("--out", type=Path, default=HERE, help="output directory (default dashboards/)")
     args = parser.parse_args(argv)
     path = args.out / "store-metrics.json"

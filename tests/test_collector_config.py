@@ -27,36 +27,94 @@ import promql  # noqa: E402
 
 #: component type -> keys its config struct accepts (mapstructure tags), nested where we use nesting.
 DOCUMENTED_KEYS: dict[str, dict[str, Any]] = {
-    # receiver/otlpreceiver/config.go: Protocols{GRPC, HTTP}; configgrpc.ServerConfig / confighttp.ServerConfig
-    "otlp": {"protocols": {"grpc": {"endpoint", "transport", "tls", "max_recv_msg_size_mib",
-                                    "max_concurrent_streams", "read_buffer_size", "write_buffer_size",
-                                    "keepalive", "auth", "include_metadata"},
-                           "http": {"endpoint", "tls", "cors", "auth", "max_request_body_size",
-                                    "include_metadata", "response_headers", "traces_url_path",
-                                    "metrics_url_path", "logs_url_path"}}},
+    # receiver/otlpreceiver/config.go: Protocols{GRPC, HTTP}; configgrpc / confighttp ServerConfig
+    "otlp": {
+        "protocols": {
+            "grpc": {
+                "endpoint",
+                "transport",
+                "tls",
+                "max_recv_msg_size_mib",
+                "max_concurrent_streams",
+                "read_buffer_size",
+                "write_buffer_size",
+                "keepalive",
+                "auth",
+                "include_metadata",
+            },
+            "http": {
+                "endpoint",
+                "tls",
+                "cors",
+                "auth",
+                "max_request_body_size",
+                "include_metadata",
+                "response_headers",
+                "traces_url_path",
+                "metrics_url_path",
+                "logs_url_path",
+            },
+        }
+    },
     # receiver/statsdreceiver/config.go
-    "statsd": {"endpoint", "transport", "aggregation_interval", "enable_ip_only_aggregation", "ignore_host",
-               "enable_metric_type", "enable_simple_tags", "is_monotonic_counter", "counter_type",
-               "timer_histogram_mapping", "socket_permissions"},
+    "statsd": {
+        "endpoint",
+        "transport",
+        "aggregation_interval",
+        "enable_ip_only_aggregation",
+        "ignore_host",
+        "enable_metric_type",
+        "enable_simple_tags",
+        "is_monotonic_counter",
+        "counter_type",
+        "timer_histogram_mapping",
+        "socket_permissions",
+    },
     # processor/memorylimiterprocessor (core): memorylimiter.Config
-    "memory_limiter": {"check_interval", "limit_mib", "spike_limit_mib", "limit_percentage",
-                       "spike_limit_percentage"},
+    "memory_limiter": {
+        "check_interval",
+        "limit_mib",
+        "spike_limit_mib",
+        "limit_percentage",
+        "spike_limit_percentage",
+    },
     # processor/filterprocessor/config.go
     "filter": {"error_mode", "metrics", "logs", "traces", "profiles"},
     # processor/transformprocessor/config.go
-    "transform": {"error_mode", "trace_statements", "metric_statements", "log_statements",
-                  "profile_statements", "flatten_data"},
+    "transform": {
+        "error_mode",
+        "trace_statements",
+        "metric_statements",
+        "log_statements",
+        "profile_statements",
+        "flatten_data",
+    },
     # processor/deltatocumulativeprocessor/config.go
     "deltatocumulative": {"max_stale", "max_streams"},
     # exporter/prometheusexporter/config.go + config.schema.yaml (confighttp.ServerConfig squashed)
-    "prometheus": {"endpoint", "tls", "cors", "auth", "include_metadata", "namespace", "const_labels",
-                   "send_timestamps", "metric_expiration", "resource_to_telemetry_conversion",
-                   "enable_open_metrics", "add_metric_suffixes", "translation_strategy",
-                   "without_scope_info", "sending_queue"},
+    "prometheus": {
+        "endpoint",
+        "tls",
+        "cors",
+        "auth",
+        "include_metadata",
+        "namespace",
+        "const_labels",
+        "send_timestamps",
+        "metric_expiration",
+        "resource_to_telemetry_conversion",
+        "enable_open_metrics",
+        "add_metric_suffixes",
+        "translation_strategy",
+        "without_scope_info",
+        "sending_queue",
+    },
 }
-KINDS = {"receivers": {"otlp", "statsd"},
-         "processors": {"memory_limiter", "filter", "transform", "deltatocumulative"},
-         "exporters": {"prometheus"}}
+KINDS = {
+    "receivers": {"otlp", "statsd"},
+    "processors": {"memory_limiter", "filter", "transform", "deltatocumulative"},
+    "exporters": {"prometheus"},
+}
 
 
 def config() -> dict[str, Any]:
@@ -90,10 +148,10 @@ def test_every_pipeline_component_is_defined_and_every_defined_one_is_used() -> 
     assert set(pipelines) == {"metrics/otlp", "metrics/dogstatsd"}
     for name, pipeline in pipelines.items():
         assert name.split("/")[0] == "metrics"
-        for kind in used:
+        for kind, ids in used.items():
             for component in pipeline.get(kind, []):
                 assert component in (cfg.get(kind) or {}), f"{name}: {kind} {component} is not defined"
-                used[kind].add(component)
+                ids.add(component)
     for kind, ids in used.items():
         assert set(cfg[kind]) == ids, f"defined but unused {kind}: {set(cfg[kind]) - ids}"
         assert {component_type(i) for i in ids} <= KINDS[kind]
@@ -103,7 +161,9 @@ def test_components_use_documented_keys_only() -> None:
     cfg = config()
     for kind in KINDS:
         for component_id, settings in cfg[kind].items():
-            check_keys(f"{kind}.{component_id}", settings or {}, DOCUMENTED_KEYS[component_type(component_id)])
+            check_keys(
+                f"{kind}.{component_id}", settings or {}, DOCUMENTED_KEYS[component_type(component_id)]
+            )
 
 
 def test_documented_ports() -> None:
@@ -115,8 +175,12 @@ def test_documented_ports() -> None:
     assert port_of(statsd["endpoint"]) == 8125 and statsd["transport"] == "udp"
     assert port_of(cfg["exporters"]["prometheus"]["endpoint"]) == 8889
     # Listening on all interfaces: task processes run on other hosts/pods.
-    for endpoint in (otlp["grpc"]["endpoint"], otlp["http"]["endpoint"], statsd["endpoint"],
-                     cfg["exporters"]["prometheus"]["endpoint"]):
+    for endpoint in (
+        otlp["grpc"]["endpoint"],
+        otlp["http"]["endpoint"],
+        statsd["endpoint"],
+        cfg["exporters"]["prometheus"]["endpoint"],
+    ):
         assert endpoint.startswith("0.0.0.0:")
 
 
@@ -135,8 +199,12 @@ def test_pipelines_are_the_designed_ones() -> None:
     assert otlp["receivers"] == ["otlp"] and dog["receivers"] == ["statsd"]
     # memory_limiter first; only our counters; per-process identity dropped BEFORE the delta
     # streams are formed; deltatocumulative last, feeding the exporter.
-    assert otlp["processors"] == ["memory_limiter", "filter/store_metrics", "transform/drop_process_identity",
-                                  "deltatocumulative"]
+    assert otlp["processors"] == [
+        "memory_limiter",
+        "filter/store_metrics",
+        "transform/drop_process_identity",
+        "deltatocumulative",
+    ]
     assert dog["processors"] == ["memory_limiter", "filter/store_metrics", "deltatocumulative"]
     assert otlp["exporters"] == dog["exporters"] == ["prometheus"]
 
@@ -162,8 +230,12 @@ def test_series_outlive_daily_runs_and_expire_after_the_streams() -> None:
 
 def test_otlp_resource_keeps_only_what_the_exporter_uses_for_job() -> None:
     statements = config()["processors"]["transform/drop_process_identity"]["metric_statements"]
-    assert statements == [{"context": "resource",
-                           "statements": ['keep_keys(attributes, ["service.name", "service.namespace"])']}]
+    assert statements == [
+        {
+            "context": "resource",
+            "statements": ['keep_keys(attributes, ["service.name", "service.namespace"])'],
+        }
+    ]
 
 
 def ottl_string(statement: str) -> str:
@@ -182,9 +254,14 @@ def test_filter_keeps_exactly_the_catalogue_counters_under_any_prefix() -> None:
     for prefix in ("airflow", "my.team", "x", ""):
         for metric in catalogue.METRICS:
             assert regex.search(metric.full_name(prefix)), metric.full_name(prefix)
-    for other in ("airflow.resumable_job.fresh_submit", "airflow.ti.finish", "airflow.task_state_store.write.x",
-                  "airflow.task_state_store_write", "airflow.task_state_store.writes",
-                  "airflow.dag.state_store_metrics_01.task_state_store"):
+    for other in (
+        "airflow.resumable_job.fresh_submit",
+        "airflow.ti.finish",
+        "airflow.task_state_store.write.x",
+        "airflow.task_state_store_write",
+        "airflow.task_state_store.writes",
+        "airflow.dag.state_store_metrics_01.task_state_store",
+    ):
         assert not regex.search(other), other
 
 

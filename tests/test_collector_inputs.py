@@ -16,6 +16,7 @@ The adapters' lines come from ``store_metrics.wire`` and from real UDP datagrams
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -34,11 +35,23 @@ ROOT = Path(__file__).resolve().parent.parent
 MAPPING = ROOT / "collector" / "statsd-mapping.yml"
 
 TAG_SETS = [
-    catalogue.task_tags(dag_id="state_store_metrics_02", task_id="touch_asset_store", run_type="manual",
-                        operator="_PythonDecoratedOperator"),
-    catalogue.task_tags(dag_id="etl", task_id="extract", run_type="scheduled", operator="PythonOperator",
-                        team_name="analytics"),
-    *(catalogue.task_tags(dag_id=value, task_id="t", run_type="manual", operator="X") for value in HOSTILE_VALUES),
+    catalogue.task_tags(
+        dag_id="state_store_metrics_02",
+        task_id="touch_asset_store",
+        run_type="manual",
+        operator="_PythonDecoratedOperator",
+    ),
+    catalogue.task_tags(
+        dag_id="etl",
+        task_id="extract",
+        run_type="scheduled",
+        operator="PythonOperator",
+        team_name="analytics",
+    ),
+    *(
+        catalogue.task_tags(dag_id=value, task_id="t", run_type="manual", operator="X")
+        for value in HOSTILE_VALUES
+    ),
 ]
 
 
@@ -101,7 +114,7 @@ def statsd_exporter_events(line: str) -> list[tuple[str, str, float, dict[str, s
     metric = head
     for i, c in enumerate(head):
         if c in "#,":  # Librato '#', InfluxDB ','
-            for tag in head[i + 1:].split(","):
+            for tag in head[i + 1 :].split(","):
                 parse_tag(tag, "=")
             metric = head[:i]
             break
@@ -214,10 +227,8 @@ def received(backend: str, receiver: UdpReceiver, parse: Any) -> Totals:
                 out[(name, frozenset(labels.items()))] += value
         return dict(out)
 
-    try:
+    with contextlib.suppress(AssertionError):  # the caller's assertion shows the difference
         wait_until(lambda: totals() == EXPECTED, timeout=5)
-    except AssertionError:
-        pass  # the assertion below shows the difference
     return totals()
 
 
@@ -247,16 +258,25 @@ class Memory:
 def scenario_calls(emitter: Any) -> None:
     """Scenario 2 twice and scenario 3 of the upstream proposal, through the real wrappers."""
     asset_inner = Memory()
-    tags02 = catalogue.task_tags(dag_id="state_store_metrics_02", task_id="touch_asset_store", run_type="manual",
-                                 operator="_PythonDecoratedOperator")
+    tags02 = catalogue.task_tags(
+        dag_id="state_store_metrics_02",
+        task_id="touch_asset_store",
+        run_type="manual",
+        operator="_PythonDecoratedOperator",
+    )
     for _ in range(2):
         asset = store_metrics.instrument_asset_store(asset_inner, emitter, tags02)
         task = store_metrics.instrument_task_store(Memory(), emitter, tags02)
         asset.get("watermark")
         asset.set("watermark", "2026-01-01")
         task.get("counter")
-    tags03 = catalogue.task_tags(dag_id="state_store_metrics_03", task_id="delete_and_clear", run_type="manual",
-                                 operator="_PythonDecoratedOperator", team_name="team a")
+    tags03 = catalogue.task_tags(
+        dag_id="state_store_metrics_03",
+        task_id="delete_and_clear",
+        run_type="manual",
+        operator="_PythonDecoratedOperator",
+        team_name="team a",
+    )
     task = store_metrics.instrument_task_store(Memory(), emitter, tags03)
     asset = store_metrics.instrument_asset_store(Memory(), emitter, tags03)
     task.set("a", 1)
@@ -268,10 +288,19 @@ def scenario_calls(emitter: Any) -> None:
 
 
 #: What scenario_calls counts: (series name, labels) -> calls. "team a" is sanitised to "team_a".
-L02 = {"dag_id": "state_store_metrics_02", "task_id": "touch_asset_store", "run_type": "manual",
-       "operator": "_PythonDecoratedOperator"}
-L03 = {"dag_id": "state_store_metrics_03", "task_id": "delete_and_clear", "run_type": "manual",
-       "operator": "_PythonDecoratedOperator", "team_name": "team_a"}
+L02 = {
+    "dag_id": "state_store_metrics_02",
+    "task_id": "touch_asset_store",
+    "run_type": "manual",
+    "operator": "_PythonDecoratedOperator",
+}
+L03 = {
+    "dag_id": "state_store_metrics_03",
+    "task_id": "delete_and_clear",
+    "run_type": "manual",
+    "operator": "_PythonDecoratedOperator",
+    "team_name": "team_a",
+}
 EXPECTED = {
     ("airflow_asset_state_store_read_absent_total", frozenset(L02.items())): 1,
     ("airflow_asset_state_store_read_found_total", frozenset(L02.items())): 1,
@@ -314,7 +343,9 @@ def test_statsd_exporter_drops_a_line_that_mixes_tag_styles() -> None:
     assert statsd_exporter_events("airflow.task_state_store.write,dag_id=d:1|c|#task_id:t") == []
 
 
-def test_statsd_exporter_aggregates_the_statsd_backend_datagrams_to_the_calls(udp_receiver: UdpReceiver) -> None:
+def test_statsd_exporter_aggregates_the_statsd_backend_datagrams_to_the_calls(
+    udp_receiver: UdpReceiver,
+) -> None:
     assert received("statsd", udp_receiver, statsd_exporter_series) == EXPECTED
 
 
@@ -323,8 +354,9 @@ def test_statsd_exporter_series_equal_the_opentelemetry_series() -> None:
     import urllib.request
 
     port = free_port()
-    emitter = store_metrics.configure("otel", exporter="prometheus", prometheus_port=port,
-                                      prometheus_host="127.0.0.1")
+    emitter = store_metrics.configure(
+        "otel", exporter="prometheus", prometheus_port=port, prometheus_host="127.0.0.1"
+    )
     scenario_calls(emitter)
 
     def scrape() -> str | None:
@@ -343,7 +375,10 @@ def test_statsd_exporter_series_equal_the_opentelemetry_series() -> None:
             if sample.name.endswith("_total") and "_state_store_" in sample.name:
                 # An empty label value is no label to Prometheus (the exporter writes team_name=""
                 # on series without a team when others of the metric have one).
-                labels = {k: v for k, v in sample.labels.items()
-                          if v and not k.startswith("otel_scope_") and k not in {"job", "instance"}}
+                labels = {
+                    k: v
+                    for k, v in sample.labels.items()
+                    if v and not k.startswith("otel_scope_") and k not in {"job", "instance"}
+                }
                 series[(sample.name, frozenset(labels.items()))] = sample.value
     assert series == EXPECTED

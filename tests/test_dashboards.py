@@ -44,8 +44,13 @@ def targets() -> list[tuple[dict[str, Any], dict[str, Any]]]:
 
 
 def test_committed_json_is_what_the_generator_makes() -> None:
-    result = subprocess.run([sys.executable, str(DASHBOARDS / "generate.py"), "--check"], capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(DASHBOARDS / "generate.py"), "--check"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
 
 
@@ -56,8 +61,16 @@ def test_current_schema_stable_uid_and_importable() -> None:
     assert d["id"] is None  # an import must not overwrite another dashboard by numeric id
     assert d["title"] and d["tags"]
     inputs = d["__inputs"]
-    assert inputs == [{"name": "DS_PROMETHEUS", "label": "Prometheus", "description": inputs[0]["description"],
-                       "type": "datasource", "pluginId": "prometheus", "pluginName": "Prometheus"}]
+    assert inputs == [
+        {
+            "name": "DS_PROMETHEUS",
+            "label": "Prometheus",
+            "description": inputs[0]["description"],
+            "type": "datasource",
+            "pluginId": "prometheus",
+            "pluginName": "Prometheus",
+        }
+    ]
     text = JSON_PATH.read_text()
     # The import dialog's choice lands in the data source variable, and nowhere a provisioned copy
     # would be left with an unresolved ${DS_PROMETHEUS}.
@@ -82,7 +95,7 @@ def test_panel_ids_unique_and_layout_fits_without_overlap() -> None:
     cells: set[tuple[int, int]] = set()
     for p in panels():
         g = p["gridPos"]
-        assert 0 <= g["x"] and g["x"] + g["w"] <= 24 and g["h"] > 0, p["title"]
+        assert g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["h"] > 0, p["title"]
         area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
         assert not area & cells, f"{p['title']} overlaps another panel"
         cells |= area
@@ -115,7 +128,9 @@ def test_variables_datasource_and_multi_select_with_all() -> None:
         m = re.fullmatch(r"label_values\(\{__name__=~\"([^\"]+)\"(.*)\}, (\w+)\)", v["query"])
         assert m, v["query"]
         assert m.group(3) == v["name"]
-        assert set(m.group(1).split("|")) == {metric.prometheus_name() for metric in catalogue.STATE_STORE_METRICS}
+        assert set(m.group(1).split("|")) == {
+            metric.prometheus_name() for metric in catalogue.STATE_STORE_METRICS
+        }
         assert v["definition"] == v["query"]
     # Chained: the DAG list follows the team, the task list follows team and DAG.
     by_name = {v["name"]: v["query"] for v in variables}
@@ -150,12 +165,25 @@ def test_queries_reference_only_catalogue_metrics_and_cover_them_all() -> None:
 
 def test_the_issue_s_panels_are_there() -> None:
     titles = {p["title"] for p in panels()}
-    for wanted in ("Task store calls per second by operation", "Asset store calls per second by operation",
-                   "Reads per write", "Reads per write by DAG", "Task store found ratio",
-                   "Asset store found ratio", "Found ratio by DAG", "Deletes and clears",
-                   "Deletes and clears per second by DAG", "Top DAGs by calls", "Calls by DAG and task",
-                   "Calls by operator", "Calls by run type", "Calls by team", "Errors per second by store and method",
-                   "Error ratio", "Error ratio by DAG"):
+    for wanted in (
+        "Task store calls per second by operation",
+        "Asset store calls per second by operation",
+        "Reads per write",
+        "Reads per write by DAG",
+        "Task store found ratio",
+        "Asset store found ratio",
+        "Found ratio by DAG",
+        "Deletes and clears",
+        "Deletes and clears per second by DAG",
+        "Top DAGs by calls",
+        "Calls by DAG and task",
+        "Calls by operator",
+        "Calls by run type",
+        "Calls by team",
+        "Errors per second by store and method",
+        "Error ratio",
+        "Error ratio by DAG",
+    ):
         assert wanted in titles, wanted
     for panel in panels():
         if panel["type"] == "row":
@@ -166,7 +194,9 @@ def test_the_issue_s_panels_are_there() -> None:
             assert all(t["instant"] and not t["range"] for t in panel["targets"]), panel["title"]
             assert all("$__range" in t["expr"] for t in panel["targets"]), panel["title"]
         else:
-            assert all(t["range"] and "$__rate_interval" in t["expr"] for t in panel["targets"]), panel["title"]
+            assert all(t["range"] and "$__rate_interval" in t["expr"] for t in panel["targets"]), panel[
+                "title"
+            ]
 
 
 def test_tables_merge_their_queries_and_name_every_column() -> None:
@@ -182,12 +212,17 @@ def test_tables_merge_their_queries_and_name_every_column() -> None:
 
 @pytest.mark.parametrize("prefix", ["platform.airflow"])
 def test_generator_follows_a_custom_prefix(prefix: str, tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, str(DASHBOARDS / "generate.py"), "--prefix", prefix,
-                             "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(DASHBOARDS / "generate.py"), "--prefix", prefix, "--out", str(tmp_path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "store-metrics.json").read_text()
     assert "platform_airflow_task_state_store_write_total" in text
-    assert "\"airflow_task_state_store_write_total" not in text
+    assert '"airflow_task_state_store_write_total' not in text
 
 
 def test_provisioning_datasource() -> None:
@@ -199,8 +234,20 @@ def test_provisioning_datasource() -> None:
     assert ds["type"] == "prometheus" and ds["access"] == "proxy"
     assert ds["url"].startswith("http") and ds["uid"] and ds["name"]
     assert ds["jsonData"]["httpMethod"] == "POST"
-    assert set(ds) <= {"name", "type", "uid", "access", "url", "isDefault", "editable", "jsonData", "orgId",
-                       "basicAuth", "secureJsonData", "version"}
+    assert set(ds) <= {
+        "name",
+        "type",
+        "uid",
+        "access",
+        "url",
+        "isDefault",
+        "editable",
+        "jsonData",
+        "orgId",
+        "basicAuth",
+        "secureJsonData",
+        "version",
+    }
 
 
 def test_provisioning_dashboard_provider() -> None:
@@ -211,6 +258,15 @@ def test_provisioning_dashboard_provider() -> None:
     (provider,) = doc["providers"]
     assert provider["type"] == "file"
     assert provider["options"]["path"].startswith("/")
-    assert set(provider) <= {"name", "orgId", "folder", "folderUid", "type", "disableDeletion",
-                             "updateIntervalSeconds", "allowUiUpdates", "options"}
+    assert set(provider) <= {
+        "name",
+        "orgId",
+        "folder",
+        "folderUid",
+        "type",
+        "disableDeletion",
+        "updateIntervalSeconds",
+        "allowUiUpdates",
+        "options",
+    }
     assert set(provider["options"]) <= {"path", "foldersFromFilesStructure"}

@@ -19,10 +19,10 @@ dashboard generator's declarative query specs, never from PromQL.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import math
-import os
 import re
 import shutil
 import signal
@@ -140,8 +140,14 @@ def demo_model(runs: int) -> Model:
 
 #: One feeder pass: the proposal's runs (02 twice, so its asset store finds on the second) plus
 #: a DAG of a team whose calls raise. The feeder empties its asset stores before each pass.
-FEEDER_PASS = ("state_store_metrics_01", "state_store_metrics_02", "state_store_metrics_02",
-               "state_store_metrics_03", "example_resumable_job", ERRORS_DAG)
+FEEDER_PASS = (
+    "state_store_metrics_01",
+    "state_store_metrics_02",
+    "state_store_metrics_02",
+    "state_store_metrics_03",
+    "example_resumable_job",
+    ERRORS_DAG,
+)
 
 
 def feeder_pass_model() -> Model:
@@ -197,7 +203,9 @@ def assert_groups(actual: Groups, wanted: Groups, rel: float, what: str) -> None
     wanted = {k: v for k, v in wanted.items() if v != 0}
     assert set(actual) == set(wanted), f"{what}: groups {sorted(actual)} != expected {sorted(wanted)}"
     for key, value in wanted.items():
-        assert actual[key] == pytest.approx(value, rel=rel), f"{what}: {key} = {actual[key]}, expected {value}"
+        assert actual[key] == pytest.approx(value, rel=rel), (
+            f"{what}: {key} = {actual[key]}, expected {value}"
+        )
 
 
 # -- a real Prometheus -----------------------------------------------------------------------------
@@ -237,8 +245,12 @@ class Prometheus:
         scrape = dict(jobs[0])
         scrape["static_configs"] = [{"targets": [target]}]
         config = {
-            "global": {**base.get("global", {}), "scrape_interval": "1s", "scrape_timeout": "900ms",
-                       "evaluation_interval": "1s"},
+            "global": {
+                **base.get("global", {}),
+                "scrape_interval": "1s",
+                "scrape_timeout": "900ms",
+                "evaluation_interval": "1s",
+            },
             "rule_files": [str(COLLECTOR / "rules.yml")],
             "scrape_configs": [scrape],
         }
@@ -249,10 +261,16 @@ class Prometheus:
         self.log = (tmp / "prometheus.log").open("w")
         self.started = time.time()
         self.proc = subprocess.Popen(
-            [require_binary("prometheus"), f"--config.file={self.config}",
-             f"--storage.tsdb.path={tmp / 'tsdb'}", f"--web.listen-address=127.0.0.1:{self.port}",
-             "--storage.tsdb.retention.time=1h", "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT,
+            [
+                require_binary("prometheus"),
+                f"--config.file={self.config}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=1h",
+                "--log.level=warn",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
         )
         wait_for(self._ready, 30, "Prometheus /-/ready")
 
@@ -269,8 +287,11 @@ class Prometheus:
         encoded = urllib.parse.urlencode(params, doseq=True)
         # Queries go by POST (dashboard expressions are long, as Grafana sends them); the other
         # endpoints only answer GET.
-        request = (urllib.request.Request(f"{self.url}/api/v1/{path}", data=encoded.encode())
-                   if path == "query" else urllib.request.Request(f"{self.url}/api/v1/{path}?{encoded}"))
+        request = (
+            urllib.request.Request(f"{self.url}/api/v1/{path}", data=encoded.encode())
+            if path == "query"
+            else urllib.request.Request(f"{self.url}/api/v1/{path}?{encoded}")
+        )
         try:
             with urllib.request.urlopen(request, timeout=10) as r:
                 body = json.loads(r.read())
@@ -419,8 +440,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoSource]:
     prom = Prometheus(tmp, f"127.0.0.1:{port}")
     command = Path(sys.executable).with_name("store-metrics")
     log = (tmp / "demo.out").open("w+")
-    proc = subprocess.Popen([str(command), "demo", "--serve", "--port", str(port), "--runs", str(DEMO_RUNS)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp)
+    proc = subprocess.Popen(
+        [str(command), "demo", "--serve", "--port", str(port), "--runs", str(DEMO_RUNS)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp,
+    )
     lines: list[str] = []
 
     def pump() -> None:
@@ -433,8 +459,14 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoSource]:
     reader = threading.Thread(target=pump, daemon=True)
     reader.start()
     try:
-        wait_for(lambda: any(line.startswith("serving http://") and "/metrics" in line for line in lines)
-                 or proc.poll() is not None, 120, "the demo to serve its endpoint")
+        wait_for(
+            lambda: (
+                any(line.startswith("serving http://") and "/metrics" in line for line in lines)
+                or proc.poll() is not None
+            ),
+            120,
+            "the demo to serve its endpoint",
+        )
         assert proc.poll() is None, "store-metrics demo exited:\n" + "".join(lines)
         model = demo_model(DEMO_RUNS)
         total = sum(model.counts.values())
@@ -517,7 +549,8 @@ def test_demo_variables(demo: DemoSource) -> None:
     assert label_values(demo.prom, variables["dag_id"]["query"], {}) == dags
     assert label_values(demo.prom, variables["team_name"]["query"], {}) == set()
     assert label_values(demo.prom, variables["task_id"]["query"], {"dag_id": ["state_store_metrics_02"]}) == {
-        "touch_asset_store"}
+        "touch_asset_store"
+    }
     assert label_values(demo.prom, variables["operator"]["query"], {}) == {PY_OPERATOR, "MockBatchOperator"}
     assert label_values(demo.prom, variables["run_type"]["query"], {}) == {"manual"}
 
@@ -536,7 +569,7 @@ def label_values(prom: Prometheus, query: str, variables: Mapping[str, list[str]
 @pytest.mark.airflow
 @pytest.mark.slow
 def test_demo_rules(demo: DemoSource) -> None:
-    """Every recording rule expression evaluates on the demo's data; the alert expressions pick the right DAGs."""
+    """Every recording rule expression evaluates on the demo's data; alert expressions pick the right DAGs."""
     dags = {dict(ls)["dag_id"] for _, ls in demo.model.counts}
     for rule in recording_rules():
         result = demo.prom.query(rule["expr"], demo.end)
@@ -544,8 +577,10 @@ def test_demo_rules(demo: DemoSource) -> None:
             assert sample["metric"].get("dag_id") in dags, (rule["record"], sample)
             assert math.isfinite(float(sample["value"][1])), (rule["record"], sample)
     alerts = {r["alert"]: r for r in alerting_rules()}
-    fired = {(s["metric"]["dag_id"], s["metric"]["task_id"], s["metric"].get("team_name", ""))
-             for s in demo.prom.query(alerts["StateStoreTaskStateNeverRead"]["expr"], demo.end)}
+    fired = {
+        (s["metric"]["dag_id"], s["metric"]["task_id"], s["metric"].get("team_name", ""))
+        for s in demo.prom.query(alerts["StateStoreTaskStateNeverRead"]["expr"], demo.end)
+    }
     assert fired == never_read_tasks(demo.model) == {("state_store_metrics_03", "delete_and_clear", "")}
     assert demo.prom.query(alerts["StateStoreErrorRateHigh"]["expr"], demo.end) == []
     assert demo.prom.query(alerts["StateStoreFailingAcrossDags"]["expr"], demo.end) == []
@@ -579,9 +614,13 @@ class FeederSource:
 
 class Feeder:
     def __init__(self, port: int, tmp: Path) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-u", __file__, "--feeder", str(port)],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=(tmp / "feeder.err").open("w"), text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", __file__, "--feeder", str(port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=(tmp / "feeder.err").open("w"),
+            text=True,
+        )
         assert self.read() == "ready"
 
     def read(self) -> str:
@@ -595,10 +634,8 @@ class Feeder:
         return self.read()
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(BrokenPipeError, OSError):
             self.command("quit")
-        except (BrokenPipeError, OSError):
-            pass
         try:
             self.proc.wait(10)
         except subprocess.TimeoutExpired:
@@ -623,16 +660,22 @@ def feeder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FeederSource]:
             first = prom.scalar(stamp)
             assert first is not None
             # One more scrape at the same totals, so a sample exists before the window starts.
-            return float(wait_for(lambda: (s := prom.scalar(stamp)) is not None and s > first and s, 10,
-                                  "another scrape"))
+            return float(
+                wait_for(
+                    lambda: (s := prom.scalar(stamp)) is not None and s > first and s, 10, "another scrape"
+                )
+            )
 
         assert feeder.command("pass") == "done"
         t_a = sample_with(total)
         assert feeder.command("pass") == "done"
         t_b = sample_with(2 * total)
         # Let the rules evaluate on pass B's samples.
-        wait_for(lambda: (prom.scalar("max(timestamp(dag_id:store_metrics_calls:rate5m))") or 0) > t_b, 10,
-                 "rule evaluation")
+        wait_for(
+            lambda: (prom.scalar("max(timestamp(dag_id:store_metrics_calls:rate5m))") or 0) > t_b,
+            10,
+            "rule evaluation",
+        )
         yield FeederSource(prom, model, window_start=t_a - 0.001, at=t_b + 0.001)
     finally:
         feeder.stop()
@@ -643,14 +686,18 @@ FEEDER_VARIABLES = [
     pytest.param({}, id="all"),
     pytest.param({"dag_id": ["state_store_metrics_02"]}, id="dag-02"),
     pytest.param({"team_name": [ERRORS_TEAM]}, id="team"),
-    pytest.param({"dag_id": ["state_store_metrics_01", "state_store_metrics_03"], "operator": [PY_OPERATOR]},
-                 id="two-dags"),
+    pytest.param(
+        {"dag_id": ["state_store_metrics_01", "state_store_metrics_03"], "operator": [PY_OPERATOR]},
+        id="two-dags",
+    ),
 ]
 
 
 @pytest.mark.prometheus
 @pytest.mark.parametrize("variables", FEEDER_VARIABLES)
-def test_feeder_every_dashboard_query_over_one_pass(feeder: FeederSource, variables: dict[str, list[str]]) -> None:
+def test_feeder_every_dashboard_query_over_one_pass(
+    feeder: FeederSource, variables: dict[str, list[str]]
+) -> None:
     """Over a window holding exactly pass B, every query returns pass B's calls (rates: per second)."""
     filters = filters_of(variables)
     for title, target, spec in dashboard_targets():
@@ -662,7 +709,9 @@ def test_feeder_every_dashboard_query_over_one_pass(feeder: FeederSource, variab
 
 @pytest.mark.prometheus
 @pytest.mark.parametrize("variables", FEEDER_VARIABLES)
-def test_feeder_range_queries_count_new_series_in_full(feeder: FeederSource, variables: dict[str, list[str]]) -> None:
+def test_feeder_range_queries_count_new_series_in_full(
+    feeder: FeederSource, variables: dict[str, list[str]]
+) -> None:
     """Over a range reaching back before the first sample, every series is new: both passes count exactly."""
     rng = f"{math.ceil(feeder.at - feeder.prom.started) + 60}s"
     filters = filters_of(variables)
@@ -672,8 +721,12 @@ def test_feeder_range_queries_count_new_series_in_full(feeder: FeederSource, var
             continue
         expr = interpolate(target["expr"], variables, rng=rng, rate_interval=rng)
         actual = as_groups(feeder.prom.query(expr, feeder.at), spec.by)
-        assert_groups(actual, expected(spec, both, filters), rel=1e-9,
-                      what=f"{title} [{target['refId']}] with {variables or 'All'}")
+        assert_groups(
+            actual,
+            expected(spec, both, filters),
+            rel=1e-9,
+            what=f"{title} [{target['refId']}] with {variables or 'All'}",
+        )
 
 
 @pytest.mark.prometheus
@@ -692,8 +745,9 @@ def test_feeder_headline_numbers(feeder: FeederSource) -> None:
     # The team's DAG: task get raised, task set worked, asset set raised -> 2 of 3 calls failed.
     team = {"team_name": [ERRORS_TEAM]}
     assert value("Error ratio", "A", team) == pytest.approx(2 / 3, rel=1e-3)
-    assert value("Errors per second by store and method", "A", {}, ("get",)) * feeder.seconds == pytest.approx(
-        1, rel=0.01)
+    assert value(
+        "Errors per second by store and method", "A", {}, ("get",)
+    ) * feeder.seconds == pytest.approx(1, rel=0.01)
 
 
 @pytest.mark.prometheus
@@ -707,7 +761,11 @@ def test_feeder_recording_rules(feeder: FeederSource) -> None:
         result = feeder.prom.query(rule["expr"], feeder.at)
         if record == "dag_id:store_metrics_calls:rate5m":
             got = as_groups(result, ("dag_id", "team_name"))
-            wanted = {(d, t): v for (d, t, s, o), v in calls.items() if s == labels["store"] and o == labels["outcome"]}
+            wanted = {
+                (d, t): v
+                for (d, t, s, o), v in calls.items()
+                if s == labels["store"] and o == labels["outcome"]
+            }
             # rate() over 5m extrapolates half a scrape interval beyond the first sample: per-second
             # values times 300 s are the pass's calls, slightly more.
             assert set(got) == set(wanted), (labels, got, wanted)
@@ -716,8 +774,11 @@ def test_feeder_recording_rules(feeder: FeederSource) -> None:
         elif record == "dag_id_operation:store_metrics_errors:rate5m":
             got = as_groups(result, ("dag_id", "team_name", "operation"))
             store = labels["store"]
-            wanted_keys = {(dict(ls)["dag_id"], dict(ls).get("team_name", ""), dict(ls)["operation"])
-                           for name, ls in feeder.pass_model.counts if name == _series_name(store, "error")}
+            wanted_keys = {
+                (dict(ls)["dag_id"], dict(ls).get("team_name", ""), dict(ls)["operation"])
+                for name, ls in feeder.pass_model.counts
+                if name == _series_name(store, "error")
+            }
             assert set(got) == wanted_keys
         else:
             got = as_groups(result, ("dag_id", "team_name", "store"))
@@ -729,12 +790,19 @@ def test_feeder_recording_rules(feeder: FeederSource) -> None:
 @pytest.mark.prometheus
 def test_feeder_alert_rules(feeder: FeederSource) -> None:
     alerts = {r["alert"]: r for r in alerting_rules()}
-    never_read = {(s["metric"]["dag_id"], s["metric"]["task_id"], s["metric"].get("team_name", ""))
-                  for s in feeder.prom.query(alerts["StateStoreTaskStateNeverRead"]["expr"], feeder.at)}
-    assert never_read == never_read_tasks(feeder.pass_model) == {
-        ("state_store_metrics_03", "delete_and_clear", ""), (ERRORS_DAG, "flaky", ERRORS_TEAM)}
-    high = {(s["metric"]["dag_id"], s["metric"]["store"])
-            for s in feeder.prom.query(alerts["StateStoreErrorRateHigh"]["expr"], feeder.at)}
+    never_read = {
+        (s["metric"]["dag_id"], s["metric"]["task_id"], s["metric"].get("team_name", ""))
+        for s in feeder.prom.query(alerts["StateStoreTaskStateNeverRead"]["expr"], feeder.at)
+    }
+    assert (
+        never_read
+        == never_read_tasks(feeder.pass_model)
+        == {("state_store_metrics_03", "delete_and_clear", ""), (ERRORS_DAG, "flaky", ERRORS_TEAM)}
+    )
+    high = {
+        (s["metric"]["dag_id"], s["metric"]["store"])
+        for s in feeder.prom.query(alerts["StateStoreErrorRateHigh"]["expr"], feeder.at)
+    }
     assert high == {(ERRORS_DAG, "task"), (ERRORS_DAG, "asset")}
     assert feeder.prom.query(alerts["StateStoreFailingAcrossDags"]["expr"], feeder.at) == []
     rules = [r for g in feeder.prom.api("rules")["groups"] for r in g["rules"]]
@@ -745,7 +813,7 @@ def test_feeder_alert_rules(feeder: FeederSource) -> None:
 
 
 def feeder_main(port: int) -> None:
-    """Serve a Prometheus endpoint and, on "pass", make one pass of FEEDER_PASS's calls through the wrappers."""
+    """Serve a Prometheus endpoint; on "pass", make one pass of FEEDER_PASS's calls through the wrappers."""
     import store_metrics
     from store_metrics import catalogue
 
@@ -780,13 +848,19 @@ def feeder_main(port: int) -> None:
                 raise RuntimeError("store down")
             super().set(key, value, **kw)
 
-    emitter = store_metrics.configure("otel", exporter="prometheus", prometheus_port=port,
-                                      prometheus_host="127.0.0.1")
+    emitter = store_metrics.configure(
+        "otel", exporter="prometheus", prometheus_port=port, prometheus_host="127.0.0.1"
+    )
 
     def tags(dag: str) -> dict[str, str]:
         task, operator = TASKS[dag]
-        return catalogue.task_tags(dag_id=dag, task_id=task, run_type="manual", operator=operator,
-                                   team_name=ERRORS_TEAM if dag == ERRORS_DAG else None)
+        return catalogue.task_tags(
+            dag_id=dag,
+            task_id=task,
+            run_type="manual",
+            operator=operator,
+            team_name=ERRORS_TEAM if dag == ERRORS_DAG else None,
+        )
 
     def one_pass() -> None:
         asset = store_metrics.instrument_asset_store(Store(), emitter, tags("state_store_metrics_02"))
@@ -818,10 +892,8 @@ def feeder_main(port: int) -> None:
                     flaky.get("cursor")
                 except RuntimeError:
                     flaky.set("cursor", 0)
-                try:
+                with contextlib.suppress(RuntimeError):
                     flaky_asset.set("watermark", 1)
-                except RuntimeError:
-                    pass
 
     print("ready", flush=True)
     for line in sys.stdin:
