@@ -150,6 +150,24 @@ def test_otlp_endpoint_that_never_answers(
     assert "did not take the counts within 0.30 s" in ours[0].getMessage()
     assert emitter.snapshot()[("task_state_store.write", tuple(TAGS.items()))] == 4
 
+    # The exporter gives up (its timeout here: 1 s); that is said once, with its reason...
+    def said_could_not_send() -> bool:
+        return any("could not send" in r.getMessage() for r in problems(captured))
+
+    wait_until(said_could_not_send, timeout=10)
+    # ...and a later export that fails again adds nothing, from us or from the exporter.
+    a_task_runs(emitter)
+    assert flush_within(emitter, 3.0) is False
+    recorder = emitter.backend._recorder  # type: ignore[attr-defined]
+    wait_until(lambda: recorder.failures >= 2, timeout=10)
+    assert len(silent_otlp.accepted) >= 2
+    found = problems(captured)
+    assert [(r.name, r.levelname) for r in found] == [
+        ("store_metrics", "WARNING"),
+        ("store_metrics", "ERROR"),
+    ]
+    assert "Failed to export metrics batch due to timeout" in found[1].getMessage()
+
 
 _EXIT_SCRIPT = textwrap.dedent(
     """

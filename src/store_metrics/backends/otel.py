@@ -18,6 +18,10 @@ as the global, with a per-process ``service.instance.id`` and one reader:
 The exporter's packages are checked when the backend is configured, so a missing one is a
 :class:`~store_metrics.errors.MissingExtraError` then, not a failure on the worker thread.
 
+A failed OTLP export is not logged by the exporter on every attempt: what our own exporter
+would log while it exports is kept and becomes the reason in store-metrics' "could not send"
+line, logged once per process on an explicit flush (a task's end, process exit).
+
 The instruments of one provider (and prefix) are created once per process and report the
 sum over every emitter that used that provider: configuring again with the same provider (for
 example the global one) keeps counting, and a closed emitter's totals stay in the sum so the
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import logging
 import os
 import threading
 import uuid
@@ -199,8 +204,48 @@ def _with_cardinality(factory: Callable[..., Any], limits: dict[type, int], **kw
     return factory(**kwargs)
 
 
+#: Loggers the OTLP exporters report a failed export on (one record per failed export).
+_EXPORTER_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.metric_exporter",
+)
+# Set, on the thread doing it, while our own exporter exports: what the exporter logged.
+_exporting = threading.local()
+
+
+class _KeepForOurExporter(logging.Filter):
+    """Keeps what *our* OTLP exporter logs while it exports, instead of logging it each time.
+
+    A down endpoint would otherwise log an error on every export (every flush interval); the
+    message becomes the reason in store-metrics' own "could not send" line, logged once.
+    Other exporters in the process (Airflow's own, for example) log as usual.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        messages: list[str] | None = getattr(_exporting, "messages", None)
+        if messages is None or record.levelno < logging.WARNING:
+            return True
+        messages.append(record.getMessage())
+        return False
+
+
+_filter_lock = threading.Lock()
+_filter_installed = False
+
+
+def _install_exporter_filter() -> None:
+    global _filter_installed
+    with _filter_lock:
+        if not _filter_installed:
+            keep = _KeepForOurExporter()
+            for name in _EXPORTER_LOGGERS:
+                logging.getLogger(name).addFilter(keep)
+            _filter_installed = True
+
+
 class _ResultRecorder(MetricExporter):
-    """Delegates to the real exporter and remembers whether exports failed."""
+    """Delegates to the real exporter and remembers whether exports failed (and why)."""
 
     def __init__(self, inner: Any) -> None:
         super().__init__(
@@ -210,19 +255,23 @@ class _ResultRecorder(MetricExporter):
         self.inner = inner
         self.failures = 0
         self.last_failure = ""
+        _install_exporter_filter()
 
     def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        _exporting.messages = messages = []
         try:
             result: MetricExportResult = self.inner.export(
                 metrics_data, timeout_millis=timeout_millis, **kwargs
             )
         except Exception as exc:
-            self.failures += 1
-            self.last_failure = f"{type(exc).__name__}: {exc}"
-            raise
+            # Not re-raised: the SDK would log it with a traceback on every export.
+            result = MetricExportResult.FAILURE
+            messages.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            _exporting.messages = None
         if result is not MetricExportResult.SUCCESS:
             self.failures += 1
-            self.last_failure = "the endpoint did not accept the export (see the exporter's log)"
+            self.last_failure = "; ".join(messages) or "the endpoint did not accept the export"
         return result
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
