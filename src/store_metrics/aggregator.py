@@ -411,7 +411,8 @@ class AggregatingEmitter:
             logs.once(
                 f"export:{type(exc).__name__}",
                 logging.ERROR,
-                "store-metrics could not send to %s: %s; counts are kept and retried",
+                "store-metrics could not send to %s: %s; tried again at the next flush "
+                "(further failures like this one are not logged)",
                 self.backend.describe(),
                 exc,
             )
