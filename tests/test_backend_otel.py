@@ -233,13 +233,32 @@ def samples(text: str, name: str) -> list[tuple[dict[str, str], str]]:
     return out
 
 
+def _serves_instance(port: int, instance_id: str) -> bool:
+    text = scrape(port)
+    return bool(text and instance_id and f'service_instance_id="{instance_id}"' in text)
+
+
 def prometheus(**options: Any) -> tuple[AggregatingEmitter, int]:
-    port = free_port()
-    emitter = store_metrics.configure(
-        "otel", exporter="prometheus", prometheus_port=port, prometheus_host="127.0.0.1", **options
-    )
-    wait_until(lambda: scrape(port) is not None)
-    return emitter, port
+    """An emitter serving its scrape endpoint on a free port, and that port.
+
+    A free port can be taken by another process before the endpoint binds it; then the
+    endpoint answering on it is not ours. The check counter (which the tests here do not read)
+    makes ``target_info`` appear with our instance id; with another port if it does not.
+    """
+    for _ in range(3):
+        port = free_port()
+        emitter = store_metrics.configure(
+            "otel", exporter="prometheus", prometheus_port=port, prometheus_host="127.0.0.1", **options
+        )
+        emitter.counter(catalogue.CHECK, {}).add(1)
+        backend: Any = emitter.backend
+        try:
+            wait_until(lambda: _serves_instance(port, backend.instance_id), timeout=5)  # noqa: B023
+        except AssertionError:
+            store_metrics.shutdown(2.0)
+            continue
+        return emitter, port
+    raise AssertionError("could not serve a scrape endpoint on a free port")
 
 
 def test_prometheus_shows_the_upstream_series() -> None:
