@@ -23,6 +23,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -41,7 +42,18 @@ from .common import (
 UNRESOLVABLE = "metrics.invalid"
 
 
-def _run_probe(backend: str, mode: str, host: str, port: int, env: dict[str, str]) -> dict[str, Any]:
+def _run_probe(
+    backend: str,
+    mode: str,
+    host: str,
+    port: int,
+    env: dict[str, str],
+    *,
+    settle: float = 1.0,
+    calls: int = 1000,
+) -> dict[str, Any]:
+    # A file, not a pipe: a chatty child can never block on it.
+    errors = tempfile.TemporaryFile()  # noqa: SIM115 - closed below, after the child ended
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -56,10 +68,12 @@ def _run_probe(backend: str, mode: str, host: str, port: int, env: dict[str, str
             "--port",
             str(port),
             "--calls",
-            "1000",
+            str(calls),
+            "--settle",
+            str(settle),
         ],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=errors,
         text=True,
         cwd=REPO_ROOT,
         env=env,
@@ -74,6 +88,9 @@ def _run_probe(backend: str, mode: str, host: str, port: int, env: dict[str, str
     ended = time.monotonic()
     watchdog.cancel()
     proc.stdout.close()
+    errors.seek(0)
+    stderr = errors.read().decode("utf-8", "replace")
+    errors.close()
     if proc.returncode != 0 or not line:
         raise RuntimeError(f"exit probe {backend}/{mode} failed with {proc.returncode}")
     data = json.loads(line)
@@ -81,6 +98,7 @@ def _run_probe(backend: str, mode: str, host: str, port: int, env: dict[str, str
         "delay_ms": (ended - data["mark"]) * 1000,
         "flushed": data["flushed"],
         "flush_ms": data["flush_s"] * 1000,
+        "stderr": stderr[-500:],
     }
 
 
@@ -153,11 +171,28 @@ def run(quick: bool) -> dict[str, Any]:
                 for label, backend, host, port, env in cases:
                     log(f"  exit delay: {mode} #{rep + 1}: {label}")
                     results[label][mode].append(_run_probe(backend, mode, host, port, env))
+        # Not a delay: does a process that ends right after configure() (before the worker has
+        # opened the backend) still deliver its counts? OTel, endpoint up, plain exit, no settle.
+        early: list[int] = []
+        early_stderr = ""
+        if not quick:
+            for _ in range(3):
+                log("  exit delay: otel up, exit right after configure()")
+                before = otlp_up.requests
+                probe = _run_probe("otel", "plain", "", 0, otel_env(otlp_up.endpoint), settle=0.0, calls=10)
+                early.append(otlp_up.requests - before)
+                early_stderr = early_stderr or probe["stderr"].strip()
     finally:
         silent.close()
         udp_up.close()
         otlp_up.close()
-    out: dict[str, Any] = {"reps": reps, "dns_ms": _dns_ms(), "cases": {}}
+    out: dict[str, Any] = {
+        "reps": reps,
+        "dns_ms": _dns_ms(),
+        "cases": {},
+        "early_exit_posts": early,
+        "early_exit_stderr": early_stderr,
+    }
     baseline = {
         mode: median(r["delay_ms"] for r in results[cases[0][0]][mode]) for mode in ("plain", "flush")
     }
