@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from collections.abc import Sequence
 
@@ -30,10 +31,14 @@ def _demo(args: argparse.Namespace) -> int:
     result = run_demo(runs=args.runs, host=args.host, port=args.port)
     failed = [name for name, state, _ in result.runs if state != "success"]
     if failed:
-        print(f"error: DAG runs did not succeed: {', '.join(failed)} (see {result.home / 'demo.log'})")
+        print(f"error: DAG runs did not succeed: {', '.join(failed)} (kept {result.home} for a look)")
         return 1
     if args.serve:
         serve_forever(result.endpoint)
+    if args.keep:
+        print(f"kept the demo's AIRFLOW_HOME: {result.home}")
+    else:
+        shutil.rmtree(result.home, ignore_errors=True)
     return 0
 
 
@@ -61,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--runs", type=int, default=1, help="repeat the proposal's runs N times (default 1)")
     demo.add_argument("--serve", action="store_true", help="keep the scrape endpoint up until Ctrl-C")
+    demo.add_argument(
+        "--keep", action="store_true", help="keep the temporary AIRFLOW_HOME (removed by default)"
+    )
     demo.add_argument(
         "--port",
         type=int,
