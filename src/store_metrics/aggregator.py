@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import multiprocessing.util
 import os
 import threading
 import time
@@ -167,6 +168,12 @@ class AggregatingEmitter:
         )
         self._thread.start()
         atexit.register(self._at_exit)
+        # multiprocessing's forked children leave through os._exit(), skipping atexit; they do
+        # run multiprocessing's own finalizers, which we join once the child has started.
+        multiprocessing.util.register_after_fork(self, AggregatingEmitter._in_multiprocessing_child)
+
+    def _in_multiprocessing_child(self) -> None:
+        multiprocessing.util.Finalize(self, self._at_exit, exitpriority=100)
 
     def _hold_io_for_fork(self) -> None:
         if self._pid == os.getpid():
