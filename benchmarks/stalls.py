@@ -165,6 +165,8 @@ def summarise(case: dict[str, list[list[float]]]) -> dict[str, Any]:
         "max": {v: max(pooled[v]) for v in VARIANTS},
         "added_ms": median(paired),
         "aa_ms": median(paired_aa),
+        "paired_ms": paired,
+        "paired_aa_ms": paired_aa,
     }
 
 
