@@ -42,6 +42,8 @@ from typing import Any
 import pytest
 import yaml
 
+from conftest import wait_until
+
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTOR = ROOT / "collector"
 DASHBOARDS = ROOT / "dashboards"
@@ -589,8 +591,15 @@ def test_demo_rules(demo: DemoSource) -> None:
     rules = [r for g in groups for r in g["rules"]]
     assert len(rules) == len(recording_rules()) + len(alerting_rules())
     assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
-    pending = {(a["labels"]["alertname"], a["labels"]["dag_id"]) for a in demo.prom.api("alerts")["alerts"]}
-    assert ("StateStoreTaskStateNeverRead", "state_store_metrics_03") in pending
+
+    def pending() -> set[tuple[str, str]]:
+        return {(a["labels"]["alertname"], a["labels"]["dag_id"]) for a in demo.prom.api("alerts")["alerts"]}
+
+    # The rule group evaluates every second on its own schedule: wait (bounded) for its verdict.
+    wait_until(lambda: ("StateStoreTaskStateNeverRead", "state_store_metrics_03") in pending(), 30)
+    assert {dag for name, dag in pending() if name == "StateStoreTaskStateNeverRead"} == {
+        "state_store_metrics_03"
+    }
 
 
 # -- source 2: the feeder, in controlled passes ------------------------------------------------------
