@@ -4,9 +4,10 @@ Each variant runs in a fresh child process (``python -m benchmarks.memory``), so
 the benchmark did is in its heap. The child wraps 1,000 task stores (100 DAGs x 10 tasks, one
 tag set each, as 1,000 task instances would), then makes ``calls`` calls spread over them with
 a distinct key per call (``key-0`` ... ``key-999999``): get, set, get, delete, and a clear every
-1,000th call. The inner store keeps nothing, so what grows is ours. At each checkpoint it runs
-``gc.collect()`` and records the resident set size (``/proc/self/statm``), the number of
-series the emitter holds and ``sys.getallocatedblocks()``. The ``bare`` variant makes the same
+1,000th call. The inner store keeps nothing, so what grows is ours. At each checkpoint it
+flushes (so the worker is idle while it reads), runs ``gc.collect()`` and records the resident
+set size (``/proc/self/statm``), the number of series the emitter holds and
+``sys.getallocatedblocks()``. The ``bare`` variant makes the same
 calls on the unwrapped stores: the baseline for the process's own drift.
 """
 
@@ -18,6 +19,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 from .common import REPO_ROOT, log, rss_bytes, subprocess_env
@@ -67,6 +69,10 @@ def child(variant: str, calls: int, checkpoints: list[int]) -> dict[str, Any]:
     n_stores = len(stores)
 
     def snapshot(done: int) -> dict[str, Any]:
+        # Read with the worker idle: right after an explicit flush, the next periodic one is
+        # 0.5 s away, so no export is holding deltas or datagrams while we count.
+        emitter.flush(timeout=5.0)
+        time.sleep(0.02)
         gc.collect()
         return {
             "calls": done,

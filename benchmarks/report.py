@@ -431,8 +431,12 @@ class Page:
                 "",
                 f"Wrapping {mem['tasks']:,} tasks costs {setup_cost / MiB:.1f} MiB up front "
                 f"({w[0]['series']:,} series: 9 counters per task, created when the task is wrapped). "
-                f"After that the series count does not move; the few thousand extra blocks at the end are "
-                f"Python int objects for counts above 256 (at most two per series), not keys. All "
+                f"After that the series count does not move. The {w[-1]['blocks'] - w[1]['blocks']:+,} "
+                f"allocated blocks between {first:,} and {last:,} calls are Python int objects: a count "
+                f"above 256 is a heap object (CPython caches smaller ints), at most two per series "
+                f"(total and pending), so at most {2 * w[-1]['series']:,} blocks whatever the number of "
+                f"calls, where keeping the keys would take one block per key. The RSS step that comes "
+                f"with them is the allocator touching fresh memory for those objects. All "
                 f"{mem['wrapped']['counted']:,} calls were counted.",
             ]
         )
