@@ -26,12 +26,21 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Final
+from bisect import bisect_left
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final, TypeVar
 
 from . import logs
-from .catalogue import Metric
-from .emitter import Backend, Counter, SeriesDelta
+from .catalogue import Kind, Metric
+from .emitter import (
+    Backend,
+    Buckets,
+    Counter,
+    Delta,
+    GaugeValue,
+    HistogramDelta,
+    SeriesDelta,
+)
 from .wire import TagTuple, normalize_tags
 
 DEFAULT_FLUSH_INTERVAL: Final = 10.0
@@ -75,6 +84,132 @@ class Series:
         self._lock = threading.Lock()
         self.total = 0
         self.pending = 0
+
+    def take(self) -> SeriesDelta | None:
+        value = self.take_pending()
+        return SeriesDelta(self.metric, self.tags, value) if value else None
+
+
+class HistogramSeries:
+    """One (histogram, tag set): observations per bucket, cumulative and not yet pushed.
+
+    Memory is fixed per series (two lists of ``len(buckets) + 1``), however many observations
+    arrive and however long the backend is down.
+    """
+
+    __slots__ = (
+        "_lock",
+        "bounds",
+        "counts",
+        "metric",
+        "pending",
+        "sums",
+        "tags",
+        "total_counts",
+        "total_sums",
+    )
+
+    def __init__(self, metric: Metric, tags: TagTuple) -> None:
+        self.metric = metric
+        self.tags = tags
+        self.bounds = metric.buckets
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        size = len(self.bounds) + 1
+        self.counts = [0] * size
+        self.sums = [0.0] * size
+        self.total_counts = [0] * size
+        self.total_sums = [0.0] * size
+        self.pending = 0
+
+    def record(self, value: float) -> None:
+        # bisect_left: the first bound >= value, so a value equal to a bound is in that bucket (le).
+        i = bisect_left(self.bounds, value)
+        with self._lock:
+            self.counts[i] += 1
+            self.sums[i] += value
+            self.total_counts[i] += 1
+            self.total_sums[i] += value
+            self.pending += 1
+
+    @property
+    def total(self) -> int:
+        """Observations so far in this process."""
+        return sum(self.total_counts)
+
+    def cumulative(self) -> Buckets:
+        with self._lock:
+            return Buckets(self.bounds, tuple(self.total_counts), tuple(self.total_sums))
+
+    def take(self) -> HistogramDelta | None:
+        with self._lock:
+            if not self.pending:
+                return None
+            buckets = Buckets(self.bounds, tuple(self.counts), tuple(self.sums))
+            size = len(self.counts)
+            self.counts = [0] * size
+            self.sums = [0.0] * size
+            self.pending = 0
+        return HistogramDelta(self.metric, self.tags, buckets)
+
+    def give_back(self, buckets: Buckets) -> None:
+        with self._lock:
+            for i, (count, total) in enumerate(zip(buckets.counts, buckets.sums, strict=True)):
+                self.counts[i] += count
+                self.sums[i] += total
+            self.pending += buckets.observations
+
+    def reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._reset()
+
+
+class GaugeSeries:
+    """One (gauge, tag set): the largest value observed since the last push."""
+
+    __slots__ = ("_lock", "metric", "pending", "tags", "value")
+
+    #: Gauges are not counts: :meth:`AggregatingEmitter.snapshot` leaves them out.
+    total = 0
+
+    def __init__(self, metric: Metric, tags: TagTuple) -> None:
+        self.metric = metric
+        self.tags = tags
+        self._lock = threading.Lock()
+        self.value = 0.0
+        self.pending = False
+
+    def observe(self, value: float) -> None:
+        with self._lock:
+            if not self.pending or value > self.value:
+                self.value = value
+                self.pending = True
+
+    def take(self) -> GaugeValue | None:
+        with self._lock:
+            if not self.pending:
+                return None
+            self.pending = False
+            return GaugeValue(self.metric, self.tags, self.value)
+
+    def give_back(self, value: float) -> None:
+        self.observe(value)
+
+    def reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self.value = 0.0
+        self.pending = False
+
+
+AnySeries = Series | HistogramSeries | GaugeSeries
+_S = TypeVar("_S", Series, HistogramSeries, GaugeSeries)
+_FACTORIES: dict[Kind, Callable[[Metric, TagTuple], AnySeries]] = {
+    Kind.COUNTER: Series,
+    Kind.HISTOGRAM: HistogramSeries,
+    Kind.GAUGE: GaugeSeries,
+}
 
 
 _live: weakref.WeakSet[AggregatingEmitter] = weakref.WeakSet()
@@ -132,8 +267,8 @@ class AggregatingEmitter:
         self.flush_timeout = float(flush_timeout)
         self.exit_timeout = float(exit_timeout)
         self.max_series = int(max_series)
-        self._series: dict[tuple[str, TagTuple], Series] = {}
-        self._by_metric: dict[str, list[Series]] = {}
+        self._series: dict[tuple[str, TagTuple], AnySeries] = {}
+        self._by_metric: dict[str, list[AnySeries]] = {}
         self._registry_lock = threading.Lock()
         self._init_process_state()
         _live.add(self)
@@ -203,10 +338,24 @@ class AggregatingEmitter:
 
     def counter(self, metric: Metric, tags: Mapping[str, str]) -> Counter:
         """Return the series for ``metric`` and ``tags``; tags are sanitised here, once."""
+        return self._get(metric, tags, Kind.COUNTER, Series)
+
+    def histogram(self, metric: Metric, tags: Mapping[str, str]) -> HistogramSeries:
+        """Return the histogram series for ``metric`` and ``tags`` (counted into ``metric.buckets``)."""
+        return self._get(metric, tags, Kind.HISTOGRAM, HistogramSeries)
+
+    def gauge(self, metric: Metric, tags: Mapping[str, str]) -> GaugeSeries:
+        """Return the max-per-interval gauge series for ``metric`` and ``tags``."""
+        return self._get(metric, tags, Kind.GAUGE, GaugeSeries)
+
+    def _get(self, metric: Metric, tags: Mapping[str, str], kind: Kind, cls: type[_S]) -> _S:
+        if metric.kind is not kind:
+            raise ValueError(f"{metric.name} is a {metric.kind.value}, not a {kind.value}")
         key_tags = normalize_tags(tags)
         key = (metric.name, key_tags)
         series = self._series.get(key)
         if series is not None:
+            assert isinstance(series, cls)
             return series
         with self._registry_lock:
             series = self._series.get(key)
@@ -224,15 +373,19 @@ class AggregatingEmitter:
                     key = (metric.name, key_tags)
                     series = self._series.get(key)
                 if series is None:
-                    series = Series(metric, key_tags)
+                    series = _FACTORIES[kind](metric, key_tags)
                     self._series[key] = series
                     self._by_metric.setdefault(metric.name, []).append(series)
+        assert isinstance(series, cls)
         return series
 
     # -- reading -----------------------------------------------------------------------------
 
     def totals(self, metric: Metric) -> list[tuple[TagTuple, int]]:
-        """Cumulative non-zero totals of every series of ``metric`` in this process."""
+        """Cumulative non-zero totals of every series of ``metric`` in this process.
+
+        For a histogram, the number of observations.
+        """
         with self._registry_lock:
             series = list(self._by_metric.get(metric.name, ()))
         return [(s.tags, s.total) for s in series if s.total]
@@ -247,21 +400,26 @@ class AggregatingEmitter:
     def series_count(self) -> int:
         return len(self._series)
 
-    def _drain(self) -> list[SeriesDelta]:
+    def _drain(self, counters: bool = True) -> list[Delta]:
+        """What every series counted since the last push (counters only if ``counters``)."""
         with self._registry_lock:
             series = list(self._series.values())
-        deltas = []
+        deltas: list[Delta] = []
         for s in series:
-            if s.pending:
-                value = s.take_pending()
-                if value:
-                    deltas.append(SeriesDelta(s.metric, s.tags, value))
+            if s.pending and (counters or s.metric.kind is not Kind.COUNTER):
+                delta = s.take()
+                if delta is not None:
+                    deltas.append(delta)
         return deltas
 
-    def _give_back(self, deltas: Sequence[SeriesDelta]) -> None:
+    def _give_back(self, deltas: Sequence[Delta]) -> None:
         for delta in deltas:
             series = self._series.get((delta.metric.name, delta.tags))
-            if series is not None:
+            if isinstance(series, HistogramSeries) and isinstance(delta, HistogramDelta):
+                series.give_back(delta.buckets)
+            elif isinstance(series, Series) and isinstance(delta, SeriesDelta):  # noqa: SIM114 (types)
+                series.give_back(delta.value)
+            elif isinstance(series, GaugeSeries) and isinstance(delta, GaugeValue):
                 series.give_back(delta.value)
 
     # -- flushing ----------------------------------------------------------------------------
@@ -404,14 +562,14 @@ class AggregatingEmitter:
         if not self._ensure_open():
             return False
         try:
-            if not self.backend.pull:
-                deltas = self._drain()
-                if deltas:
-                    try:
-                        self.backend.export(deltas)
-                    except Exception:
-                        self._give_back(deltas)
-                        raise
+            # Pull backends read counters at collection; histograms and gauges are always pushed.
+            deltas = self._drain(counters=not self.backend.pull)
+            if deltas:
+                try:
+                    self.backend.export(deltas)
+                except Exception:
+                    self._give_back(deltas)
+                    raise
             if explicit:
                 self.backend.force_flush(self.flush_timeout)
         except Exception as exc:

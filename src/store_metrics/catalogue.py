@@ -9,6 +9,11 @@ Names are written without the prefix (``task_state_store.write``); the emitter p
 configured prefix in front (default ``airflow``), so the OpenTelemetry path shows up in
 Prometheus as ``airflow_task_state_store_write_total``, exactly the series the upstream
 Airflow proposal produces.
+
+:data:`METRICS` is what task processes emit. :data:`SERVER_METRICS` is what the API server's
+workers emit about the Execution API's state store routes and their own event loop
+(:mod:`store_metrics.server`): counters, histograms (fixed bucket boundaries in ms and bytes)
+and one gauge, tagged by store, operation and status class, never by id or key.
 """
 
 from __future__ import annotations
@@ -26,19 +31,38 @@ RUN_TYPE = "run_type"
 OPERATOR = "operator"
 TEAM_NAME = "team_name"
 OPERATION = "operation"
+# Server-side tags (API server: the state store routes and the event loop).
+STORE = "store"
+STATUS_CLASS = "status_class"
+OUTCOME = "outcome"
+VALUE_SIZE = "value_size"
+WORKER = "worker"
 
 #: The tags every state store counter carries.
 BASE_TAGS: tuple[str, ...] = (DAG_ID, TASK_ID, RUN_TYPE, OPERATOR)
 #: Tags present only when set (``team_name`` exists on multi-team deployments only).
 OPTIONAL_TAGS: tuple[str, ...] = (TEAM_NAME,)
 #: The order tags are written in on the wire.
-TAG_ORDER: tuple[str, ...] = (*BASE_TAGS, TEAM_NAME, OPERATION)
+TAG_ORDER: tuple[str, ...] = (
+    *BASE_TAGS,
+    TEAM_NAME,
+    STORE,
+    OPERATION,
+    STATUS_CLASS,
+    OUTCOME,
+    VALUE_SIZE,
+    WORKER,
+)
 
 
 class Kind(str, enum.Enum):
     """What kind of instrument a metric is."""
 
     COUNTER = "counter"
+    #: Observations counted into fixed buckets (:attr:`Metric.buckets`), with their count and sum.
+    HISTOGRAM = "histogram"
+    #: The largest value observed in each export interval.
+    GAUGE = "gauge"
 
 
 class Scope(str, enum.Enum):
@@ -78,6 +102,8 @@ class Metric:
     tags: tuple[str, ...]
     optional_tags: tuple[str, ...] = OPTIONAL_TAGS
     unit: str = "{call}"
+    #: Upper bounds of a histogram's buckets, ascending (``+Inf`` is implied).
+    buckets: tuple[float, ...] = ()
 
     @property
     def all_tags(self) -> tuple[str, ...]:
@@ -92,12 +118,20 @@ class Metric:
     def prometheus_name(self, prefix: str = DEFAULT_PREFIX) -> str:
         """The series name Prometheus shows for this metric.
 
-        Dots become underscores and counters get ``_total``, as both the OpenTelemetry
-        Prometheus exporter and our statsd_exporter mapping produce.
+        Dots become underscores, counters get ``_total``, and a histogram or gauge gets its unit
+        as a suffix (``_milliseconds``, ``_bytes``; a histogram's series then add ``_bucket``,
+        ``_sum``, ``_count``), as the OpenTelemetry Prometheus exporters and our statsd_exporter
+        mappings produce.
         """
         base = self.full_name(prefix).replace(".", "_").replace("-", "_")
-        return f"{base}_total" if self.kind is Kind.COUNTER else base
+        if self.kind is Kind.COUNTER:
+            return f"{base}_total"
+        suffix = UNIT_SUFFIXES.get(self.unit, "")
+        return f"{base}_{suffix}" if suffix and not base.endswith(f"_{suffix}") else base
 
+
+#: How the OpenTelemetry Prometheus exporters spell a unit as a name suffix.
+UNIT_SUFFIXES: dict[str, str] = {"ms": "milliseconds", "By": "bytes"}
 
 _DESCRIPTIONS: dict[Outcome, str] = {
     Outcome.READ_FOUND: "{what} get/aget calls that found a stored value.",
@@ -138,9 +172,99 @@ CHECK = Metric(
     optional_tags=(),
 )
 
-#: Every metric store-metrics emits.
+#: Every metric a task process (or ``store-metrics check``) emits.
 METRICS: tuple[Metric, ...] = (*STATE_STORE_METRICS, CHECK)
-_BY_NAME = {m.name: m for m in METRICS}
+
+# -- the API server side ---------------------------------------------------------------------------
+
+#: Bucket upper bounds of request durations, in ms (roughly 1-2.5-5 per decade, 1 ms to 10 s).
+DURATION_BUCKETS_MS: tuple[float, ...] = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+#: Bucket upper bounds of event-loop stalls, in ms. A tick less than 1 ms late is no stall.
+STALL_BUCKETS_MS: tuple[float, ...] = (2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
+#: Bucket upper bounds of body sizes, in bytes: powers of 4 from 64 B to 16 MiB, so the proposal's
+#: 0.4 KB, 59 KB and 689 KB values land in three different buckets (1 KiB, 64 KiB, 1 MiB).
+SIZE_BUCKETS_BYTES: tuple[float, ...] = tuple(float(4**i) for i in range(3, 13))
+
+_ROUTE_TAGS = (STORE, OPERATION, STATUS_CLASS)
+
+SERVER_REQUESTS = Metric(
+    name="api_server.state_store.requests",
+    kind=Kind.COUNTER,
+    description="Execution API state store requests served by this API server worker; outcome mirrors "
+    "the task side (a GET answered 404 is read_absent, any other 4xx/5xx is error).",
+    tags=(*_ROUTE_TAGS, OUTCOME, WORKER),
+    optional_tags=(),
+    unit="{request}",
+)
+SERVER_DURATION = Metric(
+    name="api_server.state_store.request.duration",
+    kind=Kind.HISTOGRAM,
+    description="Time from the request reaching the API server's app to the last byte of its response, "
+    "by the size class of the value moved (request body of a set, response body of a get).",
+    tags=(*_ROUTE_TAGS, VALUE_SIZE, WORKER),
+    optional_tags=(),
+    unit="ms",
+    buckets=DURATION_BUCKETS_MS,
+)
+SERVER_REQUEST_SIZE = Metric(
+    name="api_server.state_store.request.size",
+    kind=Kind.HISTOGRAM,
+    description="Request body bytes of state store requests, counted as the app reads them.",
+    tags=(*_ROUTE_TAGS, WORKER),
+    optional_tags=(),
+    unit="By",
+    buckets=SIZE_BUCKETS_BYTES,
+)
+SERVER_RESPONSE_SIZE = Metric(
+    name="api_server.state_store.response.size",
+    kind=Kind.HISTOGRAM,
+    description="Response body bytes of state store requests, counted as they are sent (streaming too).",
+    tags=(*_ROUTE_TAGS, WORKER),
+    optional_tags=(),
+    unit="By",
+    buckets=SIZE_BUCKETS_BYTES,
+)
+LOOP_STALL = Metric(
+    name="api_server.event_loop.stall",
+    kind=Kind.HISTOGRAM,
+    description="How late the stall monitor's ticker woke up on the API server worker's event loop, "
+    "one observation per tick at least 1 ms late: time the loop could not serve anything.",
+    tags=(WORKER,),
+    optional_tags=(),
+    unit="ms",
+    buckets=STALL_BUCKETS_MS,
+)
+LOOP_STALL_MAX = Metric(
+    name="api_server.event_loop.stall.max",
+    kind=Kind.GAUGE,
+    description="The longest event-loop stall of the API server worker in the last export interval.",
+    tags=(WORKER,),
+    optional_tags=(),
+    unit="ms",
+)
+LONG_STALLS = Metric(
+    name="api_server.event_loop.long_stalls",
+    kind=Kind.COUNTER,
+    description="Event-loop stalls at or above stall_threshold_ms, once per state store (store, "
+    "operation) in flight when the loop got going again; none/none when no state store request was.",
+    tags=(STORE, OPERATION, WORKER),
+    optional_tags=(),
+    unit="{stall}",
+)
+
+#: Every metric an API server worker emits.
+SERVER_METRICS: tuple[Metric, ...] = (
+    SERVER_REQUESTS,
+    SERVER_DURATION,
+    SERVER_REQUEST_SIZE,
+    SERVER_RESPONSE_SIZE,
+    LOOP_STALL,
+    LOOP_STALL_MAX,
+    LONG_STALLS,
+)
+#: Everything store-metrics can emit, task side and API server side.
+ALL_METRICS: tuple[Metric, ...] = (*METRICS, *SERVER_METRICS)
+_BY_NAME = {m.name: m for m in ALL_METRICS}
 
 
 def get(name: str) -> Metric:
@@ -156,6 +280,11 @@ def metric_for(scope: Scope, outcome: Outcome) -> Metric:
 def counters() -> Iterator[Metric]:
     """Iterate over every counter (state store counters and the check counter), in catalogue order."""
     return (m for m in METRICS if m.kind is Kind.COUNTER)
+
+
+def all_counters() -> Iterator[Metric]:
+    """Every counter, task side and API server side."""
+    return (m for m in ALL_METRICS if m.kind is Kind.COUNTER)
 
 
 def task_tags(

@@ -27,6 +27,12 @@ SECTION = "store_metrics"
 ENV_PREFIX = "AIRFLOW__STORE_METRICS__"
 OTEL_EXPORTERS = ("otlp", "prometheus", "console")
 OTEL_TEMPORALITIES = ("delta", "cumulative")
+#: API server side (store_metrics.server): stall monitor tick and long-stall threshold, in ms.
+DEFAULT_STALL_TICK_MS = 5.0
+DEFAULT_STALL_THRESHOLD_MS = 100.0
+DEFAULT_SERVER_PROMETHEUS_PORT = 9465
+#: How many ports from server_prometheus_port up the API server's workers may take, one each.
+SERVER_PROMETHEUS_PORTS = 16
 
 #: option -> (accepted values, default), as the README's configuration table shows them.
 OPTIONS: dict[str, tuple[str, str]] = {
@@ -44,6 +50,17 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "prometheus_port": ("port for otel_exporter = prometheus", "9464"),
     "flush_interval": ("seconds > 0", "10"),
     "flush_timeout": ("seconds >= 0 a task waits for a flush at its end", "2"),
+    "server_metrics": (
+        "true / false: the API server's state store route metrics and event-loop stall monitor",
+        "true",
+    ),
+    "stall_tick_ms": ("milliseconds from 1 to 100 between the stall monitor's ticks", "5"),
+    "stall_threshold_ms": ("milliseconds from 1 to 60000: a stall this long is a long stall", "100"),
+    "server_prometheus_port": (
+        "first port of the API server workers' scrape endpoints (otel_exporter = prometheus), "
+        f"one per worker, up to {SERVER_PROMETHEUS_PORTS}",
+        str(DEFAULT_SERVER_PROMETHEUS_PORT),
+    ),
 }
 
 #: Reads one option: returns its raw text, or None when it is not set.
@@ -65,6 +82,10 @@ class Settings:
     prometheus_port: int = 9464
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
     flush_timeout: float = DEFAULT_FLUSH_TIMEOUT
+    server_metrics: bool = True
+    stall_tick_ms: float = DEFAULT_STALL_TICK_MS
+    stall_threshold_ms: float = DEFAULT_STALL_THRESHOLD_MS
+    server_prometheus_port: int = DEFAULT_SERVER_PROMETHEUS_PORT
     #: Where each value came from, for ``store-metrics check``.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -81,6 +102,16 @@ class Settings:
             "prometheus_port": self.prometheus_port,
             "flush_interval": self.flush_interval,
             "flush_timeout": self.flush_timeout,
+        }
+
+    def server_configure_kwargs(self, worker: str) -> dict[str, Any]:
+        """Arguments for the API server worker's emitter: long-lived, so cumulative, with its identity."""
+        return {
+            **self.configure_kwargs(),
+            "temporality": "cumulative",
+            "instance_id": worker,
+            "prometheus_port": self.server_prometheus_port,
+            "prometheus_port_tries": SERVER_PROMETHEUS_PORTS,
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -174,6 +205,21 @@ def load_settings(read: OptionReader | None = None, environ: Mapping[str, str] |
     flush_timeout = validate.positive_seconds(
         "flush_timeout", option("flush_timeout", default=str(DEFAULT_FLUSH_TIMEOUT)), allow_zero=True
     )
+    server_metrics = validate.boolean("server_metrics", option("server_metrics", default="true"))
+    stall_tick_ms = validate.number_between(
+        "stall_tick_ms", option("stall_tick_ms", default=str(DEFAULT_STALL_TICK_MS)), 1, 100, "milliseconds"
+    )
+    stall_threshold_ms = validate.number_between(
+        "stall_threshold_ms",
+        option("stall_threshold_ms", default=str(DEFAULT_STALL_THRESHOLD_MS)),
+        1,
+        60_000,
+        "milliseconds",
+    )
+    server_prometheus_port = validate.port(
+        "server_prometheus_port",
+        option("server_prometheus_port", default=str(DEFAULT_SERVER_PROMETHEUS_PORT)),
+    )
     return Settings(
         enabled=enabled,
         backend=backend,
@@ -186,5 +232,9 @@ def load_settings(read: OptionReader | None = None, environ: Mapping[str, str] |
         prometheus_port=prometheus_port,
         flush_interval=flush_interval,
         flush_timeout=flush_timeout,
+        server_metrics=server_metrics,
+        stall_tick_ms=stall_tick_ms,
+        stall_threshold_ms=stall_threshold_ms,
+        server_prometheus_port=server_prometheus_port,
         sources=sources,
     )

@@ -2,8 +2,13 @@
 
 * :class:`Counter` and :class:`Emitter` are all the accessor wrappers know: they ask the emitter
   once for a counter per (metric, tag set) and then only call ``add()``.
+* :class:`Histogram` and :class:`Gauge` are what the API server side records
+  (:mod:`store_metrics.server`): ``record()`` counts an observation into the metric's fixed
+  buckets, ``observe()`` keeps the largest value of the export interval. Both are in-memory only.
 * :class:`Backend` is what an adapter (OpenTelemetry, DogStatsD, StatsD, Airflow, none)
   implements; :class:`~store_metrics.aggregator.AggregatingEmitter` drives it off the hot path.
+  Counters reach it as :class:`SeriesDelta` (or, for pull backends, through
+  :class:`TotalsSource`), histograms as :class:`HistogramDelta` and gauges as :class:`GaugeValue`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,18 @@ class Counter(Protocol):
     def add(self, amount: int = 1) -> None: ...
 
 
+class Histogram(Protocol):
+    """One series of one histogram. ``record`` never raises and never blocks on I/O."""
+
+    def record(self, value: float) -> None: ...
+
+
+class Gauge(Protocol):
+    """One series of a max-per-interval gauge. ``observe`` never raises and never blocks on I/O."""
+
+    def observe(self, value: float) -> None: ...
+
+
 @runtime_checkable
 class Emitter(Protocol):
     """What the accessor wrappers need: counters to bump, and a way to hand them on."""
@@ -36,13 +53,63 @@ class Emitter(Protocol):
         """
         ...
 
+    def histogram(self, metric: Metric, tags: Mapping[str, str]) -> Histogram:
+        """Return the histogram series for ``metric`` with this tag set (created on first use)."""
+        ...
+
+    def gauge(self, metric: Metric, tags: Mapping[str, str]) -> Gauge:
+        """Return the max-per-interval gauge series for ``metric`` with this tag set."""
+        ...
+
 
 class SeriesDelta(NamedTuple):
-    """What one series counted since the last push."""
+    """What one counter series counted since the last push."""
 
     metric: Metric
     tags: TagTuple
     value: int
+
+
+class Buckets(NamedTuple):
+    """Observations per bucket: ``counts[i]``/``sums[i]`` for values in ``(bounds[i-1], bounds[i]]``.
+
+    The last entry of ``counts`` and ``sums`` is the overflow bucket (above the last bound).
+    Keeping each bucket's sum lets a backend hand the observations on exactly: every bucket's
+    mean lies inside that bucket, so ``counts[i]`` observations of it land in the same bucket
+    downstream and add up to the same sum.
+    """
+
+    bounds: tuple[float, ...]
+    counts: tuple[int, ...]
+    sums: tuple[float, ...]
+
+    @property
+    def observations(self) -> int:
+        return sum(self.counts)
+
+    @property
+    def total(self) -> float:
+        return sum(self.sums)
+
+
+class HistogramDelta(NamedTuple):
+    """What one histogram series observed since the last push."""
+
+    metric: Metric
+    tags: TagTuple
+    buckets: Buckets
+
+
+class GaugeValue(NamedTuple):
+    """The largest value one gauge series observed since the last push."""
+
+    metric: Metric
+    tags: TagTuple
+    value: float
+
+
+#: What :meth:`Backend.export` receives.
+Delta = SeriesDelta | HistogramDelta | GaugeValue
 
 
 class TotalsSource(Protocol):
@@ -60,8 +127,9 @@ class Backend(Protocol):
     sockets, DNS and exporters may block here without costing the task anything.
     """
 
-    #: ``True``: the backend reads :meth:`TotalsSource.totals` when its system collects
-    #: (OpenTelemetry observable counters). ``False``: the emitter pushes deltas to :meth:`export`.
+    #: ``True``: the backend reads counters through :meth:`TotalsSource.totals` when its system
+    #: collects (OpenTelemetry observable counters). ``False``: the emitter pushes counter deltas
+    #: to :meth:`export`. Histograms and gauges are always pushed, once per flush.
     pull: bool
 
     def describe(self) -> str:
@@ -72,8 +140,8 @@ class Backend(Protocol):
         """Create sockets, clients or providers. May raise; the emitter logs and retries later."""
         ...
 
-    def export(self, deltas: Sequence[SeriesDelta]) -> None:
-        """Send the deltas (push backends). Raising means nothing was sent; they will be retried."""
+    def export(self, deltas: Sequence[Delta]) -> None:
+        """Send the deltas. Raising means nothing was sent; they will be retried."""
         ...
 
     def force_flush(self, timeout: float) -> None:
@@ -99,11 +167,30 @@ class _NullCounter:
 NULL_COUNTER: Counter = _NullCounter()
 
 
+class _NullObserver:
+    __slots__ = ()
+
+    def record(self, value: float) -> None:
+        return None
+
+    def observe(self, value: float) -> None:
+        return None
+
+
+NULL_OBSERVER = _NullObserver()
+
+
 class NullEmitter:
     """The emitter used before anything is configured: counts nothing, costs nothing."""
 
     def counter(self, metric: Metric, tags: Mapping[str, str]) -> Counter:
         return NULL_COUNTER
+
+    def histogram(self, metric: Metric, tags: Mapping[str, str]) -> Histogram:
+        return NULL_OBSERVER
+
+    def gauge(self, metric: Metric, tags: Mapping[str, str]) -> Gauge:
+        return NULL_OBSERVER
 
     def flush(self, timeout: float | None = None) -> bool:
         return True

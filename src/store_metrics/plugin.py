@@ -10,6 +10,9 @@ is the whole installation. Its listener runs in each task process:
 * ``on_task_instance_success|failed|skipped`` and ``before_stopping``: flush, bounded by
   ``flush_timeout``, without closing the emitter (``dag.test()`` runs many tasks in one process).
 
+In the API server, its FastAPI root middleware (:class:`~store_metrics.server.StateStoreRouteMetrics`)
+counts the Execution API's state store requests and watches each worker's event loop.
+
 Nothing here may break a task: every hook catches everything and logs it once.
 """
 
@@ -29,6 +32,7 @@ from .accessors import instrument_asset_store, instrument_task_store
 from .catalogue import task_tags
 from .config import load_settings
 from .errors import ConfigError, MissingExtraError
+from .server import StateStoreRouteMetrics
 
 try:  # the Task SDK's class (workers may have the SDK without airflow-core)
     from airflow.sdk.plugins_manager import AirflowPlugin
@@ -212,3 +216,7 @@ class StoreMetricsPlugin(AirflowPlugin):
 
     name = "store_metrics"
     listeners = [listener]  # noqa: RUF012 - Airflow reads the class attribute
+    # The API server adds it to its core app (which mounts the Execution API at /execution).
+    fastapi_root_middlewares = [  # noqa: RUF012
+        {"name": "store_metrics_state_store_routes", "middleware": StateStoreRouteMetrics}
+    ]

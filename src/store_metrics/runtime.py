@@ -41,22 +41,45 @@ def configure(
     :class:`~store_metrics.errors.MissingExtraError` here, never later. A previously
     configured emitter is flushed and closed.
     """
+    emitter = create_emitter(
+        backend,
+        flush_interval=flush_interval,
+        flush_timeout=flush_timeout,
+        exit_timeout=exit_timeout,
+        max_series=max_series,
+        **backend_options,
+    )
+    previous = set_emitter(emitter)
+    if isinstance(previous, AggregatingEmitter):
+        previous.close(emitter.flush_timeout)
+    return emitter
+
+
+def create_emitter(
+    backend: str = "airflow",
+    *,
+    flush_interval: float = DEFAULT_FLUSH_INTERVAL,
+    flush_timeout: float = DEFAULT_FLUSH_TIMEOUT,
+    exit_timeout: float = DEFAULT_EXIT_TIMEOUT,
+    max_series: int = DEFAULT_MAX_SERIES,
+    **backend_options: Any,
+) -> AggregatingEmitter:
+    """Build an emitter for ``backend`` without making it the active one (the API server's own).
+
+    Takes the same arguments as :func:`configure` and raises the same errors.
+    """
     flush_interval = validate.positive_seconds("flush_interval", flush_interval)
     flush_timeout = validate.positive_seconds("flush_timeout", flush_timeout, allow_zero=True)
     exit_timeout = validate.positive_seconds("exit_timeout", exit_timeout, allow_zero=True)
     max_series = validate.positive_int("max_series", max_series)
     built = create_backend(backend, export_interval=flush_interval, max_series=max_series, **backend_options)
-    emitter = AggregatingEmitter(
+    return AggregatingEmitter(
         built,
         flush_interval=flush_interval,
         flush_timeout=flush_timeout,
         exit_timeout=exit_timeout,
         max_series=max_series,
     )
-    previous = set_emitter(emitter)
-    if isinstance(previous, AggregatingEmitter):
-        previous.close(flush_timeout)
-    return emitter
 
 
 def get_emitter() -> Emitter:

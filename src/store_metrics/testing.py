@@ -26,7 +26,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from .aggregator import Series
+from .aggregator import GaugeSeries, HistogramSeries, Series
 from .catalogue import Metric
 from .emitter import Counter
 from .runtime import set_emitter
@@ -39,6 +39,7 @@ class MetricsRecorder:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._series: dict[tuple[str, TagTuple], Series] = {}
+        self._observers: dict[tuple[str, TagTuple], HistogramSeries | GaugeSeries] = {}
         self.flushes = 0
 
     def counter(self, metric: Metric, tags: Mapping[str, str]) -> Counter:
@@ -48,6 +49,32 @@ class MetricsRecorder:
             if series is None:
                 series = self._series[key] = Series(metric, key[1])
         return series
+
+    def histogram(self, metric: Metric, tags: Mapping[str, str]) -> HistogramSeries:
+        series = self._observer(metric, tags, HistogramSeries)
+        assert isinstance(series, HistogramSeries)
+        return series
+
+    def gauge(self, metric: Metric, tags: Mapping[str, str]) -> GaugeSeries:
+        series = self._observer(metric, tags, GaugeSeries)
+        assert isinstance(series, GaugeSeries)
+        return series
+
+    def _observer(
+        self, metric: Metric, tags: Mapping[str, str], cls: type[HistogramSeries] | type[GaugeSeries]
+    ) -> HistogramSeries | GaugeSeries:
+        key = (metric.name, normalize_tags(tags))
+        with self._lock:
+            series = self._observers.get(key)
+            if series is None:
+                series = self._observers[key] = cls(metric, key[1])
+        return series
+
+    def observations(self, name: str, **tags: str) -> list[tuple[TagTuple, HistogramSeries | GaugeSeries]]:
+        """The histogram and gauge series of metric ``name`` whose tags include ``tags``."""
+        with self._lock:
+            items = list(self._observers.items())
+        return [(key[1], s) for key, s in items if key[0] == name and _matches(key[1], tags)]
 
     def flush(self, timeout: float | None = None) -> bool:
         with self._lock:
@@ -75,6 +102,7 @@ class MetricsRecorder:
     def reset(self) -> None:
         with self._lock:
             self._series.clear()
+            self._observers.clear()
 
 
 def _matches(series_tags: TagTuple, wanted: Mapping[str, str]) -> bool:

@@ -55,6 +55,17 @@ def positive_seconds(option: str, value: object, *, allow_zero: bool = False) ->
     return number
 
 
+def number_between(option: str, value: object, low: float, high: float, unit: str) -> float:
+    """A number from ``low`` to ``high`` (inclusive), e.g. milliseconds."""
+    try:
+        number = float(str(value).strip())
+    except ValueError:
+        number = float("nan")
+    if not low <= number <= high:  # also rejects nan
+        raise ConfigError(option, value, f"a number of {unit} from {low:g} to {high:g}")
+    return number
+
+
 def positive_int(option: str, value: object) -> int:
     if isinstance(value, bool):
         raise ConfigError(option, value, "an integer >= 1")

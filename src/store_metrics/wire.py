@@ -17,10 +17,15 @@ No sanitised value can end a line, start a new metric, or be read as a tag separ
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from . import catalogue
+
+if TYPE_CHECKING:  # emitter imports this module
+    from .emitter import Buckets
 
 MAX_TAG_VALUE_LENGTH = 200
 EMPTY_TAG_VALUE = "unknown"
@@ -92,3 +97,102 @@ def dogstatsd_counter_line(prefix: str, name: str, tags: Iterable[tuple[str, str
     tag_list = dogstatsd_tag_list(tags)
     suffix = "|#" + ",".join(tag_list) if tag_list else ""
     return f"{full_name(prefix, name)}:{int(value)}|c{suffix}"
+
+
+# -- histograms and gauges (the API server side) ----------------------------------------------------
+#
+# A histogram is pre-aggregated in memory (fixed buckets) and sent once per flush as one *sampled*
+# observation per non-empty bucket: the bucket's mean, with sample rate 1/n for its n observations.
+# StatsD receivers count an observation sent at rate r as 1/r observations (statsd_exporter
+# ``int(1/r)`` events, the Collector's statsd receiver ``uint64(1/r)``, the Datadog agent weight 1/r),
+# so they see exactly n observations in the same bucket, adding up to the same sum, in one line.
+
+
+def format_value(value: float) -> str:
+    """A number as sent: integers without a fraction, others in the shortest exact form."""
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    return repr(float(value))
+
+
+def sample_rate(n: int) -> str:
+    """The sample rate that makes a receiver count one line as ``n`` observations.
+
+    ``1/n`` as text, nudged down where ``1/float(text)`` would fall just short of ``n`` (receivers
+    truncate it to an integer).
+    """
+    if n < 1:
+        raise ValueError("n must be >= 1")
+    rate = 1.0 / n
+    while 1.0 / rate < n:
+        rate = math.nextafter(rate, 0.0)
+    return repr(rate)
+
+
+def bucket_mean(buckets: Buckets, i: int) -> float:
+    """The mean of bucket ``i``'s observations, kept inside the bucket despite rounding."""
+    mean = buckets.sums[i] / buckets.counts[i]
+    bounds = buckets.bounds
+    if i < len(bounds):
+        mean = min(mean, bounds[i])
+    if i > 0:
+        mean = max(mean, math.nextafter(bounds[i - 1], math.inf))
+    return mean
+
+
+def sampled_observations(buckets: Buckets) -> list[tuple[float, int]]:
+    """(value, observations) per non-empty bucket: what the StatsD lines of one histogram carry."""
+    return [(bucket_mean(buckets, i), n) for i, n in enumerate(buckets.counts) if n]
+
+
+def _observation(value: float, kind: str, n: int) -> str:
+    rate = f"|@{sample_rate(n)}" if n > 1 else ""
+    return f"{format_value(value)}|{kind}{rate}"
+
+
+def dogstatsd_histogram_lines(
+    prefix: str, name: str, tags: Iterable[tuple[str, str]], buckets: Buckets
+) -> list[str]:
+    """DogStatsD distribution lines for one histogram series: ``name:12.5|d|@0.5|#k:v``."""
+    tag_list = dogstatsd_tag_list(tags)
+    suffix = "|#" + ",".join(tag_list) if tag_list else ""
+    stat = full_name(prefix, name)
+    return [f"{stat}:{_observation(v, 'd', n)}{suffix}" for v, n in sampled_observations(buckets)]
+
+
+def influx_histogram_lines(
+    prefix: str, name: str, tags: Iterable[tuple[str, str]], buckets: Buckets
+) -> list[str]:
+    """StatsD histogram lines with InfluxDB tags: ``name,k=v:12.5|h|@0.5``.
+
+    ``h``, not ``ms``: statsd_exporter divides ``ms`` values by 1000 and byte sizes are no timers.
+    """
+    stat = influx_stat(prefix, name, tags)
+    return [f"{stat}:{_observation(v, 'h', n)}" for v, n in sampled_observations(buckets)]
+
+
+def dogstatsd_gauge_line(prefix: str, name: str, tags: Iterable[tuple[str, str]], value: float) -> str:
+    """One DogStatsD gauge line: ``airflow.x:212.5|g|#worker:w``."""
+    tag_list = dogstatsd_tag_list(tags)
+    suffix = "|#" + ",".join(tag_list) if tag_list else ""
+    return f"{full_name(prefix, name)}:{format_value(value)}|g{suffix}"
+
+
+def influx_gauge_line(prefix: str, name: str, tags: Iterable[tuple[str, str]], value: float) -> str:
+    """One StatsD gauge line with InfluxDB tags: ``airflow.x,worker=w:212.5|g``."""
+    return f"{influx_stat(prefix, name, tags)}:{format_value(value)}|g"
+
+
+def pack_datagrams(lines: Iterable[str], max_size: int) -> list[bytes]:
+    """Lines joined by newlines into as few datagrams of at most ``max_size`` bytes as they fit."""
+    datagrams: list[bytes] = []
+    current = b""
+    for line in lines:
+        data = line.encode("utf-8")
+        if current and len(current) + 1 + len(data) > max_size:
+            datagrams.append(current)
+            current = b""
+        current = current + b"\n" + data if current else data
+    if current:
+        datagrams.append(current)
+    return datagrams

@@ -3,6 +3,9 @@
 Metrics then go wherever Airflow's ``[metrics]`` section already sends them (StatsD,
 DogStatsD or OpenTelemetry), with Airflow's prefix, allow/block lists and name handler.
 One ``stats.incr(name, count=N, tags=...)`` per series per flush, instead of one per call.
+Histograms (API server side) go through ``stats.timing``, one call per observation (each
+bucket's observations as its mean, so counts and sums are exact), gauges through ``stats.gauge``.
+Airflow's StatsD loggers send timings as ``ms`` timers, which statsd_exporter divides by 1000.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from typing import Any
 
 from airflow.sdk.observability import stats
 
-from ..emitter import SeriesDelta, TotalsSource
+from ..emitter import Delta, GaugeValue, HistogramDelta, SeriesDelta, TotalsSource
+from ..wire import sampled_observations
 
 
 def _airflow_target() -> str:
@@ -52,10 +56,17 @@ class AirflowStatsBackend:
                 export_legacy_names=conf.getboolean("metrics", "legacy_names_on", fallback=True),
             )
 
-    def export(self, deltas: Sequence[SeriesDelta]) -> None:
-        incr = stats.incr
+    def export(self, deltas: Sequence[Delta]) -> None:
         for delta in deltas:
-            incr(delta.metric.name, count=delta.value, tags=dict(delta.tags))
+            if isinstance(delta, SeriesDelta):
+                stats.incr(delta.metric.name, count=delta.value, tags=dict(delta.tags))
+            elif isinstance(delta, HistogramDelta):
+                tags = dict(delta.tags)
+                for value, n in sampled_observations(delta.buckets):
+                    for _ in range(n):
+                        stats.timing(delta.metric.name, value, tags=tags)
+            elif isinstance(delta, GaugeValue):
+                stats.gauge(delta.metric.name, delta.value, tags=dict(delta.tags))
 
     def force_flush(self, timeout: float) -> None:
         # Airflow's OTel logger exports on a 60 s period; a task process can end before that.

@@ -4,6 +4,12 @@ Each flush sends one count per series that counted something::
 
     airflow.task_state_store.write:2|c|#dag_id:d,task_id:t,run_type:manual,operator:X
 
+and, from the API server, one sampled distribution line per non-empty histogram bucket and one
+gauge line per gauge (exact text in :mod:`store_metrics.wire`)::
+
+    airflow.api_server.state_store.request.duration:7.25|d|@0.5|#store:task,operation:get,...
+    airflow.api_server.event_loop.stall.max:212.5|g|#worker:host-123
+
 The prefix is the client's namespace. The client's own telemetry and origin detection are
 off by default: statsd_exporter drops lines that carry the ``|c:<container-id>`` field.
 
@@ -25,12 +31,14 @@ from datadog.dogstatsd.base import DogStatsd
 
 from .. import logs, validate
 from ..catalogue import DEFAULT_PREFIX
-from ..emitter import SeriesDelta, TotalsSource
-from ..wire import dogstatsd_tag_list
+from ..emitter import Delta, GaugeValue, HistogramDelta, SeriesDelta, TotalsSource
+from ..wire import dogstatsd_gauge_line, dogstatsd_histogram_lines, dogstatsd_tag_list, pack_datagrams
 
 DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 8125
 DATADOG_LOGGER = "datadog.dogstatsd"
+#: DogStatsD's own UDP payload limit (fits a 1500-byte MTU).
+MAX_DATAGRAM = 1432
 
 # Set while our backend calls into its DogStatsd client, on the thread doing the call.
 _ours = threading.local()
@@ -98,16 +106,42 @@ class DogStatsdBackend:
         client.get_socket()
         self._client = client
 
-    def export(self, deltas: Sequence[SeriesDelta]) -> None:
+    def export(self, deltas: Sequence[Delta]) -> None:
         client = self._client
         _ours.target = f"udp://{self.host}:{self.port}"
+        lines: list[str] = []
         try:
             # The context manager packs the lines into as few datagrams as fit.
             with client:
                 for delta in deltas:
-                    client.increment(delta.metric.name, delta.value, tags=dogstatsd_tag_list(delta.tags))
+                    if isinstance(delta, SeriesDelta):
+                        client.increment(delta.metric.name, delta.value, tags=dogstatsd_tag_list(delta.tags))
+                    elif isinstance(delta, HistogramDelta):
+                        name, tags = delta.metric.name, delta.tags
+                        lines += dogstatsd_histogram_lines(self.prefix, name, tags, delta.buckets)
+                    elif isinstance(delta, GaugeValue):
+                        name, tags = delta.metric.name, delta.tags
+                        lines.append(dogstatsd_gauge_line(self.prefix, name, tags, delta.value))
         finally:
             _ours.target = None
+        if lines:
+            # Sampled lines are written as they are: the client would apply the sample rate itself.
+            self._send_raw(client.get_socket(), lines)
+
+    def _send_raw(self, sock: Any, lines: list[str]) -> None:
+        for datagram in pack_datagrams(lines, MAX_DATAGRAM):
+            try:
+                sock.send(datagram)
+            except OSError as exc:  # UDP: dropped, like the client's own sends
+                logs.once(
+                    "dogstatsd:send",
+                    logging.WARNING,
+                    "store-metrics: dogstatsd could not send to udp://%s:%s: %s; those counts are "
+                    "dropped (UDP), further send errors in this process are not logged",
+                    self.host,
+                    self.port,
+                    exc,
+                )
 
     def force_flush(self, timeout: float) -> None:
         return None  # export() closes its buffer, which sends

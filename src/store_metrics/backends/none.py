@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..emitter import SeriesDelta, TotalsSource
+from ..emitter import Delta, TotalsSource
 
 
 class NoneBackend:
@@ -19,7 +19,7 @@ class NoneBackend:
     def open(self, source: TotalsSource) -> None:
         return None
 
-    def export(self, deltas: Sequence[SeriesDelta]) -> None:
+    def export(self, deltas: Sequence[Delta]) -> None:
         return None
 
     def force_flush(self, timeout: float) -> None:

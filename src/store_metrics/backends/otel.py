@@ -26,6 +26,14 @@ The instruments of one provider (and prefix) are created once per process and re
 sum over every emitter that used that provider: configuring again with the same provider (for
 example the global one) keeps counting, and a closed emitter's totals stay in the sum so the
 counters never go down.
+
+Histograms and gauges (the API server side) have no asynchronous instrument in the Python SDK:
+the emitter pushes them once per flush, on its worker thread. Each bucket's observations are
+recorded into an SDK ``Histogram`` (created with the catalogue's bucket boundaries) as that
+bucket's mean, so bucket counts and sums are exact; each gauge is set on an SDK ``Gauge``. The API
+server's emitter uses ``cumulative`` temporality and its worker identity as
+``service.instance.id``; with ``otel_exporter = prometheus`` each worker serves its own endpoint,
+on the first free port from ``server_prometheus_port`` up.
 """
 
 from __future__ import annotations
@@ -48,6 +56,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics import ObservableCounter as SdkObservableCounter
 from opentelemetry.sdk.metrics import ObservableUpDownCounter as SdkObservableUpDownCounter
 from opentelemetry.sdk.metrics import UpDownCounter as SdkUpDownCounter
+from opentelemetry.sdk.metrics import _Gauge as SdkGauge
 from opentelemetry.sdk.metrics.export import (
     AggregationTemporality,
     ConsoleMetricExporter,
@@ -61,9 +70,9 @@ from opentelemetry.sdk.resources import Resource
 from .. import __version__, catalogue, validate
 from ..aggregator import DEFAULT_FLUSH_INTERVAL, DEFAULT_MAX_SERIES
 from ..catalogue import DEFAULT_PREFIX, Metric
-from ..emitter import SeriesDelta, TotalsSource
+from ..emitter import Delta, GaugeValue, HistogramDelta, TotalsSource
 from ..errors import MissingExtraError
-from ..wire import TagTuple, full_name
+from ..wire import TagTuple, full_name, sampled_observations
 
 EXPORTERS = ("otlp", "prometheus", "console")
 TEMPORALITIES = ("delta", "cumulative")
@@ -130,6 +139,8 @@ class _Observed:
         self.pid = os.getpid()
         self.sources: list[TotalsSource] = []
         self.retired: dict[str, dict[TagTuple, int]] = {}
+        # Synchronous histograms and gauges of this provider, by metric name (made at first push).
+        self.pushed: dict[str, Any] = {}
 
     def _adopt_process(self) -> None:
         # Caller holds self.lock.
@@ -149,7 +160,7 @@ class _Observed:
             if self.pid != os.getpid() or not any(s is source for s in self.sources):
                 return
             self.sources = [s for s in self.sources if s is not source]
-            for metric in catalogue.counters():
+            for metric in catalogue.all_counters():
                 for tags, total in source.totals(metric):
                     bucket = self.retired.setdefault(metric.name, {})
                     bucket[tags] = bucket.get(tags, 0) + total
@@ -306,6 +317,8 @@ class OtelBackend:
         export_interval: float,
         service_name: str,
         max_series: int,
+        instance_id: str = "",
+        prometheus_port_tries: int = 1,
     ) -> None:
         self.exporter = exporter
         self.prefix = prefix
@@ -324,7 +337,11 @@ class OtelBackend:
         self._registry: Any = None
         self._source: TotalsSource | None = None
         self._observed: _Observed | None = None
+        self._meter: Any = None
+        #: service.instance.id of our own provider: given (the API server's worker), else per process.
+        self.given_instance_id = instance_id
         self.instance_id = ""
+        self.prometheus_port_tries = prometheus_port_tries
 
     # -- describing --------------------------------------------------------------------------
 
@@ -358,14 +375,15 @@ class OtelBackend:
             self._owned = True
         self._provider = provider
         observed, create = _observed_for(provider, self.prefix)
+        self._meter = provider.get_meter(METER_NAME, __version__)
         if create:
-            self._create_instruments(provider, observed)
+            self._create_instruments(observed)
         observed.attach(source)
         self._observed = observed
 
-    def _create_instruments(self, provider: Any, observed: _Observed) -> None:
-        meter = provider.get_meter(METER_NAME, __version__)
-        for metric in catalogue.counters():
+    def _create_instruments(self, observed: _Observed) -> None:
+        meter = self._meter
+        for metric in catalogue.all_counters():
             meter.create_observable_counter(
                 full_name(self.prefix, metric.name),
                 callbacks=[_callback(observed, metric)],
@@ -374,12 +392,14 @@ class OtelBackend:
             )
 
     def _build_provider(self) -> MeterProvider:
-        self.instance_id = str(uuid.uuid4())
+        self.instance_id = self.given_instance_id or str(uuid.uuid4())
         # OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES win over our default service name.
         resource = Resource.create({"service.instance.id": self.instance_id})
         if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
             resource = resource.merge(Resource({"service.name": self.service_name}))
-        limits: dict[type, int] = {SdkObservableCounter: self.max_series + 1}
+        limits: dict[type, int] = {
+            kind: self.max_series + 1 for kind in (SdkObservableCounter, SdkHistogram, SdkGauge)
+        }
         reader: MetricReader
         if self.exporter == "prometheus":
             reader = self._prometheus_reader(limits)
@@ -427,13 +447,51 @@ class OtelBackend:
     def _start_prometheus_server(self) -> None:
         from prometheus_client import start_http_server
 
-        server, _thread = start_http_server(
-            self.prometheus_port, self.prometheus_host, registry=self._registry
-        )
-        self._server = server
+        # Several API server workers on one host: each takes the first free port from the configured one.
+        for port in range(self.prometheus_port, self.prometheus_port + self.prometheus_port_tries):
+            try:
+                server, _thread = start_http_server(port, self.prometheus_host, registry=self._registry)
+            except OSError:
+                if port + 1 >= min(65536, self.prometheus_port + self.prometheus_port_tries):
+                    raise
+                continue
+            self._server = server
+            self.prometheus_port = port
+            return
 
-    def export(self, deltas: Sequence[SeriesDelta]) -> None:
-        return None  # pull backend: callbacks read the totals
+    def export(self, deltas: Sequence[Delta]) -> None:
+        # Counters are read by their callbacks; histograms and gauges are pushed here.
+        observed = self._observed
+        if observed is None:
+            return
+        for delta in deltas:
+            if isinstance(delta, HistogramDelta):
+                histogram = self._pushed(observed, delta.metric)
+                attributes = dict(delta.tags)
+                for value, n in sampled_observations(delta.buckets):
+                    for _ in range(n):
+                        histogram.record(value, attributes)
+            elif isinstance(delta, GaugeValue):
+                self._pushed(observed, delta.metric).set(delta.value, dict(delta.tags))
+
+    def _pushed(self, observed: _Observed, metric: Metric) -> Any:
+        with observed.lock:
+            instrument = observed.pushed.get(metric.name)
+            if instrument is None:
+                name = full_name(self.prefix, metric.name)
+                if metric.kind is catalogue.Kind.HISTOGRAM:
+                    instrument = self._meter.create_histogram(
+                        name,
+                        unit=metric.unit,
+                        description=metric.description,
+                        explicit_bucket_boundaries_advisory=list(metric.buckets),
+                    )
+                else:
+                    instrument = self._meter.create_gauge(
+                        name, unit=metric.unit, description=metric.description
+                    )
+                observed.pushed[metric.name] = instrument
+            return instrument
 
     def force_flush(self, timeout: float) -> None:
         provider = self._provider
@@ -485,6 +543,8 @@ def create(
     export_interval: float = DEFAULT_FLUSH_INTERVAL,
     service_name: str = "airflow",
     max_series: int = DEFAULT_MAX_SERIES,
+    instance_id: str = "",
+    prometheus_port_tries: int = 1,
     **_: Any,
 ) -> OtelBackend:
     backend = OtelBackend(
@@ -497,6 +557,8 @@ def create(
         export_interval=validate.positive_seconds("flush_interval", export_interval),
         service_name=service_name,
         max_series=max_series,
+        instance_id=instance_id,
+        prometheus_port_tries=max(1, prometheus_port_tries),
     )
     if meter_provider is None and not isinstance(otel_metrics.get_meter_provider(), MeterProvider):
         # We will build our own provider: its exporter must be installed.
