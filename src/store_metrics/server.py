@@ -15,8 +15,10 @@ with the Execution API mounted at ``/execution``:
 * :class:`LoopMonitor` wakes up every ``stall_tick_ms`` on the worker's own event loop (started
   at ASGI lifespan startup, or lazily at the first request) and records how late it woke up: a
   tick that is late is time the loop could not serve anything. A stall at or above
-  ``stall_threshold_ms`` is counted once per state store (store, operation) in flight, and logged
-  (at most once per ``flush_interval``).
+  ``stall_threshold_ms`` is counted once per state store (store, operation) that was in flight
+  during it (still running, or finished after the tick was due: a request whose handler held the
+  loop has usually finished by the time the ticker runs again), and logged (at most once per
+  ``flush_interval``).
 
 Each API server worker has its own emitter (cumulative temporality; the identity
 ``<host>-<pid>`` as the ``worker`` tag and OpenTelemetry ``service.instance.id``), made on first
@@ -172,10 +174,14 @@ class LoopMonitor:
     """A ticker on one event loop: how late each tick wakes up is how long the loop was stalled.
 
     Rescheduled from the time it actually ran (never a burst of catch-up ticks after a stall).
-    ``on_tick(late_ms)`` is called on the loop for every tick.
+    ``on_tick(late_ms, due)`` is called on the loop for every tick; ``due`` is when it should
+    have run (``loop.time()``, i.e. ``time.monotonic()``): the loop was stalled from before ``due``
+    until now.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, tick_ms: float, on_tick: Callable[[float], None]):
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, tick_ms: float, on_tick: Callable[[float, float], None]
+    ):
         self.loop = loop
         self.tick = tick_ms / 1000.0
         self._on_tick = on_tick
@@ -198,10 +204,11 @@ class LoopMonitor:
 
     def _tick(self) -> None:
         now = self.loop.time()
-        late_ms = max(0.0, (now - self._due) * 1000.0)
+        due = self._due
+        late_ms = max(0.0, (now - due) * 1000.0)
         self._due = now + self.tick
         self._handle = self.loop.call_at(self._due, self._tick)
-        self._on_tick(late_ms)
+        self._on_tick(late_ms, due)
 
 
 class ServerMetrics:
@@ -223,6 +230,8 @@ class ServerMetrics:
         self.log_interval = log_interval
         self.pid = os.getpid()
         self.in_flight: dict[Route, int] = dict.fromkeys(ROUTES, 0)
+        #: When a request of each route last finished (time.monotonic(), the event loop's clock).
+        self.last_done: dict[Route, float] = dict.fromkeys(ROUTES, 0.0)
         self._recorders: dict[tuple[str, ...], tuple[Callable[..., None], ...]] = {}
         tags = {catalogue.WORKER: worker}
         self._stall = emitter.histogram(LOOP_STALL, tags).record
@@ -261,6 +270,7 @@ class ServerMetrics:
             await app(scope, counting_receive, counting_send)
         finally:
             self.in_flight[route] -= 1
+            self.last_done[route] = time.monotonic()
             # No response started: the server answers 500 (an exception, or nothing sent).
             self.record(route, status or 500, received, sent, (time.perf_counter() - start) * 1000.0)
 
@@ -320,16 +330,18 @@ class ServerMetrics:
         if self.monitor is not None:
             self.monitor.stop()
 
-    def on_tick(self, late_ms: float) -> None:
+    def on_tick(self, late_ms: float, due: float) -> None:
         self._stall_max(late_ms)
         if late_ms >= STALL_FLOOR_MS:
             self._stall(late_ms)
             if late_ms >= self.threshold_ms:
-                self.long_stall(late_ms)
+                self.long_stall(late_ms, due)
 
-    def long_stall(self, late_ms: float) -> None:
+    def long_stall(self, late_ms: float, due: float) -> None:
         """Count a stall at or above the threshold by the state store routes in flight, and say so."""
-        in_flight = [(route, n) for route, n in self.in_flight.items() if n > 0]
+        in_flight = [
+            (route, n) for route, n in self.in_flight.items() if n > 0 or self.last_done[route] >= due
+        ]
         for route, _ in in_flight or [(NONE_ROUTE, 0)]:
             add = self._long_stalls.get(route)
             if add is None:
@@ -343,7 +355,7 @@ class ServerMetrics:
         now = time.monotonic()
         if now - self._last_log >= self.log_interval:
             self._last_log = now
-            what = ", ".join(f"{s} {o} x{n}" for (s, o), n in in_flight) or "none"
+            what = ", ".join(f"{s} {o}" for (s, o), _ in in_flight) or "none"
             logs.logger.warning(
                 "store-metrics: event loop of API server worker %s stalled %.0f ms (threshold %.0f ms); "
                 "state store requests in flight: %s",
