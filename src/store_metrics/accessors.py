@@ -102,7 +102,7 @@ class InstrumentedStore:
         # **kwargs carries the task store's keyword-only ``retention=`` (and anything a later
         # Airflow adds) through unchanged.
         try:
-            result = self._inner.set(key, value, **kwargs)
+            result = self._inner.set(key, value, **kwargs) if kwargs else self._inner.set(key, value)
         except Exception:
             self._err_set()
             raise
@@ -198,7 +198,9 @@ class InstrumentedAsyncStore(InstrumentedStore):
 
     async def aset(self, key: str, value: Any, **kwargs: Any) -> Any:
         try:
-            result = await self._inner.aset(key, value, **kwargs)
+            result = await (
+                self._inner.aset(key, value, **kwargs) if kwargs else self._inner.aset(key, value)
+            )
         except Exception:
             self._err_set()
             raise

@@ -45,7 +45,7 @@ from .wire import TagTuple, normalize_tags
 
 DEFAULT_FLUSH_INTERVAL: Final = 10.0
 DEFAULT_FLUSH_TIMEOUT: Final = 2.0
-DEFAULT_EXIT_TIMEOUT: Final = 0.1
+DEFAULT_EXIT_TIMEOUT: Final = 0.05
 DEFAULT_MAX_SERIES: Final = 50_000
 OVERFLOW_TAG_VALUE: Final = "overflow"
 #: The longest a ``fork()`` waits for the worker to finish the backend I/O it is in.
@@ -53,37 +53,47 @@ FORK_WAIT: Final = 0.25
 
 
 class Series:
-    """One (metric, tag set): a cumulative total and what is not yet pushed."""
+    """One (metric, tag set): a cumulative total, and how much of it was already pushed."""
 
-    __slots__ = ("_lock", "metric", "pending", "tags", "total")
+    __slots__ = ("_lock", "metric", "sent", "tags", "total")
 
     def __init__(self, metric: Metric, tags: TagTuple) -> None:
         self.metric = metric
         self.tags = tags
         self.total = 0
-        self.pending = 0
+        self.sent = 0
         self._lock = threading.Lock()
 
     def add(self, amount: int = 1) -> None:
-        with self._lock:
+        # The hot path: one locked add. Explicit acquire/try/finally costs about 2/3 of a
+        # `with` block on CPython 3.11 and still releases the lock if a signal interrupts it.
+        lock = self._lock
+        lock.acquire()
+        try:
             self.total += amount
-            self.pending += amount
+        finally:
+            lock.release()
+
+    @property
+    def pending(self) -> int:
+        """Counted but not yet pushed."""
+        return self.total - self.sent
 
     def take_pending(self) -> int:
         with self._lock:
-            value = self.pending
-            self.pending = 0
+            value = self.total - self.sent
+            self.sent = self.total
             return value
 
     def give_back(self, value: int) -> None:
         with self._lock:
-            self.pending += value
+            self.sent -= value
 
     def reset_after_fork(self) -> None:
         # The old lock may have been held by a thread that does not exist in the child.
         self._lock = threading.Lock()
         self.total = 0
-        self.pending = 0
+        self.sent = 0
 
     def take(self) -> SeriesDelta | None:
         value = self.take_pending()
