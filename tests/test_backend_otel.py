@@ -386,3 +386,37 @@ def test_each_emitter_of_its_own_gets_a_new_instance_id(
         ids.append(otlp.points()[-1].resource["service.instance.id"])
     assert ids[0] != ids[1]
     assert "shared" not in ids
+
+
+def test_a_process_that_exits_right_after_counting_still_exports() -> None:
+    """configure(), count, exit at once: the exit flush reaches a healthy OTLP endpoint.
+
+    The exporter's modules are imported at configuration time, so the worker does not have to
+    import them while the interpreter is shutting down.
+    """
+    import os
+    import subprocess
+    import sys
+
+    from foundation_support import start_otlp_receiver
+
+    receiver = start_otlp_receiver()
+    try:
+        script = (
+            "import store_metrics\n"
+            "from store_metrics import catalogue\n"
+            "e = store_metrics.configure('otel', flush_interval=60, exit_timeout=5)\n"
+            "c = e.counter(catalogue.get('task_state_store.write'), {'dag_id': 'quick', 'task_id': 't',"
+            " 'run_type': 'manual', 'operator': 'Op'})\n"
+            "c.add(); c.add(); c.add()\n"
+        )
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "AIRFLOW__"))}
+        env["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"] = receiver.endpoint
+        proc = subprocess.run(
+            [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr
+        writes = [p for p in receiver.points() if p.name == "airflow.task_state_store.write"]
+        assert sum(p.value for p in writes) == 3, proc.stderr
+    finally:
+        receiver.close()

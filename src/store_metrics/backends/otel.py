@@ -119,11 +119,20 @@ def _importable(module: str) -> bool:
 
 
 def _require_exporter(exporter: str, protocol: str) -> None:
-    """Raise :class:`MissingExtraError` now if the chosen exporter's packages are not installed."""
+    """Import the chosen exporter's packages now; raise :class:`MissingExtraError` if one is missing.
+
+    Importing here, on the caller's thread at configuration time (about 40 ms for OTLP/HTTP),
+    rather than in ``open()`` on the worker, also means a process that exits right after
+    configuring cannot find its exporter half-imported during interpreter shutdown.
+    """
     key = f"otlp:{protocol}" if exporter == "otlp" else exporter
     for module, distribution in _EXPORTER_NEEDS[key]:
         if not _importable(module):
             raise MissingExtraError("otel", "otel", distribution)
+        importlib.import_module(module)
+    if exporter == "otlp":
+        suffix = "grpc" if protocol == "grpc" else "http"
+        importlib.import_module(f"opentelemetry.exporter.otlp.proto.{suffix}.metric_exporter")
 
 
 class _Observed:
@@ -342,6 +351,9 @@ class OtelBackend:
         self.given_instance_id = instance_id
         self.instance_id = ""
         self.prometheus_port_tries = prometheus_port_tries
+        self._prepared: Any = None
+        self._prepared_resource: Resource | None = None
+        self._prepared_pid = os.getpid()
 
     # -- describing --------------------------------------------------------------------------
 
@@ -391,12 +403,21 @@ class OtelBackend:
                 description=metric.description,
             )
 
-    def _build_provider(self) -> MeterProvider:
+    def _resource(self) -> Resource:
+        prepared, self._prepared_resource = self._prepared_resource, None
+        if prepared is not None and self._prepared_pid == os.getpid():
+            self.instance_id = str(prepared.attributes["service.instance.id"])
+            return prepared
         self.instance_id = self.given_instance_id or str(uuid.uuid4())
-        # OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES win over our default service name.
+        # Resource.create runs its detectors on a thread pool: never do that at interpreter exit.
         resource = Resource.create({"service.instance.id": self.instance_id})
+        # OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES win over our default service name.
         if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
             resource = resource.merge(Resource({"service.name": self.service_name}))
+        return resource
+
+    def _build_provider(self) -> MeterProvider:
+        resource = self._resource()
         limits: dict[type, int] = {
             kind: self.max_series + 1 for kind in (SdkObservableCounter, SdkHistogram, SdkGauge)
         }
@@ -423,7 +444,24 @@ class OtelBackend:
             self._start_prometheus_server()
         return provider
 
+    def prepare(self) -> None:
+        """Build the resource and the OTLP exporter now, on the configuring thread (no I/O).
+
+        Otherwise the worker builds them in ``open()``; a process that exits right after
+        configuring would then import ``requests``/``grpc`` and start the resource detectors'
+        thread pool during interpreter shutdown, which fails, and its counts would be lost.
+        """
+        if self._given_provider is not None:
+            return
+        if self._prepared_resource is None:
+            self._prepared_resource = self._resource()
+        if self.exporter == "otlp" and self._prepared is None:
+            self._prepared = self._otlp_exporter()
+
     def _otlp_exporter(self) -> Any:
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None and self._prepared_pid == os.getpid():
+            return prepared
         if self.otlp_protocol == "grpc":
             from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
         else:
@@ -563,4 +601,5 @@ def create(
     if meter_provider is None and not isinstance(otel_metrics.get_meter_provider(), MeterProvider):
         # We will build our own provider: its exporter must be installed.
         _require_exporter(backend.exporter, backend.otlp_protocol)
+        backend.prepare()
     return backend
