@@ -124,7 +124,8 @@ def selector(matchers: dict[str, str]) -> str:
 DASHBOARD_SELECTOR = selector({label: f"${label}" for label in FILTER_LABELS})
 
 
-#: The OTTL regular expression (RE2) the collector keeps: every catalogue counter, any prefix.
+#: The OTTL regular expression (RE2) the collector keeps: every catalogue metric (task side and
+#: API server side), any prefix.
 def collector_name_regex() -> str:
-    stems = "|".join(re.escape(m.name) for m in catalogue.counters())
+    stems = "|".join(re.escape(m.name) for m in catalogue.ALL_METRICS)
     return f"^([A-Za-z][A-Za-z0-9_]*\\.)*({stems})$"
