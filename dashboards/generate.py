@@ -7,6 +7,10 @@
 The committed JSON is what users import. Every query is built from a small declarative spec
 (:class:`Measure`, :class:`Ratio`, :class:`TopK`) so the tests can compute, independently of
 PromQL, what each query must return for the calls a scenario made.
+
+The last row, collapsed, is the API server side (:func:`server_row`): the state store routes'
+latency and value sizes and each worker's event-loop stalls. Its series have no DAG labels, so
+the dashboard's filters do not apply to it; its queries load only when the row is opened.
 """
 
 from __future__ import annotations
@@ -101,7 +105,18 @@ class TopK:
         return f"topk({self.k}, {self.measure.expr()})"
 
 
-Spec = Measure | Ratio | TopK
+@dataclass(frozen=True)
+class Server:
+    """A query over the API server's series (no DAG labels, so no dashboard filters)."""
+
+    promql: str
+    kind: str = "rate"  # "rate" (time series) | "count" (selected range, instant)
+
+    def expr(self) -> str:
+        return self.promql
+
+
+Spec = Measure | Ratio | TopK | Server
 
 
 def series(scopes: Sequence[Scope], outcomes: Sequence[Outcome], prefix: str) -> tuple[str, ...]:
@@ -458,6 +473,124 @@ def build_rows(prefix: str) -> list[Row]:
     ]
 
 
+SERVER_ROW_TITLE = "API server: state store routes and event loop (not filtered by DAG)"
+
+
+def server_row(prefix: str) -> Row:
+    """Panels over the API server side's series, by store/operation and by worker."""
+    requests = catalogue.SERVER_REQUESTS.prometheus_name(prefix)
+    duration = catalogue.SERVER_DURATION.prometheus_name(prefix)
+    request_size = catalogue.SERVER_REQUEST_SIZE.prometheus_name(prefix)
+    response_size = catalogue.SERVER_RESPONSE_SIZE.prometheus_name(prefix)
+    stall = catalogue.LOOP_STALL.prometheus_name(prefix)
+    stall_max = catalogue.LOOP_STALL_MAX.prometheus_name(prefix)
+    long_stalls = catalogue.LONG_STALLS.prometheus_name(prefix)
+    rate = RATE_INTERVAL
+
+    def quantile(q: str, series: str, by: str, matchers: str = "") -> str:
+        return f"histogram_quantile({q}, sum by (le, {by}) (rate({series}_bucket{matchers}[{rate}])))"
+
+    def sizes(series: str, operation: str) -> str:
+        return f'sum by (le) (increase({series}_bucket{{operation="{operation}"}}[{RANGE}]))'
+
+    about = (
+        " From the API server's root middleware (every task's state store calls reach it as "
+        "Execution API requests); one series per worker, summed here."
+    )
+    return Row(
+        SERVER_ROW_TITLE,
+        [
+            Panel(
+                "timeseries",
+                "State store requests per second (API server)",
+                "Execution API state store requests per second by store, operation and outcome (a GET "
+                "answered 404 is read_absent, as on the task side)." + about,
+                [
+                    Target(
+                        Server(f"sum by (store, operation, outcome) (rate({requests}[{rate}]))"),
+                        "{{store}} {{operation}} {{outcome}}",
+                    )
+                ],
+                unit="reqps",
+            ),
+            Panel(
+                "timeseries",
+                "Request latency p99 by operation and value size",
+                "99th percentile of the time from the request reaching the API server's app to the last "
+                "byte of its response, by store, operation and the size class of the value moved (the "
+                "body of a set, the response to a get)." + about,
+                [
+                    Target(
+                        Server(quantile("0.99", duration, "store, operation, value_size")),
+                        "p99 {{store}} {{operation}} {{value_size}}",
+                    ),
+                    Target(
+                        Server(quantile("0.5", duration, "store, operation, value_size")),
+                        "p50 {{store}} {{operation}} {{value_size}}",
+                    ),
+                ],
+                unit="ms",
+            ),
+            Panel(
+                "bargauge",
+                "Value sizes (selected range)",
+                "Requests per body size bucket, cumulative (each bar counts requests up to that size): "
+                "request bodies of sets, response bodies of gets." + about,
+                [
+                    Target(Server(sizes(request_size, "set"), "count"), "set <= {{le}} B", instant=True),
+                    Target(Server(sizes(response_size, "get"), "count"), "get <= {{le}} B", instant=True),
+                ],
+                decimals=0,
+            ),
+            Panel(
+                "timeseries",
+                "Event-loop stall: largest per interval, by worker",
+                "The longest a worker's event loop could not run anything in each export interval (the "
+                "stall monitor's late ticks). Healthy: a few ms. A spike is time every request that worker "
+                "serves had to wait.",
+                [Target(Server(f"max by (worker) ({stall_max})"), "{{worker}}")],
+                unit="ms",
+            ),
+            Panel(
+                "timeseries",
+                "Event-loop stalled share, by worker",
+                "Share of time each worker's event loop was stalled: stalled ms per second / 1000 (alert "
+                "StateStoreApiServerLoopStalled above 5% for 10 minutes).",
+                [Target(Server(f"sum by (worker) (rate({stall}_sum[{rate}])) / 1000"), "{{worker}}")],
+                unit="percentunit",
+            ),
+            Panel(
+                "timeseries",
+                "Long stalls per second by state store route in flight",
+                "Stalls of stall_threshold_ms (default 100 ms) or more per second, by the state store "
+                "route in flight during them; none/none: no state store request was, look elsewhere "
+                "(another route, a plugin, garbage collection).",
+                [
+                    Target(
+                        Server(f"sum by (store, operation) (rate({long_stalls}[{rate}]))"),
+                        "{{store}} {{operation}}",
+                    )
+                ],
+                unit="ops",
+            ),
+            Panel(
+                "bargauge",
+                "Event-loop stalls by length (selected range)",
+                "Stalls (ticks at least 1 ms late) per length bucket, cumulative (each bar counts stalls up "
+                "to that length), all workers.",
+                [
+                    Target(
+                        Server(f"sum by (le) (increase({stall}_bucket[{RANGE}]))", "count"),
+                        "<= {{le}} ms",
+                        instant=True,
+                    )
+                ],
+                decimals=0,
+            ),
+        ],
+    )
+
+
 # -- JSON ---------------------------------------------------------------------------------------
 
 
@@ -617,7 +750,29 @@ def dashboard(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[str, Any]:
             x += panel.w
             row_height = max(row_height, panel.h)
         y += row_height
-    kinds = sorted({p["type"] for p in panels if p["type"] != "row"})
+    # The API server row, collapsed: its panels live inside the row and load when it is opened.
+    server = server_row(prefix)
+    nested: list[dict[str, Any]] = []
+    row_id, panel_id = panel_id, panel_id + 1
+    x, row_height, inner_y = 0, 0, y + 1
+    for panel in server.panels:
+        if x + panel.w > 24:
+            x, inner_y, row_height = 0, inner_y + row_height, 0
+        nested.append(_panel_json(panel, panel_id, x, inner_y))
+        panel_id += 1
+        x += panel.w
+        row_height = max(row_height, panel.h)
+    panels.append(
+        {
+            "id": row_id,
+            "type": "row",
+            "title": server.title,
+            "collapsed": True,
+            "gridPos": {"h": 1, "w": 24, "x": 0, "y": y},
+            "panels": nested,
+        }
+    )
+    kinds = sorted({p["type"] for p in [*panels, *nested] if p["type"] != "row"})
     names = {"bargauge": "Bar gauge", "stat": "Stat", "table": "Table", "timeseries": "Time series"}
     return {
         "__inputs": [
@@ -679,6 +834,15 @@ def specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target
             for i, target in enumerate(panel.targets):
                 out.append((panel.title, chr(ord("A") + i), target))
     return out
+
+
+def server_specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target]]:
+    """(panel title, refId, target) for every query of the collapsed API server row."""
+    return [
+        (panel.title, chr(ord("A") + i), target)
+        for panel in server_row(prefix).panels
+        for i, target in enumerate(panel.targets)
+    ]
 
 
 def render(prefix: str = catalogue.DEFAULT_PREFIX) -> str:

@@ -1,0 +1,195 @@
+"""The dashboard's API server row: collapsed, catalogue series only, and its queries evaluate right.
+
+Each query is evaluated by ``promtool test rules`` on synthetic API server series whose expected
+values are worked out by hand below.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from store_metrics import catalogue
+
+ROOT = Path(__file__).resolve().parent.parent
+DASHBOARDS = ROOT / "dashboards"
+
+
+def _generate() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "store_metrics_dashboards_generate_server", DASHBOARDS / "generate.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def server_row() -> dict[str, Any]:
+    panels = json.loads((DASHBOARDS / "store-metrics.json").read_text())["panels"]
+    rows = [p for p in panels if p["type"] == "row" and p["title"].startswith("API server")]
+    assert len(rows) == 1
+    assert panels[-1] is rows[0]  # the last row
+    return rows[0]
+
+
+def test_the_server_row_is_collapsed_and_laid_out_below_it() -> None:
+    row = server_row()
+    assert row["collapsed"] is True and row["panels"]
+    panels = json.loads((DASHBOARDS / "store-metrics.json").read_text())["panels"]
+    ids = [p["id"] for p in panels] + [p["id"] for p in row["panels"]]
+    assert len(ids) == len(set(ids))
+    cells: set[tuple[int, int]] = set()
+    for panel in row["panels"]:
+        g = panel["gridPos"]
+        assert g["y"] > row["gridPos"]["y"] and g["x"] + g["w"] <= 24
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                assert (x, y) not in cells, panel["title"]
+                cells.add((x, y))
+        assert panel["description"] and panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+    titles = {p["title"] for p in row["panels"]}
+    assert {
+        "Request latency p99 by operation and value size",
+        "Value sizes (selected range)",
+        "Event-loop stall: largest per interval, by worker",
+        "Event-loop stalls by length (selected range)",
+    } <= titles
+
+
+SERIES = re.compile(r"\b(airflow_[a-z0-9_]+)\b")
+
+
+def test_server_queries_use_only_server_catalogue_series_and_cover_them_all() -> None:
+    known: dict[str, str] = {}
+    for metric in catalogue.SERVER_METRICS:
+        name = metric.prometheus_name()
+        for series in (
+            [f"{name}_bucket", f"{name}_sum", f"{name}_count"] if metric.kind.value == "histogram" else [name]
+        ):
+            known[series] = metric.name
+    used: set[str] = set()
+    committed = {(p["title"], t["refId"]): t for p in server_row()["panels"] for t in p["targets"]}
+    specs = _generate().server_specs()
+    assert len(specs) == len(committed)
+    for title, ref, target in specs:
+        expr = committed[(title, ref)]["expr"]
+        assert expr == target.spec.expr()
+        names = set(SERIES.findall(expr))
+        assert names and names <= set(known), (title, names - set(known))
+        used |= {known[n] for n in names}
+        # No task-side filter variables: these series have no DAG labels.
+        assert "$dag_id" not in expr and "$team_name" not in expr
+        if committed[(title, ref)]["instant"]:  # selected-range summaries
+            assert "$__range" in expr and "$__rate_interval" not in expr, title
+        elif "_stall_max_" not in expr:  # the gauge is shown as it is
+            assert "$__rate_interval" in expr and "$__range" not in expr, title
+    assert used == {m.name for m in catalogue.SERVER_METRICS}
+
+
+#: Synthetic series (per minute) and what each panel query must return at 10m (by hand):
+INPUT = [
+    # Task gets: 60 a minute within 5 ms, 6 more within 10 ms (small values); 6 big ones within 250 ms.
+    (
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1KiB",worker="w1",le="5"}',
+        "0+60x20",
+    ),
+    (
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1KiB",worker="w1",le="10"}',
+        "0+66x20",
+    ),
+    (
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1KiB",worker="w1",le="+Inf"}',
+        "0+66x20",
+    ),
+    (
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1MiB",worker="w1",le="100"}',
+        "0+0x20",
+    ),
+    (
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1MiB",worker="w1",le="250"}',
+        "0+6x20",
+    ),
+    (
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1MiB",worker="w1",le="+Inf"}',
+        "0+6x20",
+    ),
+    ('airflow_api_server_event_loop_stall_max_milliseconds{worker="w1"}', "3+0x20"),
+    ('airflow_api_server_event_loop_stall_max_milliseconds{worker="w2"}', "212.5+0x20"),
+    ('airflow_api_server_event_loop_stall_milliseconds_sum{worker="w1"}', "0+6000x20"),
+    ('airflow_api_server_event_loop_long_stalls_total{store="task",operation="get",worker="w1"}', "0+6x20"),
+    ('airflow_api_server_event_loop_long_stalls_total{store="none",operation="none",worker="w2"}', "0+3x20"),
+]
+EXPECTED = {
+    # p99 of small gets: rank 0.99 * 1.1/s = 1.089 in (5, 10]: 5 + 5 * (1.089 - 1) / 0.1 = 9.45.
+    # p99 of big gets: all in (100, 250]: 100 + 150 * 0.99 = 248.5.
+    ("Request latency p99 by operation and value size", "A"): {
+        '{store="task",operation="get",value_size="le_1KiB"}': 9.449999999999996,  # 9.45 in floats
+        '{store="task",operation="get",value_size="le_1MiB"}': 248.5,
+    },
+    ("Event-loop stall: largest per interval, by worker", "A"): {'{worker="w1"}': 3, '{worker="w2"}': 212.5},
+    # 6000 ms a minute = 100 ms/s = 10% of the time.
+    ("Event-loop stalled share, by worker", "A"): {'{worker="w1"}': 0.1},
+    ("Long stalls per second by state store route in flight", "A"): {
+        '{store="task",operation="get"}': 0.1,
+        '{store="none",operation="none"}': 0.05,
+    },
+}
+
+
+@pytest.mark.prometheus
+def test_server_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
+    committed = {(p["title"], t["refId"]): t["expr"] for p in server_row()["panels"] for t in p["targets"]}
+    # Every query parses (as a rule expression, with Grafana's variables at fixed values).
+    rules = [
+        {"record": f"check:q{i}:x", "expr": expr.replace("$__rate_interval", "5m").replace("$__range", "1h")}
+        for i, expr in enumerate(committed.values())
+    ]
+    (tmp_path / "queries.yml").write_text(yaml.safe_dump({"groups": [{"name": "q", "rules": rules}]}))
+    tests = []
+    for (title, ref), samples in EXPECTED.items():
+        expr = committed[(title, ref)].replace("$__rate_interval", "5m")
+        tests.append(
+            {
+                "expr": expr,
+                "eval_time": "10m",
+                "exp_samples": [{"labels": labels, "value": value} for labels, value in samples.items()],
+            }
+        )
+    doc = {
+        "rule_files": ["queries.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": s, "values": v} for s, v in INPUT],
+                "promql_expr_test": tests,
+            }
+        ],
+    }
+    (tmp_path / "queries.test.yml").write_text(yaml.safe_dump(doc, width=10_000))
+    checked = subprocess.run(
+        [promtool, "check", "rules", "queries.yml"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = subprocess.run(
+        [promtool, "test", "rules", "queries.test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
