@@ -543,6 +543,17 @@ class Page:
             ]
         )
 
+    def server(self) -> str:
+        """Section 4, rendered by benchmarks/server.py (the API server side)."""
+        sv = self.r.get("server")
+        if not sv:
+            return ""
+        from .server import render_section
+
+        text, verdicts = render_section(sv)
+        self.summary += verdicts
+        return text
+
     # -- why -------------------------------------------------------------------------------
 
     def explain(self) -> None:
@@ -632,7 +643,7 @@ class Page:
     # -- the page --------------------------------------------------------------------------
 
     def render(self) -> str:
-        body = [self.percall(), self.stalls(), self.memory(), self.flush(), self.exit_delay()]
+        body = [self.percall(), self.stalls(), self.memory(), self.flush(), self.exit_delay(), self.server()]
         self.explain()
         env = self.r["environment"]
         met = sum(1 for row in self.summary if "**met**" in row[2])

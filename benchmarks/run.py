@@ -26,7 +26,16 @@ from typing import Any
 
 from .common import REPO_ROOT, log, prepare_airflow_home
 
-SECTIONS: tuple[str, ...] = ("roundtrip", "percall", "callgrind", "stalls", "memory", "flush", "exitdelay")
+SECTIONS: tuple[str, ...] = (
+    "roundtrip",
+    "percall",
+    "callgrind",
+    "stalls",
+    "memory",
+    "flush",
+    "exitdelay",
+    "server",
+)
 PACKAGES: tuple[str, ...] = (
     "airflow-store-metrics",
     "apache-airflow",

@@ -28,7 +28,7 @@ ENV_PREFIX = "AIRFLOW__STORE_METRICS__"
 OTEL_EXPORTERS = ("otlp", "prometheus", "console")
 OTEL_TEMPORALITIES = ("delta", "cumulative")
 #: API server side (store_metrics.server): stall monitor tick and long-stall threshold, in ms.
-DEFAULT_STALL_TICK_MS = 5.0
+DEFAULT_STALL_TICK_MS = 10.0
 DEFAULT_STALL_THRESHOLD_MS = 100.0
 DEFAULT_SERVER_PROMETHEUS_PORT = 9465
 #: How many ports from server_prometheus_port up the API server's workers may take, one each.
@@ -54,7 +54,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
         "true / false: the API server's state store route metrics and event-loop stall monitor",
         "true",
     ),
-    "stall_tick_ms": ("milliseconds from 1 to 100 between the stall monitor's ticks", "5"),
+    "stall_tick_ms": ("milliseconds from 1 to 100 between the stall monitor's ticks", "10"),
     "stall_threshold_ms": ("milliseconds from 1 to 60000: a stall this long is a long stall", "100"),
     "server_prometheus_port": (
         "first port of the API server workers' scrape endpoints (otel_exporter = prometheus), "
