@@ -121,3 +121,21 @@ def test_statsd_exporter_mapping_gives_the_opentelemetry_names_and_buckets() -> 
             assert entry["match_metric_type"] == "gauge" and entry["ttl"] == "10m"
         else:
             assert entry["match_metric_type"] == "counter" and "ttl" not in entry
+
+
+def test_readme_server_table_is_the_catalogue() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Server-side metrics\n", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        line.split(" | ")[0].strip("| `"): line
+        for line in section.splitlines()
+        if line.startswith("| `airflow.")
+    }
+    assert set(rows) == {m.full_name() for m in catalogue.SERVER_METRICS}
+    for metric in catalogue.SERVER_METRICS:
+        row = rows[metric.full_name()]
+        assert f"`{metric.prometheus_name()}`" in row
+        assert row.rstrip(" |").endswith(", ".join(metric.tags))
+        assert metric.kind.value in row
+        if metric.buckets and metric.unit == "ms":
+            assert ", ".join(f"{b:g}" for b in metric.buckets) in row
