@@ -232,8 +232,7 @@ def server_alerting_rules(prefix: str) -> list[dict[str, Any]]:
                     "For 10 minutes the event loop of API server worker {{ $labels.worker }} has been "
                     f"unable to serve anything more than {LOOP_STALLED_RATIO_THRESHOLD:.0%} of the time: "
                     "every request it serves (task heartbeats, state store calls, the UI) waits that much "
-                    "longer. "
-                    + what_to_do
+                    "longer. " + what_to_do
                 ),
             },
         },
