@@ -126,13 +126,21 @@ def _require_exporter(exporter: str, protocol: str) -> None:
     configuring cannot find its exporter half-imported during interpreter shutdown.
     """
     key = f"otlp:{protocol}" if exporter == "otlp" else exporter
-    for module, distribution in _EXPORTER_NEEDS[key]:
+    needs = _EXPORTER_NEEDS[key]
+    for module, distribution in needs:
         if not _importable(module):
             raise MissingExtraError("otel", "otel", distribution)
-        importlib.import_module(module)
+    modules = [module for module, _ in needs]
     if exporter == "otlp":
         suffix = "grpc" if protocol == "grpc" else "http"
-        importlib.import_module(f"opentelemetry.exporter.otlp.proto.{suffix}.metric_exporter")
+        modules.append(f"opentelemetry.exporter.otlp.proto.{suffix}.metric_exporter")
+    distributions = {module.split(".")[0]: distribution for module, distribution in needs}
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            missing = (exc.name or module).split(".")[0]
+            raise MissingExtraError("otel", "otel", distributions.get(missing, missing)) from exc
 
 
 class _Observed:
