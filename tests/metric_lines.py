@@ -35,11 +35,16 @@ def parse_influx(line: str) -> tuple[Key, int]:
 
 
 def totals(lines: list[str], style: str, prefix: str = "airflow.") -> Counter[Key]:
-    """Sum counter lines per (name, tags), keeping only names starting with ``prefix``."""
+    """Sum counter lines per (name, tags), keeping only names starting with ``prefix``.
+
+    The API server's own lines (``<prefix>api_server.*``: histograms and gauges too, sent to the
+    same socket under ``airflow standalone``) are not task counters and are left out; they are
+    checked by tests/test_server_airflow.py.
+    """
     parse = parse_dogstatsd if style == "dogstatsd" else parse_influx
     result: Counter[Key] = Counter()
     for line in lines:
-        if not line.startswith(prefix):
+        if not line.startswith(prefix) or line.startswith(f"{prefix}api_server."):
             continue
         key, value = parse(line)
         result[key] += value
