@@ -91,6 +91,7 @@ def otlp() -> Iterator[OtlpReceiver]:
 def test_a_task_that_reads_a_missing_key_then_writes_it() -> None:
     provider, reader = in_memory()
     emitter = store_metrics.configure("otel", meter_provider=provider)
+    assert emitter.flush(5.0)  # the worker has opened the backend: no race
     store = store_metrics.instrument_task_store(DictStore(), emitter, TAGS)
     store.get("job_id")
     store.set("job_id", "abc")
@@ -104,6 +105,7 @@ def test_a_task_that_reads_a_missing_key_then_writes_it() -> None:
 def test_instruments_have_the_catalogues_names_units_and_descriptions() -> None:
     provider, reader = in_memory()
     emitter = store_metrics.configure("otel", meter_provider=provider, prefix="platform.airflow")
+    assert emitter.flush(5.0)  # the worker has opened the backend: no race
     for metric in catalogue.STATE_STORE_METRICS:
         emitter.counter(metric, TAGS).add(1)
     data = reader.get_metrics_data()
@@ -121,6 +123,7 @@ def test_instruments_have_the_catalogues_names_units_and_descriptions() -> None:
 def test_cumulative_values_grow_and_two_series_stay_apart() -> None:
     provider, reader = in_memory()
     emitter = store_metrics.configure("otel", meter_provider=provider)
+    assert emitter.flush(5.0)  # the worker has opened the backend: no race
     other = {**TAGS, "task_id": "u", "team_name": "ml"}
     emitter.counter(WRITE, TAGS).add(2)
     assert collected(reader)["airflow.task_state_store.write"] == [
@@ -138,6 +141,7 @@ def test_cumulative_values_grow_and_two_series_stay_apart() -> None:
 def test_delta_values_are_what_was_counted_since_the_last_collection() -> None:
     provider, reader = in_memory(AggregationTemporality.DELTA)
     emitter = store_metrics.configure("otel", meter_provider=provider)
+    assert emitter.flush(5.0)  # the worker has opened the backend: no race
     delta = AggregationTemporality.DELTA
     emitter.counter(WRITE, TAGS).add(2)
     assert collected(reader) == {"airflow.task_state_store.write": [(TAGS, 2, delta)]}
@@ -150,6 +154,7 @@ def test_delta_values_are_what_was_counted_since_the_last_collection() -> None:
 def test_hostile_values_become_one_sanitised_attribute_each() -> None:
     provider, reader = in_memory()
     emitter = store_metrics.configure("otel", meter_provider=provider)
+    assert emitter.flush(5.0)  # the worker has opened the backend: no race
     for hostile in HOSTILE_VALUES:
         emitter.counter(READ_FOUND, {**TAGS, "dag_id": hostile}).add(1)
     points = collected(reader)["airflow.task_state_store.read_found"]
@@ -163,9 +168,11 @@ def test_hostile_values_become_one_sanitised_attribute_each() -> None:
 def test_configuring_again_on_the_same_provider_keeps_counting() -> None:
     provider, reader = in_memory()
     first = store_metrics.configure("otel", meter_provider=provider)
+    assert first.flush(5.0)  # the worker has opened the backend: no race
     first.counter(WRITE, TAGS).add(2)
     assert collected(reader)["airflow.task_state_store.write"][0][1] == 2
     second = store_metrics.configure("otel", meter_provider=provider)
+    assert second.flush(5.0)  # the worker has opened the backend: no race
     second.counter(WRITE, TAGS).add(5)
     # The first emitter's 2 stay in the cumulative value: a counter never goes down.
     assert collected(reader)["airflow.task_state_store.write"][0][1] == 7
