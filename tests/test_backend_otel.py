@@ -427,3 +427,29 @@ def test_a_process_that_exits_right_after_counting_still_exports() -> None:
         assert sum(p.value for p in writes) == 3, proc.stderr
     finally:
         receiver.close()
+
+
+def test_a_reader_right_after_configure_sees_the_counts() -> None:
+    """With a MeterProvider of your own, a collection right after configure() already sees the counters."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    import store_metrics
+    from store_metrics import catalogue
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    emitter = store_metrics.configure("otel", meter_provider=provider)
+    emitter.counter(
+        catalogue.get("task_state_store.write"),
+        {"dag_id": "d", "task_id": "t", "run_type": "manual", "operator": "Op"},
+    ).add(2)
+    data = reader.get_metrics_data()  # no flush(), no waiting for the worker
+    points = [
+        (m.name, p.value)
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        for p in m.data.data_points
+    ]
+    assert points == [("airflow.task_state_store.write", 2)]

@@ -283,6 +283,11 @@ class AggregatingEmitter:
         self._init_process_state()
         _live.add(self)
         _install_fork_hook()
+        if getattr(backend, "opens_without_io", False):
+            # Opening this backend does no network I/O (OpenTelemetry: instruments on a provider),
+            # so do it now: a collection or a scrape right after configure() sees the counters.
+            with self._io_lock:
+                self._ensure_open()
         self._start()
 
     # -- per-process state -------------------------------------------------------------------

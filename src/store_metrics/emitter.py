@@ -131,6 +131,8 @@ class Backend(Protocol):
     #: collects (OpenTelemetry observable counters). ``False``: the emitter pushes counter deltas
     #: to :meth:`export`. Histograms and gauges are always pushed, once per flush.
     pull: bool
+    # Optional: a backend whose open() does no network I/O may set ``opens_without_io = True``;
+    # the emitter then opens it inside configure() instead of on its worker thread.
 
     def describe(self) -> str:
         """Human-readable target, e.g. ``statsd udp://localhost:8125 prefix=airflow``."""

@@ -321,6 +321,9 @@ class OtelBackend:
     """Observable counters over a given, global or own ``MeterProvider``."""
 
     pull = True
+    #: open() registers instruments and builds a provider: no network I/O, so the emitter
+    #: opens it at configure() time rather than on its worker.
+    opens_without_io = True
 
     def __init__(
         self,
