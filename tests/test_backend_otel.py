@@ -430,21 +430,36 @@ def test_a_process_that_exits_right_after_counting_still_exports() -> None:
 
 
 def test_a_reader_right_after_configure_sees_the_counts() -> None:
-    """With a MeterProvider of your own, a collection right after configure() already sees the counters."""
+    """With a MeterProvider of your own, instruments exist when configure() returns.
+
+    Opening the OTel backend does no network I/O, so it happens on the configuring thread: a
+    collection right after configure() sees the counters, with no flush and no race with the
+    emitter's worker thread.
+    """
+    import threading
+
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
     import store_metrics
     from store_metrics import catalogue
 
+    class RecordingProvider(MeterProvider):
+        threads: list[threading.Thread] = []  # noqa: RUF012
+
+        def get_meter(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            self.threads.append(threading.current_thread())
+            return super().get_meter(*args, **kwargs)
+
     reader = InMemoryMetricReader()
-    provider = MeterProvider(metric_readers=[reader])
+    provider = RecordingProvider(metric_readers=[reader])
     emitter = store_metrics.configure("otel", meter_provider=provider)
+    assert provider.threads == [threading.current_thread()]
     emitter.counter(
         catalogue.get("task_state_store.write"),
         {"dag_id": "d", "task_id": "t", "run_type": "manual", "operator": "Op"},
     ).add(2)
-    data = reader.get_metrics_data()  # no flush(), no waiting for the worker
+    data = reader.get_metrics_data()
     points = [
         (m.name, p.value)
         for rm in data.resource_metrics
