@@ -1,0 +1,70 @@
+"""The FastAPI root middleware: pure ASGI, so every message passes through untouched.
+
+State store requests go through :meth:`ServerMetrics.serve`; every other request costs one
+substring test. The stall monitor starts at ASGI lifespan startup (or on the first request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from .metrics import ServerMetrics, server_metrics
+from .routes import MARK, ASGIApp, Message, Receive, Scope, Send, route_of, route_path
+
+
+class StateStoreRouteMetrics:
+    """Pure ASGI root middleware: state store route metrics and the stall monitor (module docs)."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics | None = None) -> None:
+        self.app = app
+        # Given: used as is (tests, benchmarks). Else the worker's own, made on first use.
+        self._given = metrics
+        self._watching: asyncio.AbstractEventLoop | None = None
+
+    def _metrics(self) -> ServerMetrics | None:
+        return self._given if self._given is not None else server_metrics()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            if self._watching is None:
+                self._watch()
+            if MARK in scope["path"]:
+                route = route_of(scope["method"], route_path(scope))
+                if route is not None:
+                    metrics = self._metrics()
+                    if metrics is not None:
+                        await metrics.serve(self.app, route, scope, receive, send)
+                        return
+        elif kind == "lifespan":
+            await self.app(scope, self._lifespan_receive(receive), send)
+            return
+        await self.app(scope, receive, send)
+
+    def _watch(self) -> None:
+        # The stall monitor belongs to the server's own loop: the one running this request.
+        loop = asyncio.get_running_loop()
+        self._watching = loop
+        metrics = self._metrics()
+        if metrics is not None:
+            metrics.watch(loop)
+
+    def _lifespan_receive(self, receive: Receive) -> Receive:
+        async def watched() -> Message:
+            message = await receive()
+            kind = message["type"]
+            if kind == "lifespan.startup":
+                self._watch()
+            elif kind == "lifespan.shutdown":
+                metrics = self._metrics()
+                self._watching = None
+                if metrics is not None:
+                    metrics.unwatch()
+                    # Hand the last counts on without holding the loop.
+                    emitter = metrics.emitter
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, emitter.flush, emitter.flush_timeout
+                    )
+            return message
+
+        return watched
