@@ -220,3 +220,28 @@ def test_process_exit_is_bounded(backend: str, where: str) -> None:
     # A hang guard, not a performance claim: without the bounded exit flush this would wait
     # for the exporter's own 10 s timeout (or forever).
     assert elapsed < 5.0, (elapsed, done.stderr)
+
+
+@pytest.mark.parametrize("where", ["closed port", "unresolvable host"])
+def test_otlp_endpoint_that_is_down_is_said_at_once(
+    where: str, monkeypatch: pytest.MonkeyPatch, captured: pytest.LogCaptureFixture
+) -> None:
+    """A refused or unresolvable OTLP endpoint is not waited for: the task-end flush gives up at once.
+
+    (A collector that accepts and never answers is a slow one: it gets flush_timeout, above.)
+    """
+    endpoint = (
+        f"http://127.0.0.1:{free_port()}/v1/metrics"
+        if where == "closed port"
+        else "http://collector.store-metrics.invalid:4318/v1/metrics"
+    )
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", endpoint)
+    emitter = store_metrics.configure("otel", flush_interval=60, flush_timeout=30)
+    a_task_runs(emitter)
+    # The long flush_timeout would be used up if the exporter's retries were waited for; the
+    # probe answers instead, and the message names the endpoint and the reason.
+    assert emitter.flush() is False
+    ours = [r.getMessage() for r in problems(captured) if r.name == "store_metrics"]
+    assert len(ours) == 1
+    assert f"the OTLP endpoint {endpoint} is unreachable" in ours[0]
+    assert emitter.snapshot()[("task_state_store.write", tuple(TAGS.items()))] == 1

@@ -42,7 +42,9 @@ import importlib.util
 import inspect
 import logging
 import os
+import socket
 import threading
+import urllib.parse
 import uuid
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -275,7 +277,8 @@ def _install_exporter_filter() -> None:
 class _ResultRecorder(MetricExporter):
     """Delegates to the real exporter and remembers whether exports failed (and why)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, endpoint: str = "") -> None:
+        self.endpoint = endpoint
         super().__init__(
             preferred_temporality=inner._preferred_temporality,
             preferred_aggregation=inner._preferred_aggregation,
@@ -307,6 +310,21 @@ class _ResultRecorder(MetricExporter):
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
         self.inner.shutdown(timeout_millis=timeout_millis, **kwargs)
+
+
+_PROBE_TIMEOUT = 0.5
+
+
+def _unreachable(endpoint: str, timeout: float) -> str:
+    """Why a TCP connection to ``endpoint`` (a URL, or ``host:port``) fails, or "" if it opens."""
+    url = urllib.parse.urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    host = url.hostname or "localhost"
+    try:
+        port = url.port or (443 if url.scheme == "https" else 80)
+        with socket.create_connection((host, port), timeout=timeout):
+            return ""
+    except (OSError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
 
 
 def _has_pull_reader(provider: Any) -> bool:
@@ -367,6 +385,15 @@ class OtelBackend:
         self._prepared_pid = os.getpid()
 
     # -- describing --------------------------------------------------------------------------
+
+    def otlp_endpoint(self) -> str:
+        """Where OTLP goes, from the standard variables (the SDK's defaults when unset)."""
+        default = "http://localhost:4317" if self.otlp_protocol == "grpc" else "http://localhost:4318"
+        return (
+            os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+            or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+            or default
+        )
 
     def describe(self) -> str:
         if self._given_provider is not None:
@@ -480,7 +507,9 @@ class OtelBackend:
                 OTLPMetricExporter,
             )
         self._recorder = _ResultRecorder(
-            OTLPMetricExporter(preferred_temporality=_temporality(self.temporality))
+            OTLPMetricExporter(preferred_temporality=_temporality(self.temporality)),
+            # What the exporter read from the environment just now, for the reachability probe.
+            endpoint=self.otlp_endpoint(),
         )
         return self._recorder
 
@@ -547,6 +576,14 @@ class OtelBackend:
         if provider is None or not hasattr(provider, "force_flush") or _has_pull_reader(provider):
             return
         recorder = getattr(self, "_recorder", None)
+        if recorder is not None:
+            # A refused or unresolvable endpoint would cost the whole timeout (the exporter
+            # retries with back-off) at the end of every task while the collector is down; a
+            # TCP connect says so in a millisecond. A slow collector still gets its time.
+            endpoint = recorder.endpoint
+            problem = _unreachable(endpoint, min(timeout, _PROBE_TIMEOUT))
+            if problem:
+                raise RuntimeError(f"the OTLP endpoint {endpoint} is unreachable: {problem}")
         before = recorder.failures if recorder is not None else 0
         provider.force_flush(timeout_millis=int(timeout * 1000))
         # The SDK's periodic reader logs a failed export and carries on; surface it so the
