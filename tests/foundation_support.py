@@ -189,3 +189,26 @@ def lines_until_marker(lines: list[str], marker: str) -> Iterator[str]:
     """The lines received before ``marker`` (which must have arrived)."""
     assert marker in lines, f"marker {marker!r} not received: {lines!r}"
     yield from lines[: lines.index(marker)]
+
+
+class DictStore:
+    """An in-memory stand-in for the supervisor round trip of Airflow's task store accessor.
+
+    A fake only for the round trip (which needs a running Airflow): the wrappers around it are
+    the real ones, and test_accessors.py checks this shape against Airflow 3.3.2's accessor.
+    """
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.data.get(key, default)
+
+    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
+        self.data[key] = value
+
+    def delete(self, key: str) -> None:
+        self.data.pop(key, None)
+
+    def clear(self) -> None:
+        self.data.clear()

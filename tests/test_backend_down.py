@@ -19,36 +19,16 @@ import textwrap
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 import store_metrics
 from conftest import free_port, wait_until
-from foundation_support import TAGS, SilentTcpServer
+from foundation_support import TAGS, DictStore, SilentTcpServer
 from store_metrics import logs
 from store_metrics.aggregator import AggregatingEmitter
 
 UNRESOLVABLE = "metrics.store-metrics-test.invalid"
-
-
-class DictStore:
-    """An in-memory stand-in for the supervisor round trip of Airflow's task store accessor."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
-
-    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
-        self.data[key] = value
-
-    def delete(self, key: str) -> None:
-        self.data.pop(key, None)
-
-    def clear(self) -> None:
-        self.data.clear()
 
 
 @pytest.fixture

@@ -24,31 +24,12 @@ from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMet
 
 import store_metrics
 from conftest import free_port, wait_until
-from foundation_support import HOSTILE_VALUES, TAGS, OtlpReceiver, start_otlp_receiver
+from foundation_support import HOSTILE_VALUES, TAGS, DictStore, OtlpReceiver, start_otlp_receiver
 from store_metrics import catalogue, wire
 from store_metrics.aggregator import AggregatingEmitter
 
 WRITE = catalogue.get("task_state_store.write")
 READ_FOUND = catalogue.get("task_state_store.read_found")
-
-
-class DictStore:
-    """An in-memory stand-in for the supervisor round trip of Airflow's task store accessor."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
-
-    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
-        self.data[key] = value
-
-    def delete(self, key: str) -> None:
-        self.data.pop(key, None)
-
-    def clear(self) -> None:
-        self.data.clear()
 
 
 def collected(reader: InMemoryMetricReader) -> dict[str, list[tuple[dict[str, Any], int, Any]]]:

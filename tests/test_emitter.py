@@ -18,32 +18,13 @@ import pytest
 
 import store_metrics
 from conftest import UdpReceiver, wait_until
-from foundation_support import TAGS, WIRE_TAGS, parse_influx
+from foundation_support import TAGS, WIRE_TAGS, DictStore, parse_influx
 from store_metrics import catalogue, logs
 from store_metrics.aggregator import OVERFLOW_TAG_VALUE, AggregatingEmitter
 from store_metrics.emitter import NullEmitter
 
 WRITE = catalogue.get("task_state_store.write")
 READ_FOUND = catalogue.get("task_state_store.read_found")
-
-
-class DictStore:
-    """An in-memory stand-in for the supervisor round trip of Airflow's task store accessor."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
-
-    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
-        self.data[key] = value
-
-    def delete(self, key: str) -> None:
-        self.data.pop(key, None)
-
-    def clear(self) -> None:
-        self.data.clear()
 
 
 def statsd(receiver: UdpReceiver, **options: Any) -> AggregatingEmitter:

@@ -19,29 +19,17 @@ import pytest
 
 import store_metrics
 from conftest import UdpReceiver, wait_until
-from foundation_support import TAGS, OtlpReceiver, parse_dogstatsd, parse_influx, start_otlp_receiver
+from foundation_support import (
+    TAGS,
+    DictStore,
+    OtlpReceiver,
+    parse_dogstatsd,
+    parse_influx,
+    start_otlp_receiver,
+)
 from store_metrics.aggregator import AggregatingEmitter
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-
-
-class DictStore:
-    """An in-memory stand-in for the supervisor round trip of Airflow's task store accessor."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
-
-    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
-        self.data[key] = value
-
-    def delete(self, key: str) -> None:
-        self.data.pop(key, None)
-
-    def clear(self) -> None:
-        self.data.clear()
 
 
 def fork_and_wait(child: Callable[[], bool]) -> int:

@@ -3,34 +3,15 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import pytest
 
 import store_metrics
 from conftest import UdpReceiver, wait_until
+from foundation_support import DictStore
 from store_metrics import catalogue
 from store_metrics.emitter import NullEmitter
 from store_metrics.testing import MetricsRecorder, capture_metrics
-
-
-class DictStore:
-    """An in-memory stand-in for the supervisor round trip of Airflow's task store accessor."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
-
-    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
-        self.data[key] = value
-
-    def delete(self, key: str) -> None:
-        self.data.pop(key, None)
-
-    def clear(self) -> None:
-        self.data.clear()
 
 
 def run_task(dag_id: str, task_id: str, store: DictStore) -> None:

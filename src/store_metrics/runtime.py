@@ -24,31 +24,17 @@ _lock = threading.Lock()
 _active: Emitter = NullEmitter()
 
 
-def configure(
-    backend: str = "airflow",
-    *,
-    flush_interval: float = DEFAULT_FLUSH_INTERVAL,
-    flush_timeout: float = DEFAULT_FLUSH_TIMEOUT,
-    exit_timeout: float = DEFAULT_EXIT_TIMEOUT,
-    max_series: int = DEFAULT_MAX_SERIES,
-    **backend_options: Any,
-) -> AggregatingEmitter:
+def configure(backend: str = "airflow", **options: Any) -> AggregatingEmitter:
     """Build the emitter for ``backend`` and make it the active one.
 
-    ``backend_options`` go to the backend (``host``, ``port``, ``prefix``, ``exporter``,
-    ``meter_provider``, ...); options a backend does not use are ignored, so one set of
-    settings serves every backend. Raises :class:`~store_metrics.errors.ConfigError` or
-    :class:`~store_metrics.errors.MissingExtraError` here, never later. A previously
-    configured emitter is flushed and closed.
+    Takes the arguments of :func:`create_emitter`: the emitter's ``flush_interval``,
+    ``flush_timeout``, ``exit_timeout`` and ``max_series``, and the backend's options (``host``,
+    ``port``, ``prefix``, ``exporter``, ``meter_provider``, ...; options a backend does not use
+    are ignored, so one set of settings serves every backend). Raises
+    :class:`~store_metrics.errors.ConfigError` or :class:`~store_metrics.errors.MissingExtraError`
+    here, never later. A previously configured emitter is flushed and closed.
     """
-    emitter = create_emitter(
-        backend,
-        flush_interval=flush_interval,
-        flush_timeout=flush_timeout,
-        exit_timeout=exit_timeout,
-        max_series=max_series,
-        **backend_options,
-    )
+    emitter = create_emitter(backend, **options)
     previous = set_emitter(emitter)
     if isinstance(previous, AggregatingEmitter):
         previous.close(emitter.flush_timeout)
@@ -66,7 +52,7 @@ def create_emitter(
 ) -> AggregatingEmitter:
     """Build an emitter for ``backend`` without making it the active one (the API server's own).
 
-    Takes the same arguments as :func:`configure` and raises the same errors.
+    ``backend_options`` go to the backend; see :func:`configure`. Raises the same errors.
     """
     flush_interval = validate.positive_seconds("flush_interval", flush_interval)
     flush_timeout = validate.positive_seconds("flush_timeout", flush_timeout, allow_zero=True)
