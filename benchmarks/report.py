@@ -571,11 +571,11 @@ class Page:
                 f"- **Where the per-call time goes** (breakdown table, section 1): of the "
                 f"{fmt_ns(product)} ns "
                 f"store-metrics adds to `get`, {fmt_ns(product - noop)} ns is the product's counter "
-                f"(`Series.add`: `with self._lock:` and two `+=`), {fmt_ns(noop)} ns the wrapper itself. "
+                f"(`Series.add`: one `+=` under a lock), {fmt_ns(noop)} ns the wrapper itself. "
                 f"A counter without the lock (`itertools.count().__next__`, atomic under the GIL) costs "
                 f"{fmt_ns(max(count - noop, 0.0))} ns. `set` costs {fmt_ns(set_noop - noop)} ns more "
-                f"than `get` "
-                f"before any counting: its `**kwargs` pass-through builds and unpacks a dict on every call."
+                f"than `get` before any counting: its `**kwargs` parameter (for `retention=`) builds a "
+                f"dict on every call."
             )
             if any("cheaper than Airflow" in m and "(none)" in m for m in missed):
                 af = pc["backends"]["none"]["ops"]["get_found"]["airflow_added_ns"]
@@ -628,16 +628,20 @@ class Page:
             if plain > TARGET_EXIT_MS:
                 self.findings.append(
                     f"- **OTLP down, plain exit: +{plain:.0f} ms.** The exit hook waits `exit_timeout` "
-                    f"(0.1 s, the target itself) for the worker, whose export is stuck on the endpoint"
+                    f"(0.05 s) for the worker, whose export is stuck on the endpoint"
                     f"{ref_text}. Waiting the whole target leaves no room for anything else at exit."
                 )
             if flush > TARGET_EXIT_MS:
+                slow = [k for k, v in otel_down.items() if v["flush"]["added_ms"] > TARGET_EXIT_MS]
                 self.findings.append(
-                    f"- **OTLP down, flush path: +{flush / 1000:.2f} s.** The `flush()` the plugin makes at "
-                    f"the end of every task waits `flush_timeout` (2 s default) and returns False: the "
-                    f"OTLP/HTTP exporter retries a refused or unanswered POST with back-off until its own "
-                    f"timeout, so a closed port costs as much as a hung collector. Under a real executor "
-                    f"each task is a fresh process, so every task pays it again while the collector is down."
+                    f"- **OTLP down, flush path: +{flush / 1000:.2f} s** ({'; '.join(slow)}). The `flush()` "
+                    f"the plugin makes at the end of every task waits up to `flush_timeout` (2 s default) "
+                    f"for the export. A refused or unresolvable endpoint is found by a TCP connect and "
+                    f"not waited for; an endpoint that accepts the connection and never answers looks "
+                    f"like a slow collector, and a slow collector gets its time (waiting less would lose "
+                    f"the counts of short tasks whenever the collector is merely slow). The wait comes "
+                    f"after the task's state is reported, and once a wait has run out the process does not "
+                    f"wait again; `flush_timeout` sets the trade-off."
                 )
 
     # -- the page --------------------------------------------------------------------------
