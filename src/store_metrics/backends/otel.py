@@ -286,9 +286,15 @@ class _ResultRecorder(MetricExporter):
         self.inner = inner
         self.failures = 0
         self.last_failure = ""
+        #: Set when closing towards an endpoint that refuses: the final export is not attempted.
+        self.unreachable = ""
         _install_exporter_filter()
 
     def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        if self.unreachable:
+            self.failures += 1
+            self.last_failure = self.unreachable
+            return MetricExportResult.FAILURE
         _exporting.messages = messages = []
         try:
             result: MetricExportResult = self.inner.export(
@@ -595,6 +601,11 @@ class OtelBackend:
         if self._observed is not None and self._source is not None:
             self._observed.detach(self._source)
         if self._owned and self._provider is not None:
+            recorder = getattr(self, "_recorder", None)
+            if recorder is not None:
+                # The shutdown's last export would retry a refusing endpoint for the exporter's
+                # whole timeout on our worker; it cannot deliver anything, so do not try.
+                recorder.unreachable = _unreachable(recorder.endpoint, min(timeout, _PROBE_TIMEOUT))
             self._provider.shutdown(timeout_millis=int(timeout * 1000))
             _forget_provider(self._provider)
         if self._server is not None:
