@@ -8,12 +8,14 @@ never answers, which is what an OTLP endpoint that hangs looks like to the expor
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
@@ -212,3 +214,16 @@ class DictStore:
 
     def clear(self) -> None:
         self.data.clear()
+
+
+def airflow_statsd_env(airflow_home: Path, port: int) -> dict[str, str]:
+    """This environment plus Airflow's own [metrics] StatsD (InfluxDB tags) to 127.0.0.1:``port``."""
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": str(port),
+        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
+    }

@@ -6,7 +6,6 @@ at a real UDP socket: one ``stats.incr(name, count=N, tags=...)`` per series per
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import UdpReceiver, wait_until
-from foundation_support import parse_influx
+from foundation_support import airflow_statsd_env, parse_influx
 
 _TASK = textwrap.dedent(
     """
@@ -34,15 +33,7 @@ _TASK = textwrap.dedent(
 
 def test_sums_go_through_airflows_statsd_client(udp_receiver: UdpReceiver, tmp_path: Path) -> None:
     pytest.importorskip("airflow.sdk.observability")
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(tmp_path),
-        "AIRFLOW__METRICS__STATSD_ON": "True",
-        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-        "AIRFLOW__METRICS__STATSD_PORT": str(udp_receiver.port),
-        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
-        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
-    }
+    env = airflow_statsd_env(tmp_path, udp_receiver.port)
     done = subprocess.run(
         [sys.executable, "-c", _TASK], capture_output=True, text=True, timeout=120, env=env, check=False
     )

@@ -28,7 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import store_metrics
 from conftest import UdpReceiver, free_port, wait_until
-from foundation_support import HOSTILE_VALUES
+from foundation_support import HOSTILE_VALUES, DictStore
 from store_metrics import catalogue, wire
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -238,26 +238,9 @@ def collector_series(line: str) -> list[tuple[str, dict[str, str], float]]:
     return [(prometheus_name_of(name), attrs, value)]
 
 
-class Memory:
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
-
-    def set(self, key: str, value: Any, **_: Any) -> None:
-        self.data[key] = value
-
-    def delete(self, key: str) -> None:
-        self.data.pop(key, None)
-
-    def clear(self) -> None:
-        self.data.clear()
-
-
 def scenario_calls(emitter: Any) -> None:
     """Scenario 2 twice and scenario 3 of the upstream proposal, through the real wrappers."""
-    asset_inner = Memory()
+    asset_inner = DictStore()
     tags02 = catalogue.task_tags(
         dag_id="state_store_metrics_02",
         task_id="touch_asset_store",
@@ -266,7 +249,7 @@ def scenario_calls(emitter: Any) -> None:
     )
     for _ in range(2):
         asset = store_metrics.instrument_asset_store(asset_inner, emitter, tags02)
-        task = store_metrics.instrument_task_store(Memory(), emitter, tags02)
+        task = store_metrics.instrument_task_store(DictStore(), emitter, tags02)
         asset.get("watermark")
         asset.set("watermark", "2026-01-01")
         task.get("counter")
@@ -277,8 +260,8 @@ def scenario_calls(emitter: Any) -> None:
         operator="_PythonDecoratedOperator",
         team_name="team a",
     )
-    task = store_metrics.instrument_task_store(Memory(), emitter, tags03)
-    asset = store_metrics.instrument_asset_store(Memory(), emitter, tags03)
+    task = store_metrics.instrument_task_store(DictStore(), emitter, tags03)
+    asset = store_metrics.instrument_asset_store(DictStore(), emitter, tags03)
     task.set("a", 1)
     task.set("b", 2)
     task.delete("a")

@@ -9,7 +9,6 @@ Prometheus scrape, Airflow's path through Airflow's own StatsD logger.
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 import textwrap
@@ -20,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import UdpReceiver, free_port, wait_until
+from foundation_support import airflow_statsd_env
 from store_metrics import catalogue, wire
 from store_metrics.aggregator import GaugeSeries, HistogramSeries
 from store_metrics.emitter import Buckets
@@ -339,15 +339,7 @@ _AIRFLOW = textwrap.dedent(
 def test_airflow_backend_uses_stats_timing_per_observation_and_stats_gauge(
     udp_receiver: UdpReceiver, tmp_path: Path
 ) -> None:
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(tmp_path),
-        "AIRFLOW__METRICS__STATSD_ON": "True",
-        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-        "AIRFLOW__METRICS__STATSD_PORT": str(udp_receiver.port),
-        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
-        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
-    }
+    env = airflow_statsd_env(tmp_path, udp_receiver.port)
     done = subprocess.run(
         [sys.executable, "-c", _AIRFLOW], capture_output=True, text=True, timeout=120, env=env, check=False
     )

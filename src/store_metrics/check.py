@@ -48,11 +48,9 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
         say("store-metrics is disabled: tasks run uninstrumented. Nothing sent.")
         return EXIT_OK
     try:
-        kwargs = settings.configure_kwargs()
-        backend_name = kwargs.pop("backend")
-        kwargs["export_interval"] = kwargs.pop("flush_interval")
-        kwargs.pop("flush_timeout")
-        backend = create_backend(backend_name, **kwargs)
+        backend = create_backend(
+            settings.backend, export_interval=settings.flush_interval, **settings.backend_options()
+        )
     except ConfigError as exc:
         say(f"error: {exc}")
         return EXIT_CONFIG

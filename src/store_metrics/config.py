@@ -89,10 +89,9 @@ class Settings:
     #: Where each value came from, for ``store-metrics check``.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
-    def configure_kwargs(self) -> dict[str, Any]:
-        """Arguments for :func:`store_metrics.configure`."""
+    def backend_options(self) -> dict[str, Any]:
+        """The backend's own options (what :func:`store_metrics.backends.create_backend` takes)."""
         return {
-            "backend": self.backend,
             "host": self.host,
             "port": self.port,
             "prefix": self.prefix,
@@ -100,6 +99,13 @@ class Settings:
             "temporality": self.otel_temporality,
             "prometheus_host": self.prometheus_host,
             "prometheus_port": self.prometheus_port,
+        }
+
+    def configure_kwargs(self) -> dict[str, Any]:
+        """Arguments for :func:`store_metrics.configure`."""
+        return {
+            "backend": self.backend,
+            **self.backend_options(),
             "flush_interval": self.flush_interval,
             "flush_timeout": self.flush_timeout,
         }

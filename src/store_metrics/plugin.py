@@ -91,7 +91,6 @@ class _Active:
 
     ready: bool | None = None  # None: not decided yet in this process
     flushed: bool = True
-    flush_timeout: float = 2.0
 
 
 _state = _Active()
@@ -117,15 +116,13 @@ def _ensure_emitter() -> bool:
     if not settings.enabled:
         logs.once("disabled", logging.INFO, "store-metrics is disabled ([store_metrics] enabled = false)")
         return False
-    _state.flush_timeout = settings.flush_timeout
     if not runtime.is_configured():  # a test may have installed its own (store_metrics.testing)
         try:
             emitter = runtime.configure(**settings.configure_kwargs())
         except (ConfigError, MissingExtraError) as exc:
             logs.once("config", logging.ERROR, "store-metrics is off for this process: %s", exc)
             return False
-        target = emitter.backend.describe()
-        if "enables no backend" in target:
+        if getattr(emitter.backend, "sends_nowhere", False):
             logs.once(
                 "nowhere",
                 logging.WARNING,
@@ -134,7 +131,10 @@ def _ensure_emitter() -> bool:
             )
         else:
             logs.once(
-                "target", logging.INFO, "store-metrics: counting state store calls, sending to %s", target
+                "target",
+                logging.INFO,
+                "store-metrics: counting state store calls, sending to %s",
+                emitter.backend.describe(),
             )
     _state.ready = True
     return True
@@ -169,7 +169,7 @@ def _flush() -> None:
     if not _state.ready or _state.flushed:
         return
     _state.flushed = True
-    runtime.get_emitter().flush(_state.flush_timeout)
+    runtime.get_emitter().flush()  # bounded by the emitter's own flush_timeout
 
 
 class StateStoreListener:

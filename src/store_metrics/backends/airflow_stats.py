@@ -18,6 +18,8 @@ from airflow.sdk.observability import stats
 from ..emitter import Delta, GaugeValue, HistogramDelta, SeriesDelta, TotalsSource
 from ..wire import sampled_observations
 
+_NOWHERE = "none: [metrics] enables no backend"
+
 
 def _airflow_target() -> str:
     try:
@@ -31,7 +33,7 @@ def _airflow_target() -> str:
             return "otel"
     except Exception:
         return "unknown"
-    return "none: [metrics] enables no backend"
+    return _NOWHERE
 
 
 class AirflowStatsBackend:
@@ -41,6 +43,11 @@ class AirflowStatsBackend:
 
     def describe(self) -> str:
         return f"airflow (Airflow's [metrics] backend: {_airflow_target()})"
+
+    @property
+    def sends_nowhere(self) -> bool:
+        """Whether Airflow's ``[metrics]`` enables no backend, so the sums would go nowhere."""
+        return _airflow_target() == _NOWHERE
 
     def open(self, source: TotalsSource) -> None:
         from airflow.sdk._shared.observability.metrics import stats as shared_stats

@@ -407,10 +407,7 @@ class OtelBackend:
         elif self.exporter == "prometheus":
             where = f"prometheus scrape endpoint http://{self.prometheus_host}:{self.prometheus_port}/metrics"
         elif self.exporter == "otlp":
-            endpoint = os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") or os.environ.get(
-                "OTEL_EXPORTER_OTLP_ENDPOINT", "the SDK default endpoint"
-            )
-            where = f"otlp {self.otlp_protocol} to {endpoint} ({self.temporality})"
+            where = f"otlp {self.otlp_protocol} to {self.otlp_endpoint()} ({self.temporality})"
         else:
             where = "console"
         return f"otel {where} prefix={self.prefix!r}"
