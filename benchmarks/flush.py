@@ -32,7 +32,7 @@ def _points(reader: Any) -> int:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from store_metrics.catalogue import Outcome, Scope, metric_for
+    from store_metrics.catalogue import Outcome, Store, metric_for
 
     tag_sets = 200 if quick else SERIES_TAG_SETS
     reps = 2 if quick else 7
@@ -47,7 +47,7 @@ def run(quick: bool) -> dict[str, Any]:
             try:
                 counters = [
                     setup.emitter.counter(
-                        metric_for(Scope.TASK, outcome),
+                        metric_for(Store.TASK, outcome),
                         {
                             "dag_id": f"dag_{i // 20:03d}",
                             "task_id": f"task_{i % 20:02d}",

@@ -369,7 +369,9 @@ def _verdict(met: bool | None) -> str:
 
 def render_section(result: dict[str, Any]) -> tuple[str, list[list[str]]]:
     """The page's section 4 (Markdown) and its verdict rows (target, measured, verdict)."""
-    from store_metrics.config import DEFAULT_STALL_TICK_MS
+    from store_metrics.options import default as option_default
+
+    DEFAULT_STALL_TICK_MS = option_default("stall_tick_ms")
 
     from .common import md_table
 

@@ -26,7 +26,7 @@ import promql  # noqa: E402
 from promql import COMPLETED, DAG_LEVEL, READS, by, name, ratio  # noqa: E402
 
 from store_metrics import catalogue  # noqa: E402
-from store_metrics.catalogue import Outcome, Scope  # noqa: E402
+from store_metrics.catalogue import Outcome, Store  # noqa: E402
 
 #: Recorded series (``level:metric:operations``).
 CALLS = "dag_id:store_metrics_calls:rate5m"
@@ -58,8 +58,8 @@ HEADER = """\
 """
 
 
-def _store(scope: Scope) -> str:
-    return "task" if scope is Scope.TASK else "asset"
+def _store(scope: Store) -> str:
+    return "task" if scope is Store.TASK else "asset"
 
 
 def _outcomes(values: tuple[Outcome, ...]) -> str:
@@ -72,7 +72,7 @@ def recording_rules(prefix: str) -> list[dict[str, Any]]:
     level = (*DAG_LEVEL, "store")
     rules: list[dict[str, Any]] = []
     # 1. Per-DAG calls per second, one series per store and outcome (errors included).
-    for scope in Scope:
+    for scope in Store:
         for outcome in promql.ALL_OUTCOMES:
             rules.append(
                 {
@@ -95,7 +95,7 @@ def recording_rules(prefix: str) -> list[dict[str, Any]]:
     )
     # 5. Errors per second by the method that raised.
     operation_level = (*DAG_LEVEL, catalogue.OPERATION)
-    for scope in Scope:
+    for scope in Store:
         rules.append(
             {
                 "record": ERRORS_BY_OPERATION,
@@ -108,8 +108,8 @@ def recording_rules(prefix: str) -> list[dict[str, Any]]:
 
 def alerting_rules(prefix: str) -> list[dict[str, Any]]:
     task_level = (catalogue.DAG_ID, catalogue.TASK_ID, catalogue.TEAM_NAME)
-    write = name(Scope.TASK, Outcome.WRITE, prefix)
-    reads = promql.name_regex([name(Scope.TASK, o, prefix) for o in READS])
+    write = name(Store.TASK, Outcome.WRITE, prefix)
+    reads = promql.name_regex([name(Store.TASK, o, prefix) for o in READS])
     never_read = (
         f"sum {by(task_level)}({write}) > 0\n"
         f"unless on ({', '.join(task_level)})\n"

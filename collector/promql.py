@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from store_metrics import catalogue
-from store_metrics.catalogue import Metric, Outcome, Scope
+from store_metrics.catalogue import Metric, Outcome, Store
 
 PREFIX = catalogue.DEFAULT_PREFIX
 
@@ -39,17 +39,17 @@ COMPLETED = (Outcome.READ_FOUND, Outcome.READ_ABSENT, Outcome.WRITE, Outcome.DEL
 ALL_OUTCOMES = (*COMPLETED, Outcome.ERROR)
 
 
-def metric(scope: Scope, outcome: Outcome) -> Metric:
+def metric(scope: Store, outcome: Outcome) -> Metric:
     return catalogue.metric_for(scope, outcome)
 
 
-def name(scope: Scope, outcome: Outcome, prefix: str = PREFIX) -> str:
+def name(scope: Store, outcome: Outcome, prefix: str = PREFIX) -> str:
     """The Prometheus series name of one state store counter."""
     return metric(scope, outcome).prometheus_name(prefix)
 
 
 def names(
-    scopes: Iterable[Scope] = tuple(Scope), outcomes: Iterable[Outcome] = ALL_OUTCOMES, prefix: str = PREFIX
+    scopes: Iterable[Store] = tuple(Store), outcomes: Iterable[Outcome] = ALL_OUTCOMES, prefix: str = PREFIX
 ) -> list[str]:
     outcomes = tuple(outcomes)
     return [name(s, o, prefix) for s in scopes for o in outcomes]

@@ -30,7 +30,7 @@ import promql  # noqa: E402
 from promql import ALL_OUTCOMES, COMPLETED, READS  # noqa: E402
 
 from store_metrics import catalogue  # noqa: E402
-from store_metrics.catalogue import Outcome, Scope  # noqa: E402
+from store_metrics.catalogue import Outcome, Store  # noqa: E402
 
 UID = "store-metrics-state-store"
 TITLE = "Airflow state store usage (store-metrics)"
@@ -47,7 +47,7 @@ DAG_ID, TASK_ID, RUN_TYPE, OPERATOR, TEAM_NAME, OPERATION = (
     catalogue.TEAM_NAME,
     catalogue.OPERATION,
 )
-BOTH = (Scope.TASK, Scope.ASSET)
+BOTH = (Store.TASK, Store.ASSET)
 
 
 # -- query specs ------------------------------------------------------------------------------
@@ -119,7 +119,7 @@ class Server:
 Spec = Measure | Ratio | TopK | Server
 
 
-def series(scopes: Sequence[Scope], outcomes: Sequence[Outcome], prefix: str) -> tuple[str, ...]:
+def series(scopes: Sequence[Store], outcomes: Sequence[Outcome], prefix: str) -> tuple[str, ...]:
     return tuple(promql.names(scopes, outcomes, prefix))
 
 
@@ -166,7 +166,7 @@ class Row:
 
 
 def build_rows(prefix: str) -> list[Row]:
-    def m(kind: str, scopes: Sequence[Scope], outcomes: Sequence[Outcome], by: Sequence[str] = ()) -> Measure:
+    def m(kind: str, scopes: Sequence[Store], outcomes: Sequence[Outcome], by: Sequence[str] = ()) -> Measure:
         return Measure(kind, series(scopes, outcomes, prefix), tuple(by))
 
     everything = (BOTH, ALL_OUTCOMES)
@@ -174,7 +174,7 @@ def build_rows(prefix: str) -> list[Row]:
     assert set(all_completed_or_error) == set(ALL_OUTCOMES)
     table_by = (DAG_ID, TASK_ID, OPERATOR, RUN_TYPE)
 
-    def found(kind: str, scope: Scope, by: Sequence[str] = ()) -> Ratio:
+    def found(kind: str, scope: Store, by: Sequence[str] = ()) -> Ratio:
         return Ratio(m(kind, (scope,), (Outcome.READ_FOUND,), by), m(kind, (scope,), READS, by))
 
     def reads_per_write(kind: str, by: Sequence[str] = ()) -> Ratio:
@@ -217,7 +217,7 @@ def build_rows(prefix: str) -> list[Row]:
                     "read_found / (read_found + read_absent) of the "
                     "task store: how often a task's get() found state saved by an earlier attempt of the "
                     "same run, i.e. a retry that could resume." + range_note,
-                    [Target(found("count", Scope.TASK), "found", instant=True)],
+                    [Target(found("count", Store.TASK), "found", instant=True)],
                     unit="percentunit",
                     w=4,
                     h=5,
@@ -228,7 +228,7 @@ def build_rows(prefix: str) -> list[Row]:
                     "Asset store found ratio",
                     "read_found / (read_found + read_absent) of the "
                     "asset store: how often a watermark read found a value." + range_note,
-                    [Target(found("count", Scope.ASSET), "found", instant=True)],
+                    [Target(found("count", Store.ASSET), "found", instant=True)],
                     unit="percentunit",
                     w=4,
                     h=5,
@@ -268,14 +268,14 @@ def build_rows(prefix: str) -> list[Row]:
                     "timeseries",
                     "Task store calls per second by operation",
                     "task_state_store calls per second, one line per outcome.",
-                    [Target(m("rate", (Scope.TASK,), (o,)), o.value) for o in ALL_OUTCOMES],
+                    [Target(m("rate", (Store.TASK,), (o,)), o.value) for o in ALL_OUTCOMES],
                     unit="ops",
                 ),
                 Panel(
                     "timeseries",
                     "Asset store calls per second by operation",
                     "asset_state_store calls per second, one line per outcome.",
-                    [Target(m("rate", (Scope.ASSET,), (o,)), o.value) for o in ALL_OUTCOMES],
+                    [Target(m("rate", (Store.ASSET,), (o,)), o.value) for o in ALL_OUTCOMES],
                     unit="ops",
                 ),
                 Panel(
@@ -303,8 +303,8 @@ def build_rows(prefix: str) -> list[Row]:
                     "read_found / (read_found + read_absent) per DAG "
                     "and store, where the DAG read in the interval.",
                     [
-                        Target(found("rate", Scope.TASK, (DAG_ID,)), "{{dag_id}} task store"),
-                        Target(found("rate", Scope.ASSET, (DAG_ID,)), "{{dag_id}} asset store"),
+                        Target(found("rate", Store.TASK, (DAG_ID,)), "{{dag_id}} task store"),
+                        Target(found("rate", Store.ASSET, (DAG_ID,)), "{{dag_id}} asset store"),
                     ],
                     unit="percentunit",
                     max=1,
@@ -314,9 +314,9 @@ def build_rows(prefix: str) -> list[Row]:
                     "Found ratio by DAG (selected range)",
                     "read_found / (read_found + read_absent) per DAG and store." + range_note,
                     [
-                        Target(found("count", Scope.TASK, (DAG_ID,)), "{{dag_id}} task store", instant=True),
+                        Target(found("count", Store.TASK, (DAG_ID,)), "{{dag_id}} task store", instant=True),
                         Target(
-                            found("count", Scope.ASSET, (DAG_ID,)), "{{dag_id}} asset store", instant=True
+                            found("count", Store.ASSET, (DAG_ID,)), "{{dag_id}} asset store", instant=True
                         ),
                     ],
                     unit="percentunit",

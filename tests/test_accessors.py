@@ -27,13 +27,15 @@ from typing import Any
 import pytest
 
 import store_metrics
-from conftest import UdpReceiver
-from foundation_support import WIRE_TAGS
 from store_metrics import accessors, catalogue
 from store_metrics.testing import MetricsRecorder, capture_metrics
+from support.tags import WIRE_TAGS
+from support.udp import UdpReceiver
 
 TAGS = catalogue.task_tags(dag_id="d", task_id="t", run_type="manual", operator="X")
 NEVER_EXPIRE = object()
+#: FakeTaskStore.set's own default for ``retention``: the keyword was not passed at all.
+NOT_GIVEN: Any = object()
 
 
 class Boom(RuntimeError):
@@ -70,8 +72,11 @@ class FakeTaskStore:
         self._call("get", key, default)
         return self.data.get(key, default)
 
-    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
-        self._call("set", key, value, retention=retention)
+    def set(self, key: str, value: Any, *, retention: Any = NOT_GIVEN) -> None:
+        # Records the keywords it was given, not its defaults: a caller that passes
+        # retention=None is told apart from one that passes nothing.
+        given = {} if retention is NOT_GIVEN else {"retention": retention}
+        self._call("set", key, value, **given)
         if value is None:
             raise ValueError("Cannot set value as None")
         self.data[key] = value
@@ -303,7 +308,10 @@ def test_retention_keyword_passes_through(metrics: MetricsRecorder, retention: A
 def test_a_set_without_retention_passes_no_extra_keyword(metrics: MetricsRecorder) -> None:
     inner = FakeTaskStore()
     task_store(metrics, inner).set("k", 1)
-    assert inner.calls == [("set", ("k", 1), {"retention": None})]
+    # The inner set() got no keyword at all, so the accessor's own default applies (a wrapper
+    # passing retention=None would record {"retention": None} here).
+    assert inner.calls == [("set", ("k", 1), {})]
+    assert metrics.counts() == {"task_state_store.write": 1}
 
 
 # -- exceptions --------------------------------------------------------------------------------
@@ -544,10 +552,27 @@ def test_counts_reach_a_real_statsd_socket(udp_receiver: UdpReceiver) -> None:
 
 
 def test_wrappers_made_before_configure_count_nothing() -> None:
-    store = store_metrics.instrument_task_store(FakeTaskStore(), store_metrics.get_emitter(), TAGS)
-    store.set("k", 1)
-    emitter = store_metrics.configure("none")
+    inner = FakeTaskStore()
+    before = store_metrics.instrument_task_store(inner, store_metrics.get_emitter(), TAGS)
+    emitter = store_metrics.configure("none")  # keeps its counts in memory
+    # Calls after configure(), through the wrapper made before it: they reach the store...
+    before.set("k", 1)
+    assert before.get("k") == 1
+    before.delete("k")
+    assert inner.data == {}
+    assert [name for name, _, _ in inner.calls] == ["set", "get", "delete"]
+    # ...and the new emitter counted none of them.
     assert emitter.snapshot() == {}
+    # The same calls through a wrapper made after configure() are counted.
+    after = store_metrics.instrument_task_store(inner, emitter, TAGS)
+    after.set("k", 1)
+    assert after.get("k") == 1
+    after.delete("k")
+    assert emitter.snapshot() == {
+        ("task_state_store.write", tuple(TAGS.items())): 1,
+        ("task_state_store.read_found", tuple(TAGS.items())): 1,
+        ("task_state_store.delete", tuple(TAGS.items())): 1,
+    }
 
 
 # -- the fakes against the real thing ----------------------------------------------------------

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_home import AirflowHome, make_home
-from conftest import UdpReceiver, wait_until
-from metric_lines import by_name, totals
+from support.airflow import AirflowHome, make_home
+from support.totals import by_name, totals
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

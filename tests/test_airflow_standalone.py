@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from airflow_home import Standalone
-from conftest import UdpReceiver, free_port, wait_until
-from metric_lines import totals
+from support.airflow import Standalone
+from support.ports import free_port
+from support.totals import totals
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import UdpReceiver, wait_until
-from foundation_support import airflow_statsd_env, parse_influx
+from support.airflow import airflow_statsd_env
+from support.lines import parse_influx
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 _TASK = textwrap.dedent(
     """

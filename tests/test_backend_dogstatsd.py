@@ -1,4 +1,4 @@
-"""The ``dogstatsd`` adapter: the exact bytes datadog's client sends through a real UDP socket.
+"""The ``dogstatsd`` adapter: the exact bytes it sends through a real UDP socket.
 
 No container field (``|c:``), no client telemetry, no tags taken from the environment unless a
 test asks for them.
@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 
 import store_metrics
-from conftest import UdpReceiver, wait_until
-from foundation_support import DOG_TAGS, HOSTILE_VALUES, TAGS, parse_dogstatsd
 from store_metrics import catalogue, wire
-from store_metrics.aggregator import AggregatingEmitter
+from store_metrics.emitter import AggregatingEmitter
+from support.lines import parse_dogstatsd
+from support.tags import DOG_TAGS, HOSTILE_VALUES, TAGS
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 WRITE = catalogue.get("task_state_store.write")
 
@@ -56,7 +58,7 @@ def test_one_write_is_exactly_this_datagram(udp_receiver: UdpReceiver) -> None:
     emitter.counter(WRITE, TAGS).add(1)
     assert emitter.flush(5.0)
     wait_until(lambda: udp_receiver.datagrams)
-    # datadog's client ends each buffered datagram with a newline.
+    # Each datagram ends with a newline, as datadog's own client ends its buffered ones.
     assert udp_receiver.datagrams == [
         b"airflow.task_state_store.write:1|c|#dag_id:d,task_id:t,run_type:manual,operator:X\n"
     ]
@@ -124,25 +126,10 @@ def test_many_series_in_few_datagrams(udp_receiver: UdpReceiver) -> None:
     assert len(udp_receiver.datagrams) < 40
 
 
-def _fast_clock(monkeypatch: pytest.MonkeyPatch) -> None:
-    # datadog's client sends its telemetry once its 10 s telemetry interval has passed. Give it
-    # (only it: the ``time`` name in its module) a clock that moves 100 s per reading, so every
-    # send is past the interval.
-    from datadog.dogstatsd import base
-
-    readings = itertools.count()
-    start = time.time()
-    clock = types.SimpleNamespace(**{k: getattr(time, k) for k in dir(time) if not k.startswith("_")})
-    clock.time = lambda: start + 100.0 * next(readings)
-    monkeypatch.setattr(base, "time", clock)
-
-
-@pytest.mark.parametrize("telemetry", [False, True])
-def test_client_telemetry_only_when_asked_for(
-    udp_receiver: UdpReceiver, monkeypatch: pytest.MonkeyPatch, telemetry: bool
-) -> None:
-    _fast_clock(monkeypatch)
-    emitter = dogstatsd(udp_receiver, telemetry=telemetry)
+def test_only_our_lines_never_client_telemetry(udp_receiver: UdpReceiver) -> None:
+    # The old client-library path could add datadog.dogstatsd.client.* telemetry lines; every byte
+    # now comes from store_metrics.wire, so a flush sends our lines and nothing else.
+    emitter = dogstatsd(udp_receiver)
     for _ in range(2):
         emitter.counter(WRITE, TAGS).add(1)
         assert emitter.flush(5.0)
@@ -150,11 +137,4 @@ def test_client_telemetry_only_when_asked_for(
     assert emitter.flush(5.0)
     marker = "airflow.task_state_store.clear:1|c|#dag_id:marker"
     wait_until(lambda: marker in udp_receiver.lines())
-    lines = udp_receiver.lines()
-    ours = [line for line in lines if line.startswith("airflow.")]
-    assert ours == [f"airflow.task_state_store.write:1|c|#{DOG_TAGS}"] * 2 + [marker]
-    telemetry_lines = [line for line in lines if line.startswith("datadog.dogstatsd.client.")]
-    if telemetry:
-        assert telemetry_lines  # the positive control: the clock trick does make the client send it
-    else:
-        assert lines == ours
+    assert udp_receiver.lines() == [f"airflow.task_state_store.write:1|c|#{DOG_TAGS}"] * 2 + [marker]

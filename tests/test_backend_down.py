@@ -23,10 +23,13 @@ from collections.abc import Iterator
 import pytest
 
 import store_metrics
-from conftest import free_port, wait_until
-from foundation_support import TAGS, DictStore, SilentTcpServer
 from store_metrics import logs
-from store_metrics.aggregator import AggregatingEmitter
+from store_metrics.emitter import AggregatingEmitter
+from support.otlp import SilentTcpServer
+from support.ports import free_port
+from support.stores import DictStore
+from support.tags import TAGS
+from support.waiting import wait_until
 
 UNRESOLVABLE = "metrics.store-metrics-test.invalid"
 
@@ -138,7 +141,7 @@ def test_otlp_endpoint_that_never_answers(
     # ...and a later export that fails again adds nothing, from us or from the exporter.
     a_task_runs(emitter)
     assert flush_within(emitter, 3.0) is False
-    recorder = emitter.backend._recorder  # type: ignore[attr-defined]
+    recorder = emitter.backend.own.recorder  # type: ignore[attr-defined]
     wait_until(lambda: recorder.failures >= 2, timeout=10)
     assert len(silent_otlp.accepted) >= 2
     found = problems(captured)

@@ -13,7 +13,7 @@ import pytest
 
 import store_metrics
 from store_metrics import ConfigError, MissingExtraError
-from store_metrics.emitter import NullEmitter
+from store_metrics.contracts import NullEmitter
 
 
 def workers() -> int:
@@ -38,7 +38,6 @@ HOST = "a host name or IP address"
         ("statsd", {"host": "http://collector/"}, "host", HOST),
         ("statsd", {"prefix": "1airflow"}, "prefix", "dot-separated words"),
         ("dogstatsd", {"prefix": "air flow"}, "prefix", "dot-separated words"),
-        ("dogstatsd", {"telemetry": "maybe"}, "telemetry", "true, false"),
         ("otel", {"exporter": "zipkin"}, "otel_exporter", "otlp, prometheus, console"),
         ("otel", {"temporality": "both"}, "otel_temporality", "delta, cumulative"),
         ("otel", {"prometheus_port": -1}, "prometheus_port", PORT),
@@ -91,7 +90,7 @@ def test_a_bad_otlp_protocol_variable_is_a_configuration_error(monkeypatch: pyte
 def test_values_are_accepted_case_and_type_tolerant() -> None:
     emitter = store_metrics.configure("otel", exporter="Console", temporality="DELTA", flush_interval="5")
     assert emitter.flush_interval == 5.0
-    emitter = store_metrics.configure("dogstatsd", port="8125", telemetry="false", host="localhost")
+    emitter = store_metrics.configure("dogstatsd", port="8125", host="localhost")
     assert emitter.backend.describe() == "dogstatsd udp://localhost:8125 prefix='airflow'"
 
 
@@ -116,8 +115,6 @@ def hide(monkeypatch: pytest.MonkeyPatch, *modules: str) -> None:
 @pytest.mark.parametrize(
     ("backend", "options", "hidden", "message"),
     [
-        ("statsd", {}, ["statsd"], ("statsd", "statsd")),
-        ("dogstatsd", {}, ["datadog"], ("datadog", "dogstatsd")),
         ("otel", {}, ["opentelemetry"], ("opentelemetry", "otel")),
         ("airflow", {}, ["airflow.sdk.observability"], ("airflow.sdk.observability", "airflow")),
         (
@@ -169,3 +166,27 @@ def test_a_provider_passed_in_needs_no_exporter(monkeypatch: pytest.MonkeyPatch)
     hide(monkeypatch, "opentelemetry.exporter.otlp.proto.http", "opentelemetry.exporter.prometheus")
     emitter = store_metrics.configure("otel", meter_provider=MeterProvider(shutdown_on_exit=False))
     assert emitter.flush(5.0)
+
+
+@pytest.mark.parametrize(("backend", "library"), [("statsd", "statsd"), ("dogstatsd", "datadog")])
+def test_the_statsd_backends_need_no_client_library(
+    monkeypatch: pytest.MonkeyPatch, backend: str, library: str
+) -> None:
+    # Every byte comes from store_metrics.wire: with the old client library hidden, they still work.
+    hide(monkeypatch, library)
+    emitter = store_metrics.configure(backend, host="127.0.0.1", port=9)
+    assert emitter.backend.describe().startswith(f"{backend} udp://127.0.0.1:9")
+    assert sys.modules[library] is None  # still hidden: nothing imported it
+
+
+def test_a_misspelt_argument_is_an_error_naming_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        store_metrics.configure("statsd", prot=9125)
+    assert caught.value.option == "prot"
+    assert "[store_metrics] prot" in str(caught.value) and "port" in caught.value.accepted
+
+
+def test_an_option_another_backend_takes_is_ignored_not_an_error() -> None:
+    # One set of settings serves every backend: `exporter` is otel's, statsd ignores it.
+    emitter = store_metrics.configure("statsd", exporter="prometheus", host="127.0.0.1")
+    assert emitter.backend.describe().startswith("statsd udp://127.0.0.1:8125")

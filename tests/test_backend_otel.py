@@ -23,10 +23,13 @@ from opentelemetry.sdk.metrics import MeterProvider, ObservableCounter
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
 
 import store_metrics
-from conftest import free_port, wait_until
-from foundation_support import HOSTILE_VALUES, TAGS, DictStore, OtlpReceiver, start_otlp_receiver
 from store_metrics import catalogue, wire
-from store_metrics.aggregator import AggregatingEmitter
+from store_metrics.emitter import AggregatingEmitter
+from support.otlp import OtlpReceiver, start_otlp_receiver
+from support.ports import free_port
+from support.stores import DictStore
+from support.tags import HOSTILE_VALUES, TAGS
+from support.waiting import wait_until
 
 WRITE = catalogue.get("task_state_store.write")
 READ_FOUND = catalogue.get("task_state_store.read_found")
@@ -386,7 +389,7 @@ def test_a_process_that_exits_right_after_counting_still_exports() -> None:
     import subprocess
     import sys
 
-    from foundation_support import start_otlp_receiver
+    from support.otlp import start_otlp_receiver
 
     receiver = start_otlp_receiver()
     try:

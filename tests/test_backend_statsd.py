@@ -7,10 +7,12 @@ from typing import Any
 import pytest
 
 import store_metrics
-from conftest import UdpReceiver, wait_until
-from foundation_support import HOSTILE_VALUES, TAGS, WIRE_TAGS, parse_influx
 from store_metrics import catalogue, wire
-from store_metrics.aggregator import AggregatingEmitter
+from store_metrics.emitter import AggregatingEmitter
+from support.lines import parse_influx
+from support.tags import HOSTILE_VALUES, TAGS, WIRE_TAGS
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 WRITE = catalogue.get("task_state_store.write")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from store_metrics import catalogue
-from store_metrics.catalogue import Operation, Outcome, Scope
+from store_metrics.catalogue import Operation, Outcome, Store
 
 STATE_STORE_NAMES = [
     "task_state_store.read_found",
@@ -59,9 +59,9 @@ def test_names_under_the_default_and_a_custom_prefix() -> None:
     )
 
 
-@pytest.mark.parametrize("scope", list(Scope))
+@pytest.mark.parametrize("scope", list(Store))
 @pytest.mark.parametrize("outcome", list(Outcome))
-def test_metric_for_every_scope_and_outcome(scope: Scope, outcome: Outcome) -> None:
+def test_metric_for_every_scope_and_outcome(scope: Store, outcome: Outcome) -> None:
     metric = catalogue.metric_for(scope, outcome)
     assert metric.name == f"{scope.value}.{outcome.value}"
     assert metric.description

@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from conftest import UdpReceiver, free_port
 from store_metrics import catalogue
+from support.ports import free_port
+from support.udp import UdpReceiver
 
 
 def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -27,9 +27,12 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 import store_metrics
-from conftest import UdpReceiver, free_port, wait_until
-from foundation_support import HOSTILE_VALUES, DictStore
 from store_metrics import catalogue, wire
+from support.ports import free_port
+from support.stores import DictStore
+from support.tags import HOSTILE_VALUES
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 MAPPING = ROOT / "collector" / "statsd-mapping.yml"

@@ -17,11 +17,14 @@ from typing import Any
 import pytest
 
 import store_metrics
-from conftest import UdpReceiver, wait_until
-from foundation_support import TAGS, WIRE_TAGS, DictStore, parse_influx
 from store_metrics import catalogue, logs
-from store_metrics.aggregator import OVERFLOW_TAG_VALUE, AggregatingEmitter
-from store_metrics.emitter import NullEmitter
+from store_metrics.contracts import NullEmitter
+from store_metrics.emitter import OVERFLOW_TAG_VALUE, AggregatingEmitter
+from support.lines import parse_influx
+from support.stores import DictStore
+from support.tags import TAGS, WIRE_TAGS
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 WRITE = catalogue.get("task_state_store.write")
 READ_FOUND = catalogue.get("task_state_store.read_found")

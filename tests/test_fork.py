@@ -18,16 +18,13 @@ from typing import Any
 import pytest
 
 import store_metrics
-from conftest import UdpReceiver, wait_until
-from foundation_support import (
-    TAGS,
-    DictStore,
-    OtlpReceiver,
-    parse_dogstatsd,
-    parse_influx,
-    start_otlp_receiver,
-)
-from store_metrics.aggregator import AggregatingEmitter
+from store_metrics.emitter import AggregatingEmitter
+from support.lines import parse_dogstatsd, parse_influx
+from support.otlp import OtlpReceiver, start_otlp_receiver
+from support.stores import DictStore
+from support.tags import TAGS
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 

@@ -46,7 +46,7 @@ _PROBE = textwrap.dedent(
 
     before = state()
     import store_metrics
-    import store_metrics.accessors, store_metrics.aggregator, store_metrics.backends
+    import store_metrics.accessors, store_metrics.emitter, store_metrics.backends
     import store_metrics.catalogue, store_metrics.emitter, store_metrics.errors, store_metrics.logs
     import store_metrics.runtime, store_metrics.testing, store_metrics.validate, store_metrics.wire
     imported = state()

@@ -7,9 +7,10 @@ import multiprocessing
 import pytest
 
 import store_metrics
-from conftest import UdpReceiver, wait_until
-from metric_lines import totals
 from store_metrics import catalogue
+from support.totals import totals
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 TAGS = {"dag_id": "d", "task_id": "t", "run_type": "manual", "operator": "Op"}
 WRITE = catalogue.get("task_state_store.write")

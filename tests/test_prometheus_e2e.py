@@ -42,7 +42,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import wait_until
+from support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTOR = ROOT / "collector"

@@ -20,8 +20,10 @@ from typing import Any
 
 import pytest
 
-from airflow_home import Standalone
-from conftest import UdpReceiver, free_port, wait_until
+from support.airflow import Standalone
+from support.ports import free_port
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

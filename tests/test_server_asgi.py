@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Mount, Route
 
 from store_metrics import catalogue, config, server
-from store_metrics.aggregator import AggregatingEmitter
+from store_metrics.emitter import AggregatingEmitter
 from store_metrics.runtime import create_emitter
 from store_metrics.server import ServerMetrics, StateStoreRouteMetrics
 

@@ -18,12 +18,14 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import UdpReceiver, free_port, wait_until
-from foundation_support import airflow_statsd_env
 from store_metrics import catalogue, wire
-from store_metrics.aggregator import GaugeSeries, HistogramSeries
-from store_metrics.emitter import Buckets
+from store_metrics.deltas import Buckets
+from store_metrics.emitter import GaugeSeries, HistogramSeries
 from store_metrics.runtime import create_emitter
+from support.airflow import airflow_statsd_env
+from support.ports import free_port
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 DURATION = catalogue.SERVER_DURATION
 STALL_MAX = catalogue.LOOP_STALL_MAX

@@ -135,7 +135,7 @@ _ROUTE_TABLE = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def airflow_routes(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]:
-    from airflow_home import clean_environ
+    from support.airflow import clean_environ
 
     env = {**clean_environ(), "AIRFLOW_HOME": str(tmp_path_factory.mktemp("routes-home"))}
     done = subprocess.run(

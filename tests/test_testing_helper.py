@@ -7,11 +7,12 @@ import threading
 import pytest
 
 import store_metrics
-from conftest import UdpReceiver, wait_until
-from foundation_support import DictStore
 from store_metrics import catalogue
-from store_metrics.emitter import NullEmitter
+from store_metrics.contracts import NullEmitter
 from store_metrics.testing import MetricsRecorder, capture_metrics
+from support.stores import DictStore
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 
 def run_task(dag_id: str, task_id: str, store: DictStore) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from foundation_support import HOSTILE_VALUES, parse_dogstatsd, parse_influx
 from store_metrics import wire
+from support.lines import parse_dogstatsd, parse_influx
+from support.tags import HOSTILE_VALUES
 
 BASE = (("dag_id", "d"), ("task_id", "t"), ("run_type", "manual"), ("operator", "X"))
 

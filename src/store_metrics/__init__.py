@@ -13,7 +13,7 @@ __version__ = "0.1.0"
 
 from .accessors import instrument_asset_store, instrument_task_store, unwrap
 from .catalogue import METRICS, Metric
-from .emitter import Counter, Emitter
+from .contracts import Counter, Emitter
 from .errors import ConfigError, MissingExtraError
 from .runtime import configure, get_emitter, set_emitter, shutdown
 

@@ -26,8 +26,8 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .catalogue import OPERATION, Operation, Outcome, Scope, metric_for
-from .emitter import Emitter
+from .catalogue import OPERATION, Operation, Outcome, Store, metric_for
+from .contracts import Emitter
 
 
 class _Absent:
@@ -62,7 +62,7 @@ class InstrumentedStore:
         "_write",
     )
 
-    def __init__(self, inner: Any, scope: Scope, emitter: Emitter, tags: Mapping[str, str]) -> None:
+    def __init__(self, inner: Any, scope: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
         def bump(outcome: Outcome) -> Any:
             return emitter.counter(metric_for(scope, outcome), tags).add
 
@@ -250,7 +250,7 @@ class InstrumentedAssetMapping(_MappingMixin, InstrumentedStore):
 
     __slots__ = ("_children",)
 
-    def __init__(self, inner: Any, scope: Scope, emitter: Emitter, tags: Mapping[str, str]) -> None:
+    def __init__(self, inner: Any, scope: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
         super().__init__(inner, scope, emitter, tags)
         self._init_mapping()
 
@@ -260,7 +260,7 @@ class InstrumentedAsyncAssetMapping(_MappingMixin, InstrumentedAsyncStore):
 
     __slots__ = ("_children",)
 
-    def __init__(self, inner: Any, scope: Scope, emitter: Emitter, tags: Mapping[str, str]) -> None:
+    def __init__(self, inner: Any, scope: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
         super().__init__(inner, scope, emitter, tags)
         self._init_mapping()
 
@@ -297,7 +297,7 @@ def unwrap(obj: Any) -> Any:
     return obj
 
 
-def _wrap(inner: Any, scope: Scope, emitter: Emitter, tags: Mapping[str, str]) -> Any:
+def _wrap(inner: Any, scope: Store, emitter: Emitter, tags: Mapping[str, str]) -> Any:
     async_methods = frozenset(name for name in ASYNC_METHODS if hasattr(inner, name))
     cls = _class_for(hasattr(type(inner), "__getitem__"), async_methods)
     return cls(inner, scope, emitter, tags)
@@ -307,11 +307,11 @@ def instrument_task_store(inner: Any, emitter: Emitter, tags: Mapping[str, str])
     """Wrap ``context["task_state_store"]``. Already-wrapped accessors are returned as they are."""
     if is_instrumented(inner):
         return inner
-    return _wrap(inner, Scope.TASK, emitter, tags)
+    return _wrap(inner, Store.TASK, emitter, tags)
 
 
 def instrument_asset_store(inner: Any, emitter: Emitter, tags: Mapping[str, str]) -> Any:
     """Wrap ``context["asset_state_store"]`` (the mapping or one asset's accessor)."""
     if is_instrumented(inner):
         return inner
-    return _wrap(inner, Scope.ASSET, emitter, tags)
+    return _wrap(inner, Store.ASSET, emitter, tags)

@@ -65,7 +65,7 @@ class Kind(str, enum.Enum):
     GAUGE = "gauge"
 
 
-class Scope(str, enum.Enum):
+class Store(str, enum.Enum):
     """Which accessor a call went through."""
 
     TASK = "task_state_store"
@@ -113,7 +113,7 @@ class Metric:
 
     def full_name(self, prefix: str = DEFAULT_PREFIX) -> str:
         """The dotted name as emitted: ``airflow.task_state_store.write``."""
-        return f"{prefix}.{self.name}" if prefix else self.name
+        return full_name(prefix, self.name)
 
     def prometheus_name(self, prefix: str = DEFAULT_PREFIX) -> str:
         """The series name Prometheus shows for this metric.
@@ -130,6 +130,11 @@ class Metric:
         return f"{base}_{suffix}" if suffix and not base.endswith(f"_{suffix}") else base
 
 
+def full_name(prefix: str, name: str) -> str:
+    """``prefix.name``, or ``name`` alone when the prefix is empty."""
+    return f"{prefix}.{name}" if prefix else name
+
+
 #: How the OpenTelemetry Prometheus exporters spell a unit as a name suffix.
 UNIT_SUFFIXES: dict[str, str] = {"ms": "milliseconds", "By": "bytes"}
 
@@ -141,12 +146,12 @@ _DESCRIPTIONS: dict[Outcome, str] = {
     Outcome.CLEAR: "{what} clear/aclear calls that completed.",
     Outcome.ERROR: "{what} calls that raised; the operation tag says which method.",
 }
-_SCOPE_WHAT = {Scope.TASK: "Task state store", Scope.ASSET: "Asset state store"}
+_SCOPE_WHAT = {Store.TASK: "Task state store", Store.ASSET: "Asset state store"}
 
 
 def _build() -> tuple[Metric, ...]:
     metrics = []
-    for scope in Scope:
+    for scope in Store:
         for outcome in Outcome:
             tags = (*BASE_TAGS, OPERATION) if outcome is Outcome.ERROR else BASE_TAGS
             metrics.append(
@@ -272,7 +277,7 @@ def get(name: str) -> Metric:
     return _BY_NAME[name]
 
 
-def metric_for(scope: Scope, outcome: Outcome) -> Metric:
+def metric_for(scope: Store, outcome: Outcome) -> Metric:
     """Return the counter for ``outcome`` of a call through ``scope``."""
     return _BY_NAME[f"{scope.value}.{outcome.value}"]
 

@@ -15,9 +15,10 @@ from typing import Any, TextIO
 from .backends import create_backend
 from .catalogue import CHECK
 from .config import Settings, load_settings
-from .emitter import SeriesDelta, TotalsSource
+from .contracts import TotalsSource
+from .deltas import CounterDelta, TagTuple
 from .errors import ConfigError, MissingExtraError
-from .wire import TagTuple
+from .options import split_arguments
 
 EXIT_OK = 0
 EXIT_CONFIG = 1
@@ -48,9 +49,8 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
         say("store-metrics is disabled: tasks run uninstrumented. Nothing sent.")
         return EXIT_OK
     try:
-        backend = create_backend(
-            settings.backend, export_interval=settings.flush_interval, **settings.backend_options()
-        )
+        _, backend_args = split_arguments(settings.backend, settings.configure_kwargs())
+        backend = create_backend(settings.backend, **backend_args)
     except ConfigError as exc:
         say(f"error: {exc}")
         return EXIT_CONFIG
@@ -62,7 +62,7 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
     try:
         backend.open(source)
         if not backend.pull:
-            backend.export([SeriesDelta(CHECK, (), 1)])
+            backend.export([CounterDelta(CHECK, (), 1)])
         backend.force_flush(settings.flush_timeout or 2.0)
     except Exception as exc:
         say(f"error: the backend failed: {type(exc).__name__}: {exc}")

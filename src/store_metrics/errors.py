@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .deltas import Delta
 
 
 class ConfigError(ValueError):
@@ -31,3 +35,17 @@ class MissingExtraError(ImportError):
             f"store-metrics backend {backend!r} needs the {missing!r} package, which is not installed: "
             f"pip install 'airflow-store-metrics[{extra}]'"
         )
+
+
+class PartialExport(Exception):
+    """Raised by a backend's ``export()`` when some deltas were sent and others were not.
+
+    ``unsent`` holds exactly the deltas (or parts of them, such as single histogram buckets)
+    that did not leave the process; the emitter keeps them for the next flush and drops the
+    rest, so nothing is sent twice. ``__cause__`` says why.
+    """
+
+    def __init__(self, unsent: Sequence[Delta], reason: str) -> None:
+        self.unsent = list(unsent)
+        self.reason = reason
+        super().__init__(reason)

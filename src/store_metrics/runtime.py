@@ -9,63 +9,49 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from . import validate
-from .aggregator import (
-    DEFAULT_EXIT_TIMEOUT,
-    DEFAULT_FLUSH_INTERVAL,
-    DEFAULT_FLUSH_TIMEOUT,
-    DEFAULT_MAX_SERIES,
-    AggregatingEmitter,
-)
 from .backends import create_backend
-from .emitter import Emitter, NullEmitter
+from .contracts import Emitter, NullEmitter
+from .emitter import AggregatingEmitter
+from .options import EMITTER_OPTIONS, default, split_arguments
 
 _lock = threading.Lock()
 _active: Emitter = NullEmitter()
 
 
-def configure(backend: str = "airflow", **options: Any) -> AggregatingEmitter:
+def configure(backend: str = default("backend"), **arguments: Any) -> AggregatingEmitter:
     """Build the emitter for ``backend`` and make it the active one.
 
-    Takes the arguments of :func:`create_emitter`: the emitter's ``flush_interval``,
-    ``flush_timeout``, ``exit_timeout`` and ``max_series``, and the backend's options (``host``,
-    ``port``, ``prefix``, ``exporter``, ``meter_provider``, ...; options a backend does not use
-    are ignored, so one set of settings serves every backend). Raises
+    Takes the arguments of :func:`create_emitter`. Raises
     :class:`~store_metrics.errors.ConfigError` or :class:`~store_metrics.errors.MissingExtraError`
     here, never later. A previously configured emitter is flushed and closed.
     """
-    emitter = create_emitter(backend, **options)
+    emitter = create_emitter(backend, **arguments)
     previous = set_emitter(emitter)
     if isinstance(previous, AggregatingEmitter):
         previous.close(emitter.flush_timeout)
     return emitter
 
 
-def create_emitter(
-    backend: str = "airflow",
-    *,
-    flush_interval: float = DEFAULT_FLUSH_INTERVAL,
-    flush_timeout: float = DEFAULT_FLUSH_TIMEOUT,
-    exit_timeout: float = DEFAULT_EXIT_TIMEOUT,
-    max_series: int = DEFAULT_MAX_SERIES,
-    **backend_options: Any,
-) -> AggregatingEmitter:
+def create_emitter(backend: str = default("backend"), **arguments: Any) -> AggregatingEmitter:
     """Build an emitter for ``backend`` without making it the active one (the API server's own).
 
-    ``backend_options`` go to the backend; see :func:`configure`. Raises the same errors.
+    ``arguments`` are the emitter's (``flush_interval``, ``flush_timeout``, ``exit_timeout``,
+    ``max_series``) and the backends' (``host``, ``port``, ``prefix``, ``exporter``,
+    ``meter_provider``, ...): every name in :data:`store_metrics.options.OPTIONS`. One that is not
+    there (``prot=9125``) is a :class:`~store_metrics.errors.ConfigError` naming it; ones the
+    chosen backend does not take are ignored, so one set of settings serves every backend.
     """
-    flush_interval = validate.positive_seconds("flush_interval", flush_interval)
-    flush_timeout = validate.positive_seconds("flush_timeout", flush_timeout, allow_zero=True)
-    exit_timeout = validate.positive_seconds("exit_timeout", exit_timeout, allow_zero=True)
-    max_series = validate.positive_int("max_series", max_series)
-    built = create_backend(backend, export_interval=flush_interval, max_series=max_series, **backend_options)
-    return AggregatingEmitter(
-        built,
-        flush_interval=flush_interval,
-        flush_timeout=flush_timeout,
-        exit_timeout=exit_timeout,
-        max_series=max_series,
-    )
+    emitter_args, backend_args = split_arguments(backend, arguments)
+    checked = {
+        option.name: option.check(option.name, emitter_args.get(option.name, option.default))
+        for option in EMITTER_OPTIONS
+    }
+    for option in EMITTER_OPTIONS:
+        # Emitter options a backend takes too (OTel's export interval and cardinality limit)
+        # follow the emitter's value, given or default.
+        if backend in option.backends:
+            backend_args[option.backends[backend]] = checked[option.name]
+    return AggregatingEmitter(create_backend(backend, **backend_args), **checked)
 
 
 def get_emitter() -> Emitter:

@@ -26,11 +26,12 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from .aggregator import GaugeSeries, HistogramSeries, Series
 from .catalogue import Metric
-from .emitter import Counter
+from .contracts import Counter
+from .deltas import TagTuple
+from .emitter.series import CounterSeries, GaugeSeries, HistogramSeries, LiveTarget
 from .runtime import set_emitter
-from .wire import TagTuple, normalize_tags, sanitize_tag_value
+from .wire import normalize_tags, sanitize_tag_value
 
 
 class MetricsRecorder:
@@ -38,7 +39,7 @@ class MetricsRecorder:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._series: dict[tuple[str, TagTuple], Series] = {}
+        self._series: dict[tuple[str, TagTuple], CounterSeries] = {}
         self._observers: dict[tuple[str, TagTuple], HistogramSeries | GaugeSeries] = {}
         self.flushes = 0
 
@@ -47,7 +48,7 @@ class MetricsRecorder:
         with self._lock:
             series = self._series.get(key)
             if series is None:
-                series = self._series[key] = Series(metric, key[1])
+                series = self._series[key] = CounterSeries(metric, key[1])
         return series
 
     def histogram(self, metric: Metric, tags: Mapping[str, str]) -> HistogramSeries:
@@ -67,7 +68,8 @@ class MetricsRecorder:
         with self._lock:
             series = self._observers.get(key)
             if series is None:
-                series = self._observers[key] = cls(metric, key[1])
+                made = HistogramSeries(metric, key[1], LiveTarget()) if cls is HistogramSeries else None
+                series = self._observers[key] = made or GaugeSeries(metric, key[1])
         return series
 
     def observations(self, name: str, **tags: str) -> list[tuple[TagTuple, HistogramSeries | GaugeSeries]]:

@@ -17,15 +17,14 @@ No sanitised value can end a line, start a new metric, or be read as a tag separ
 
 from __future__ import annotations
 
+import enum
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 from . import catalogue
-
-if TYPE_CHECKING:  # emitter imports this module
-    from .emitter import Buckets
+from .deltas import Buckets, CounterDelta, Delta, GaugeValue, TagTuple
 
 MAX_TAG_VALUE_LENGTH = 200
 EMPTY_TAG_VALUE = "unknown"
@@ -35,8 +34,7 @@ _SAFE = re.compile(r"[A-Za-z0-9_.\-]+")
 _TAG_KEY = re.compile(r"[a-z][a-z0-9_]*")
 _PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)*")
 
-#: A tag set as the emitter holds it: sanitised, in wire order, hashable.
-TagTuple = tuple[tuple[str, str], ...]
+__all__ = ["TagTuple"]  # re-exported: the sanitised tag set this module produces
 
 
 def sanitize_tag_value(value: object) -> str:
@@ -68,18 +66,13 @@ def is_valid_prefix(prefix: str) -> bool:
     return prefix == "" or _PREFIX.fullmatch(prefix) is not None
 
 
-def full_name(prefix: str, name: str) -> str:
-    """``prefix.name``, or ``name`` alone when the prefix is empty."""
-    return f"{prefix}.{name}" if prefix else name
-
-
 def _safe_pairs(tags: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(k, sanitize_tag_value(v)) for k, v in tags]
 
 
 def influx_stat(prefix: str, name: str, tags: Iterable[tuple[str, str]]) -> str:
     """The StatsD stat name with InfluxDB-style tags: ``airflow.x.write,dag_id=d,task_id=t``."""
-    return full_name(prefix, name) + "".join(f",{k}={v}" for k, v in _safe_pairs(tags))
+    return catalogue.full_name(prefix, name) + "".join(f",{k}={v}" for k, v in _safe_pairs(tags))
 
 
 def influx_counter_line(prefix: str, name: str, tags: Iterable[tuple[str, str]], value: int) -> str:
@@ -92,11 +85,15 @@ def dogstatsd_tag_list(tags: Iterable[tuple[str, str]]) -> list[str]:
     return [f"{k}:{v}" for k, v in _safe_pairs(tags)]
 
 
+def dogstatsd_tag_suffix(tags: Iterable[tuple[str, str]]) -> str:
+    """The ``|#k:v,k:v`` end of a DogStatsD line, or ``""`` for no tags."""
+    tag_list = dogstatsd_tag_list(tags)
+    return "|#" + ",".join(tag_list) if tag_list else ""
+
+
 def dogstatsd_counter_line(prefix: str, name: str, tags: Iterable[tuple[str, str]], value: int) -> str:
     """One DogStatsD counter line: ``airflow.x.write:1|c|#dag_id:d,task_id:t``."""
-    tag_list = dogstatsd_tag_list(tags)
-    suffix = "|#" + ",".join(tag_list) if tag_list else ""
-    return f"{full_name(prefix, name)}:{int(value)}|c{suffix}"
+    return f"{catalogue.full_name(prefix, name)}:{int(value)}|c{dogstatsd_tag_suffix(tags)}"
 
 
 # -- histograms and gauges (the API server side) ----------------------------------------------------
@@ -154,9 +151,8 @@ def dogstatsd_histogram_lines(
     prefix: str, name: str, tags: Iterable[tuple[str, str]], buckets: Buckets
 ) -> list[str]:
     """DogStatsD distribution lines for one histogram series: ``name:12.5|d|@0.5|#k:v``."""
-    tag_list = dogstatsd_tag_list(tags)
-    suffix = "|#" + ",".join(tag_list) if tag_list else ""
-    stat = full_name(prefix, name)
+    suffix = dogstatsd_tag_suffix(tags)
+    stat = catalogue.full_name(prefix, name)
     return [f"{stat}:{_observation(v, 'd', n)}{suffix}" for v, n in sampled_observations(buckets)]
 
 
@@ -173,9 +169,8 @@ def influx_histogram_lines(
 
 def dogstatsd_gauge_line(prefix: str, name: str, tags: Iterable[tuple[str, str]], value: float) -> str:
     """One DogStatsD gauge line: ``airflow.x:212.5|g|#worker:w``."""
-    tag_list = dogstatsd_tag_list(tags)
-    suffix = "|#" + ",".join(tag_list) if tag_list else ""
-    return f"{full_name(prefix, name)}:{format_value(value)}|g{suffix}"
+    suffix = dogstatsd_tag_suffix(tags)
+    return f"{catalogue.full_name(prefix, name)}:{format_value(value)}|g{suffix}"
 
 
 def influx_gauge_line(prefix: str, name: str, tags: Iterable[tuple[str, str]], value: float) -> str:
@@ -183,16 +178,72 @@ def influx_gauge_line(prefix: str, name: str, tags: Iterable[tuple[str, str]], v
     return f"{influx_stat(prefix, name, tags)}:{format_value(value)}|g"
 
 
-def pack_datagrams(lines: Iterable[str], max_size: int) -> list[bytes]:
-    """Lines joined by newlines into as few datagrams of at most ``max_size`` bytes as they fit."""
-    datagrams: list[bytes] = []
-    current = b""
+# -- deltas to lines: what the StatsD backends send -------------------------------------------------
+
+
+class Style(str, enum.Enum):
+    """Where a StatsD line carries its tags."""
+
+    #: ``name,k=v:1|c`` (the ``statsd`` backend; statsd_exporter's InfluxDB tags).
+    INFLUX = "influx"
+    #: ``name:1|c|#k:v`` (the ``dogstatsd`` backend).
+    DOGSTATSD = "dogstatsd"
+
+
+class Line(NamedTuple):
+    """One line of text, and the part of a delta it carries (what is kept if it is not sent)."""
+
+    text: str
+    carries: Delta
+
+
+def delta_lines(delta: Delta, prefix: str, style: Style) -> list[Line]:
+    """The lines that carry ``delta``: one per counter or gauge, one per non-empty histogram bucket.
+
+    Each line's ``carries`` is exactly what the line delivers, so a sender that fails part-way
+    can keep the undelivered part and nothing else (a histogram's lines carry one bucket each).
+    """
+    name, tags = delta.metric.name, delta.tags
+    influx = style is Style.INFLUX
+    if isinstance(delta, CounterDelta):
+        line = (influx_counter_line if influx else dogstatsd_counter_line)(prefix, name, tags, delta.value)
+        return [Line(line, delta)]
+    if isinstance(delta, GaugeValue):
+        line = (influx_gauge_line if influx else dogstatsd_gauge_line)(prefix, name, tags, delta.value)
+        return [Line(line, delta)]
+    buckets = delta.buckets
+    lines = (influx_histogram_lines if influx else dogstatsd_histogram_lines)(prefix, name, tags, buckets)
+    filled = [i for i, n in enumerate(buckets.counts) if n]
+    return [
+        Line(text, delta._replace(buckets=buckets.only(i))) for text, i in zip(lines, filled, strict=True)
+    ]
+
+
+class Datagram(NamedTuple):
+    """Lines packed into one UDP payload, with what they carry."""
+
+    payload: bytes
+    carries: tuple[Delta, ...]
+
+
+def pack_lines(lines: Iterable[Line], max_size: int, end: bytes = b"") -> list[Datagram]:
+    """Lines joined by newlines into as few datagrams of at most ``max_size`` bytes as they fit.
+
+    Each datagram ends with ``end`` (DogStatsD clients end theirs with a newline; StatsD's with
+    nothing). A line longer than ``max_size`` goes alone in a datagram of its own (receivers take
+    it whole on loopback; a network may drop it, as it would any oversized datagram).
+    """
+    datagrams: list[Datagram] = []
+    payload = b""
+    carries: list[Delta] = []
+    room = max_size - len(end)
     for line in lines:
-        data = line.encode("utf-8")
-        if current and len(current) + 1 + len(data) > max_size:
-            datagrams.append(current)
-            current = b""
-        current = current + b"\n" + data if current else data
-    if current:
-        datagrams.append(current)
+        data = line.text.encode("utf-8")
+        if payload and len(payload) + 1 + len(data) > room:
+            datagrams.append(Datagram(payload + end, tuple(carries)))
+            payload, carries = b"", []
+        payload = payload + b"\n" + data if payload else data
+        carries.append(line.carries)
+    if payload:
+        datagrams.append(Datagram(payload + end, tuple(carries)))
     return datagrams

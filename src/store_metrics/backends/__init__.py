@@ -9,19 +9,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import Any, Final
+from typing import Any
 
-from ..emitter import Backend
+from ..contracts import Backend
 from ..errors import ConfigError, MissingExtraError
+from ..options import BACKENDS, backend_options
 
-#: backend name -> (module, extra that brings its library)
-BACKENDS: Final[dict[str, tuple[str, str]]] = {
-    "airflow": ("store_metrics.backends.airflow_stats", "airflow"),
-    "otel": ("store_metrics.backends.otel", "otel"),
-    "dogstatsd": ("store_metrics.backends.dogstatsd", "dogstatsd"),
-    "statsd": ("store_metrics.backends.statsd", "statsd"),
-    "none": ("store_metrics.backends.none", ""),
-}
+__all__ = ["BACKENDS", "create_backend"]
 
 
 def _missing_package(exc: ImportError) -> str:
@@ -41,15 +35,27 @@ def _missing_package(exc: ImportError) -> str:
 def create_backend(name: str, **options: Any) -> Backend:
     """Import the adapter for ``name`` and build it with ``options``.
 
+    ``options`` are the backend's own keywords (:func:`store_metrics.options.split_arguments`
+    picks them); one the option table does not give this backend is a :class:`ConfigError`.
     Building does no I/O; sockets and providers are made later by ``open()`` on the
     emitter's worker thread.
     """
     if name not in BACKENDS:
         raise ConfigError("backend", name, BACKENDS)
+    accepted = backend_options(name)
+    checked: dict[str, Any] = {}
+    for keyword, value in options.items():
+        option = accepted.get(keyword)
+        if option is None:
+            raise ConfigError(
+                keyword, value, f"(not an option of backend {name!r}) {', '.join(sorted(accepted))}"
+            )
+        # Checked under the option's own name, so the error reads like the airflow.cfg one.
+        checked[keyword] = option.check(option.name, value)
     module_name, extra = BACKENDS[name]
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise MissingExtraError(name, extra, _missing_package(exc)) from exc
-    backend: Backend = module.create(**options)
+    backend: Backend = module.create(**checked)
     return backend

@@ -5,13 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..emitter import Delta, TotalsSource
+from ..contracts import TotalsSource
+from ..deltas import Delta
 
 
 class NoneBackend:
     """Sends nothing; useful to switch emission off while keeping the plugin installed."""
 
     pull = True
+    opens_without_io = False
+    live_histograms = False
 
     def describe(self) -> str:
         return "none (metrics are not sent anywhere)"

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Final
 
 from .. import catalogue, logs
-from ..aggregator import AggregatingEmitter
 from ..catalogue import (
     LONG_STALLS,
     LOOP_STALL,
@@ -26,6 +25,7 @@ from ..catalogue import (
     SERVER_REQUESTS,
     SERVER_RESPONSE_SIZE,
 )
+from ..emitter import AggregatingEmitter
 from .loop_monitor import LoopMonitor
 from .routes import (
     NONE_ROUTE,

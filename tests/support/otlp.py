@@ -1,73 +1,20 @@
-"""Helpers for the foundation tests: strict line parsers, real OTLP/HTTP receivers, tag sets.
+"""OTLP/HTTP endpoints on 127.0.0.1: one that decodes what the exporter sends, one that hangs.
 
-Nothing here fakes a backend. ``OtlpReceiver`` is a real HTTP server on 127.0.0.1 that decodes
-what the OpenTelemetry SDK's OTLP exporter POSTs; ``SilentTcpServer`` accepts connections and
-never answers, which is what an OTLP endpoint that hangs looks like to the exporter.
+``OtlpReceiver`` is a real HTTP server that decodes what the OpenTelemetry SDK's OTLP exporter
+POSTs; ``SilentTcpServer`` accepts connections and never sends a byte back, which is what an
+OTLP endpoint that hangs looks like to the exporter.
 """
 
 from __future__ import annotations
 
 import gzip
-import os
-import re
 import socket
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-
-from store_metrics import catalogue
-
-#: The tag set of a task in the stories below.
-TAGS = catalogue.task_tags(dag_id="d", task_id="t", run_type="manual", operator="X")
-WIRE_TAGS = "dag_id=d,task_id=t,run_type=manual,operator=X"
-DOG_TAGS = "dag_id:d,task_id:t,run_type:manual,operator:X"
-
-#: Tag values that would break a line or inject a metric if written raw.
-HOSTILE_VALUES = [
-    "x\nairflow.evil:1|c",
-    "a,b=c",
-    "a|b#c:d",
-    "with space",
-    "tab\there",
-    "cr\rlf\n",
-    "caf\u00e9 \u65e5\u672c",
-    "",
-    "y" * 1000,
-    "dag_id:d,task_id:t",
-    "|#evil:1",
-    "=,",
-]
-
-# Strict parsers: a line that does not match fails the test.
-_INFLUX_LINE = re.compile(
-    r"^(?P<name>[A-Za-z0-9_.]+)(?P<tags>(?:,[a-z_]+=[A-Za-z0-9_.\-]+)*):(?P<value>\d+)\|c$"
-)
-_DOG_TAG = r"[a-z_]+:[A-Za-z0-9_.\-]+"
-_DOG_LINE = re.compile(
-    rf"^(?P<name>[A-Za-z0-9_.]+):(?P<value>\d+)\|c(?:\|#(?P<tags>{_DOG_TAG}(?:,{_DOG_TAG})*))?$"
-)
-
-
-def parse_influx(line: str) -> tuple[str, dict[str, str], int]:
-    match = _INFLUX_LINE.match(line)
-    assert match, f"not one well-formed InfluxDB-StatsD counter line: {line!r}"
-    tags = dict(pair.split("=", 1) for pair in match["tags"].split(",")[1:])
-    return match["name"], tags, int(match["value"])
-
-
-def parse_dogstatsd(line: str) -> tuple[str, dict[str, str], int]:
-    match = _DOG_LINE.match(line)
-    assert match, f"not one well-formed DogStatsD counter line: {line!r}"
-    tags = dict(pair.split(":", 1) for pair in match["tags"].split(",")) if match["tags"] else {}
-    return match["name"], tags, int(match["value"])
-
-
-# -- OTLP over HTTP ----------------------------------------------------------------------------
 
 
 @dataclass
@@ -185,45 +132,3 @@ class SilentTcpServer:
         for conn in self.accepted:
             conn.close()
         self.sock.close()
-
-
-def lines_until_marker(lines: list[str], marker: str) -> Iterator[str]:
-    """The lines received before ``marker`` (which must have arrived)."""
-    assert marker in lines, f"marker {marker!r} not received: {lines!r}"
-    yield from lines[: lines.index(marker)]
-
-
-class DictStore:
-    """An in-memory stand-in for the supervisor round trip of Airflow's task store accessor.
-
-    A fake only for the round trip (which needs a running Airflow): the wrappers around it are
-    the real ones, and test_accessors.py checks this shape against Airflow 3.3.2's accessor.
-    """
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.data.get(key, default)
-
-    def set(self, key: str, value: Any, *, retention: Any = None) -> None:
-        self.data[key] = value
-
-    def delete(self, key: str) -> None:
-        self.data.pop(key, None)
-
-    def clear(self) -> None:
-        self.data.clear()
-
-
-def airflow_statsd_env(airflow_home: Path, port: int) -> dict[str, str]:
-    """This environment plus Airflow's own [metrics] StatsD (InfluxDB tags) to 127.0.0.1:``port``."""
-    return {
-        **os.environ,
-        "AIRFLOW_HOME": str(airflow_home),
-        "AIRFLOW__METRICS__STATSD_ON": "True",
-        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
-        "AIRFLOW__METRICS__STATSD_PORT": str(port),
-        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
-        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
-    }

@@ -1,4 +1,7 @@
-"""Parse the StatsD lines tests receive, strictly: a line that does not parse fails the test."""
+"""The StatsD counter lines a test received, summed per series (name, tags).
+
+Each line is parsed strictly: a line that does not parse fails the test.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ _INFLUX = re.compile(r"^(?P<stat>[A-Za-z0-9_.\-=,]+):(?P<value>\d+)\|c$")
 Key = tuple[str, tuple[tuple[str, str], ...]]
 
 
-def parse_dogstatsd(line: str) -> tuple[Key, int]:
+def _parse_dogstatsd(line: str) -> tuple[Key, int]:
     match = _DOG.match(line)
     if not match:
         raise AssertionError(f"not a well-formed DogStatsD counter line: {line!r}")
@@ -22,7 +25,7 @@ def parse_dogstatsd(line: str) -> tuple[Key, int]:
     return (match["name"], tags), int(match["value"])  # type: ignore[return-value]
 
 
-def parse_influx(line: str) -> tuple[Key, int]:
+def _parse_influx(line: str) -> tuple[Key, int]:
     match = _INFLUX.match(line)
     if not match:
         raise AssertionError(f"not a well-formed InfluxDB-StatsD counter line: {line!r}")
@@ -41,7 +44,7 @@ def totals(lines: list[str], style: str, prefix: str = "airflow.") -> Counter[Ke
     same socket under ``airflow standalone``) are not task counters and are left out; they are
     checked by tests/test_server_airflow.py.
     """
-    parse = parse_dogstatsd if style == "dogstatsd" else parse_influx
+    parse = _parse_dogstatsd if style == "dogstatsd" else _parse_influx
     result: Counter[Key] = Counter()
     for line in lines:
         if not line.startswith(prefix) or line.startswith(f"{prefix}api_server."):

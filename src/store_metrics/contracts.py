@@ -1,4 +1,4 @@
-"""The typed contracts between the accessors, the emitter and the backends.
+"""The typed contracts between the accessors, the emitter and the backends (Protocols only).
 
 * :class:`Counter` and :class:`Emitter` are all the accessor wrappers know: they ask the emitter
   once for a counter per (metric, tag set) and then only call ``add()``.
@@ -6,18 +6,18 @@
   (:mod:`store_metrics.server`): ``record()`` counts an observation into the metric's fixed
   buckets, ``observe()`` keeps the largest value of the export interval. Both are in-memory only.
 * :class:`Backend` is what an adapter (OpenTelemetry, DogStatsD, StatsD, Airflow, none)
-  implements; :class:`~store_metrics.aggregator.AggregatingEmitter` drives it off the hot path.
-  Counters reach it as :class:`SeriesDelta` (or, for pull backends, through
-  :class:`TotalsSource`), histograms as :class:`HistogramDelta` and gauges as :class:`GaugeValue`.
+  implements; :class:`~store_metrics.emitter.AggregatingEmitter` drives it off the hot path.
+  Counters reach it as :class:`~store_metrics.deltas.CounterDelta` (or, for pull backends,
+  through :class:`TotalsSource`), histograms as ``HistogramDelta`` and gauges as ``GaugeValue``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from .catalogue import Metric
-from .wire import TagTuple
+from .deltas import Delta, TagTuple
 
 
 class Counter(Protocol):
@@ -62,56 +62,6 @@ class Emitter(Protocol):
         ...
 
 
-class SeriesDelta(NamedTuple):
-    """What one counter series counted since the last push."""
-
-    metric: Metric
-    tags: TagTuple
-    value: int
-
-
-class Buckets(NamedTuple):
-    """Observations per bucket: ``counts[i]``/``sums[i]`` for values in ``(bounds[i-1], bounds[i]]``.
-
-    The last entry of ``counts`` and ``sums`` is the overflow bucket (above the last bound).
-    Keeping each bucket's sum lets a backend hand the observations on exactly: every bucket's
-    mean lies inside that bucket, so ``counts[i]`` observations of it land in the same bucket
-    downstream and add up to the same sum.
-    """
-
-    bounds: tuple[float, ...]
-    counts: tuple[int, ...]
-    sums: tuple[float, ...]
-
-    @property
-    def observations(self) -> int:
-        return sum(self.counts)
-
-    @property
-    def total(self) -> float:
-        return sum(self.sums)
-
-
-class HistogramDelta(NamedTuple):
-    """What one histogram series observed since the last push."""
-
-    metric: Metric
-    tags: TagTuple
-    buckets: Buckets
-
-
-class GaugeValue(NamedTuple):
-    """The largest value one gauge series observed since the last push."""
-
-    metric: Metric
-    tags: TagTuple
-    value: float
-
-
-#: What :meth:`Backend.export` receives.
-Delta = SeriesDelta | HistogramDelta | GaugeValue
-
-
 class TotalsSource(Protocol):
     """Read access to cumulative totals, for backends that pull at collection time."""
 
@@ -131,8 +81,15 @@ class Backend(Protocol):
     #: collects (OpenTelemetry observable counters). ``False``: the emitter pushes counter deltas
     #: to :meth:`export`. Histograms and gauges are always pushed, once per flush.
     pull: bool
-    # Optional: a backend whose open() does no network I/O may set ``opens_without_io = True``;
-    # the emitter then opens it inside configure() instead of on its worker thread.
+    #: ``True`` when :meth:`open` does no network I/O (OpenTelemetry: instruments on a provider):
+    #: the emitter then opens it inside ``configure()``, so a collection or a scrape right after
+    #: configuring sees the counters. ``False``: opened on the worker thread.
+    opens_without_io: bool
+    #: ``True`` when the backend takes every histogram observation as it happens, through
+    #: :meth:`LiveHistograms.record_histogram` (OpenTelemetry: straight into the SDK instrument,
+    #: whose own aggregation is cheap), instead of as a :class:`~store_metrics.deltas.HistogramDelta`
+    #: per flush. Export then costs O(series), not O(observations).
+    live_histograms: bool
 
     def describe(self) -> str:
         """Human-readable target, e.g. ``statsd udp://localhost:8125 prefix=airflow``."""
@@ -143,7 +100,13 @@ class Backend(Protocol):
         ...
 
     def export(self, deltas: Sequence[Delta]) -> None:
-        """Send the deltas. Raising means nothing was sent; they will be retried."""
+        """Send the deltas, each exactly once.
+
+        Returning means every delta was sent. When only some were, raise
+        :class:`~store_metrics.errors.PartialExport` with the ones that were not: the emitter
+        keeps those for the next flush and never sends the others again. Any other exception
+        means nothing was sent, and the emitter keeps every delta.
+        """
         ...
 
     def force_flush(self, timeout: float) -> None:
@@ -156,6 +119,17 @@ class Backend(Protocol):
 
     def after_fork_in_child(self) -> None:
         """Drop what was inherited from the parent; :meth:`open` is called again in the child."""
+        ...
+
+
+class LiveHistograms(Protocol):
+    """What a backend with ``live_histograms = True`` implements besides :class:`Backend`."""
+
+    def record_histogram(self, metric: Metric, tags: TagTuple, value: float) -> None:
+        """Record one observation now, on the caller's thread: in memory only, never blocking.
+
+        May raise (the emitter logs that once and carries on); called only after :meth:`Backend.open`.
+        """
         ...
 
 

@@ -1,7 +1,9 @@
 """A real, throwaway Airflow 3.3 installation for tests: temp AIRFLOW_HOME, SQLite, DAG files.
 
 Each run happens in a fresh subprocess with its own environment, so every test picks its own
-``[store_metrics]`` configuration the way a deployment would (environment variables).
+``[store_metrics]`` configuration the way a deployment would (environment variables):
+``dag.test()`` through ``tests/airflow_runner.py`` (:meth:`AirflowHome.run`), or a whole
+``airflow standalone`` (:class:`Standalone`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from store_metrics import example_dags
+from support.waiting import wait_until
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).resolve().parent.parent
+#: A script, not a module of this package: run in a fresh process with tests/ as its directory.
 RUNNER = TESTS / "airflow_runner.py"
 
 
@@ -120,8 +124,6 @@ class Standalone:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self, dag_ids: list[str], timeout: float = 240) -> None:
-        from conftest import wait_until
-
         log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "airflow", "standalone"],
@@ -175,7 +177,6 @@ class Standalone:
 
     def wait_for_runs(self, dag_id: str, count: int, timeout: float = 240) -> list[str]:
         """Wait until ``count`` runs of ``dag_id`` have finished; return their states."""
-        from conftest import wait_until
 
         def finished() -> list[str]:
             rows = self._query("select state from dag_run where dag_id = ?", dag_id)
@@ -199,3 +200,16 @@ class Standalone:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
+
+
+def airflow_statsd_env(airflow_home: Path, port: int) -> dict[str, str]:
+    """This environment plus Airflow's own [metrics] StatsD (InfluxDB tags) to 127.0.0.1:``port``."""
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(airflow_home),
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": str(port),
+        "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
+        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
+    }

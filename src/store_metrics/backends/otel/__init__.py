@@ -1,0 +1,276 @@
+"""The ``otel`` backend: OpenTelemetry instruments on a given, global or own ``MeterProvider``.
+
+No OpenTelemetry call happens on a state store call: each catalogue counter is an
+``ObservableCounter`` whose callback reads the emitters' in-memory totals when the SDK collects
+(on its export interval, on an explicit flush, or on a Prometheus scrape).
+
+Which ``MeterProvider``: the one passed in; else the global one if an SDK provider is set (for
+example Airflow's own when ``[metrics] otel_on``); else one of our own, never installed as the
+global, with a per-process ``service.instance.id`` and one reader (:mod:`.provider`):
+
+* ``otlp``: OTLP over ``http/protobuf`` or ``grpc``, as the standard ``OTEL_EXPORTER_OTLP_*``
+  variables say (endpoint, headers, protocol, timeout). Counters use **delta** temporality by
+  default: task processes are short-lived, and a delta never has to be diffed against a
+  previous process's value.
+* ``prometheus``: a scrape endpoint (``prometheus_host:prometheus_port``, default ``:9464``).
+* ``console``: prints every export, for debugging.
+
+The exporter's packages are checked when the backend is configured (:mod:`.dependencies`), so a
+missing one is a :class:`~store_metrics.errors.MissingExtraError` then, not a failure on the
+worker thread. A failed OTLP export is said once, with its reason (:mod:`.exporter`).
+
+The instruments of one provider (and prefix) are created once per process and report the sum
+over every emitter that used that provider (:mod:`.instruments`, :mod:`.observed`): configuring
+again with the same provider keeps counting, and a closed emitter's totals stay in the sum so
+the counters never go down.
+
+Histograms (the API server side) are **live**: the emitter hands every observation to
+:meth:`OtelBackend.record_histogram` as it happens, which records it into the SDK ``Histogram``
+(created with the catalogue's bucket boundaries) on the caller's thread, in memory. The SDK
+aggregates, so an export costs O(series), however many observations there were. Observations
+made before the backend was open in this process still arrive as a ``HistogramDelta`` in
+:meth:`OtelBackend.export`, recorded as each bucket's mean so bucket counts and sums stay exact.
+Gauges are pushed once per flush and set on an SDK ``Gauge``. The API server's emitter uses
+``cumulative`` temporality and its worker identity as ``service.instance.id``; with
+``otel_exporter = prometheus`` each worker serves its own endpoint, on the first free port from
+``server_prometheus_port`` up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from opentelemetry import metrics as otel_metrics
+from opentelemetry.sdk.metrics import MeterProvider
+
+from ...catalogue import DEFAULT_PREFIX, Metric
+from ...contracts import TotalsSource
+from ...deltas import Delta, GaugeValue, HistogramDelta, TagTuple
+from ...errors import PartialExport
+from ...wire import sampled_observations
+from . import provider as _provider
+from .dependencies import require_exporter
+from .instruments import METER_NAME, Instruments, forget, instruments_for
+from .provider import OwnProvider
+from .settings import (
+    DEFAULT_FLUSH_INTERVAL,
+    DEFAULT_MAX_SERIES,
+    DEFAULT_PROMETHEUS_HOST,
+    DEFAULT_PROMETHEUS_PORT,
+    EXPORTERS,
+    OTLP_PROTOCOLS,
+    TEMPORALITIES,
+    Settings,
+)
+
+__all__ = [
+    "DEFAULT_FLUSH_INTERVAL",
+    "DEFAULT_MAX_SERIES",
+    "DEFAULT_PROMETHEUS_HOST",
+    "DEFAULT_PROMETHEUS_PORT",
+    "EXPORTERS",
+    "METER_NAME",
+    "OTLP_PROTOCOLS",
+    "TEMPORALITIES",
+    "OtelBackend",
+    "Settings",
+    "create",
+]
+
+
+class OtelBackend:
+    """The Backend (and LiveHistograms) protocol over a given, global or own ``MeterProvider``."""
+
+    pull = True
+    #: open() registers instruments and builds a provider: no network I/O, so the emitter
+    #: opens it at configure() time rather than on its worker.
+    opens_without_io = True
+    #: Histogram observations are recorded into the SDK as they happen (record_histogram).
+    live_histograms = True
+
+    def __init__(self, settings: Settings, meter_provider: Any = None) -> None:
+        self.settings = settings
+        self._given_provider = meter_provider
+        #: Built and used only when no provider is given and no SDK provider is the global one.
+        self.own = OwnProvider(settings)
+        self._owned = False
+        self._provider: Any = None
+        self._source: TotalsSource | None = None
+        self._instruments: Instruments | None = None
+        # The attributes dict of each tag set, made once: record_histogram runs on the API
+        # server's request path. Bounded like the emitter's series.
+        self._attributes: dict[TagTuple, dict[str, str]] = {}
+
+    # -- describing --------------------------------------------------------------------------
+
+    @property
+    def exporter(self) -> str:
+        return self.settings.exporter
+
+    @property
+    def prefix(self) -> str:
+        return self.settings.prefix
+
+    @property
+    def temporality(self) -> str:
+        return self.settings.temporality
+
+    @property
+    def otlp_protocol(self) -> str:
+        return self.settings.otlp_protocol
+
+    @property
+    def prometheus_port(self) -> int:
+        """The port the scrape endpoint serves on (the first free one from the configured port)."""
+        return self.own.prometheus_port
+
+    @property
+    def instance_id(self) -> str:
+        """``service.instance.id`` of our own provider ("" when the provider is not ours)."""
+        return self.own.instance_id
+
+    def otlp_endpoint(self) -> str:
+        """Where OTLP goes, from the standard variables (the SDK's defaults when unset)."""
+        return self.settings.otlp_endpoint()
+
+    def describe(self) -> str:
+        if self._given_provider is not None:
+            where = "the MeterProvider passed in"
+        elif self.exporter == "prometheus":
+            address = f"{self.settings.prometheus_host}:{self.prometheus_port}"
+            where = f"prometheus scrape endpoint http://{address}/metrics"
+        elif self.exporter == "otlp":
+            where = f"otlp {self.otlp_protocol} to {self.otlp_endpoint()} ({self.temporality})"
+        else:
+            where = "console"
+        return f"otel {where} prefix={self.prefix!r}"
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Make our own provider's resource and exporter now, on the configuring thread (no I/O)."""
+        if self._given_provider is None:
+            self.own.prepare()
+
+    def open(self, source: TotalsSource) -> None:
+        provider = self._given_provider
+        if provider is None and not self._owned:
+            current = otel_metrics.get_meter_provider()
+            if isinstance(current, MeterProvider):
+                provider = current
+        if provider is None:
+            # Our own provider (again after fork(): the child gets its own service.instance.id,
+            # and the inherited provider's instruments report nothing in the child).
+            provider = self.own.provider or self.own.build()
+            self._owned = True
+        self._provider = provider
+        instruments = instruments_for(provider, self.prefix)
+        instruments.observed.attach(source)
+        self._source = source
+        self._instruments = instruments
+
+    def record_histogram(self, metric: Metric, tags: TagTuple, value: float) -> None:
+        """Record one observation into the SDK histogram, on the caller's thread (in memory)."""
+        instruments = self._instruments
+        if instruments is None:
+            raise RuntimeError("the otel backend is not open in this process")
+        attributes = self._attributes.get(tags)
+        if attributes is None:
+            attributes = self._attributes_of(tags)
+        instruments.histogram(metric).record(value, attributes)
+
+    def _attributes_of(self, tags: TagTuple) -> dict[str, str]:
+        if len(self._attributes) >= self.settings.max_series:
+            self._attributes = {}
+        # The SDK copies the dict it is given, so sharing one per tag set is safe.
+        attributes = self._attributes[tags] = dict(tags)
+        return attributes
+
+    def export(self, deltas: Sequence[Delta]) -> None:
+        # Counters are read by their callbacks; gauges, and histogram observations made before
+        # the backend was open in this process, are pushed here.
+        instruments = self._instruments
+        if instruments is None:
+            raise RuntimeError("the otel backend is not open in this process")
+        for done, delta in enumerate(deltas):
+            try:
+                self._push(instruments, delta)
+            except Exception as exc:
+                if not done:
+                    raise
+                raise PartialExport(deltas[done:], f"{type(exc).__name__}: {exc}") from exc
+
+    @staticmethod
+    def _push(instruments: Instruments, delta: Delta) -> None:
+        if isinstance(delta, HistogramDelta):
+            # Each bucket's observations as that bucket's mean: the bucket counts and the sum are
+            # exact. One record() per observation, but only for what was observed before open.
+            histogram = instruments.histogram(delta.metric)
+            attributes = dict(delta.tags)
+            for value, n in sampled_observations(delta.buckets):
+                for _ in range(n):
+                    histogram.record(value, attributes)
+        elif isinstance(delta, GaugeValue):
+            instruments.gauge(delta.metric).set(delta.value, dict(delta.tags))
+
+    def force_flush(self, timeout: float) -> None:
+        if self._owned:
+            self.own.force_flush(timeout)
+        elif self._provider is not None:
+            _provider.flush(self._provider, timeout)
+
+    def close(self, timeout: float) -> None:
+        if self._instruments is not None and self._source is not None:
+            self._instruments.observed.detach(self._source)
+        if self._owned:
+            provider = self.own.provider
+            self.own.shutdown(timeout)
+            if provider is not None:
+                forget(provider)
+            self._provider = None
+
+    def after_fork_in_child(self) -> None:
+        if self._owned:
+            # The child gets a provider (and service.instance.id) of its own on open().
+            self.own.after_fork_in_child()
+            self._provider = None
+            self._instruments = None
+
+
+def create(
+    *,
+    meter_provider: Any = None,
+    exporter: str = "otlp",
+    prefix: str = DEFAULT_PREFIX,
+    temporality: str = "delta",
+    prometheus_host: str = DEFAULT_PROMETHEUS_HOST,
+    prometheus_port: int = DEFAULT_PROMETHEUS_PORT,
+    export_interval: float = DEFAULT_FLUSH_INTERVAL,
+    service_name: str = "airflow",
+    max_series: int = DEFAULT_MAX_SERIES,
+    instance_id: str = "",
+    prometheus_port_tries: int = 1,
+) -> OtelBackend:
+    """Check the options and build the backend (no I/O; :meth:`OtelBackend.open` registers).
+
+    When the provider will be our own (none passed in, no SDK provider set as the global one),
+    the exporter's packages must be installed: checked and imported now.
+    """
+    settings = Settings.checked(
+        exporter=exporter,
+        prefix=prefix,
+        temporality=temporality,
+        prometheus_host=prometheus_host,
+        prometheus_port=prometheus_port,
+        prometheus_port_tries=prometheus_port_tries,
+        export_interval=export_interval,
+        service_name=service_name,
+        max_series=max_series,
+        instance_id=instance_id,
+    )
+    backend = OtelBackend(settings, meter_provider)
+    if meter_provider is None and not isinstance(otel_metrics.get_meter_provider(), MeterProvider):
+        require_exporter(settings.exporter, settings.otlp_protocol)
+        backend.prepare()
+    return backend

@@ -1,0 +1,70 @@
+"""One UDP socket for the StatsD backends: open once, send datagrams, report what did not go.
+
+The host is resolved and the socket connected in :meth:`UdpSender.open` (on the emitter's
+worker thread; a host that does not resolve fails there, before anything is sent). After that,
+each datagram either leaves the process or raises: the lines of a datagram whose ``send`` raised
+are reported back as unsent (:class:`~store_metrics.errors.PartialExport`), the others count as
+sent. A receiver that is down is only noticed by the kernel after the fact (ICMP), so the
+datagram that found it down is lost, as with any UDP sender; the ones after it fail to send and
+are kept.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+
+from ..deltas import Delta
+from ..errors import PartialExport
+from ..wire import Line, pack_lines
+
+
+class UdpSender:
+    """A connected UDP socket to ``host:port`` that packs lines into ``max_datagram``-byte payloads."""
+
+    def __init__(self, host: str, port: int, max_datagram: int, end: bytes = b"") -> None:
+        self.host = host
+        self.port = port
+        self.max_datagram = max_datagram
+        self.end = end
+        self._sock: socket.socket | None = None
+
+    @property
+    def target(self) -> str:
+        return f"udp://{self.host}:{self.port}"
+
+    def open(self) -> None:
+        """Resolve the host and connect a socket to it (may block on DNS; may raise)."""
+        family, kind, proto, _, address = socket.getaddrinfo(self.host, self.port, 0, socket.SOCK_DGRAM)[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.connect(address)
+        except OSError:
+            sock.close()
+            raise
+        self._sock = sock
+
+    def send(self, lines: Sequence[Line]) -> None:
+        """Send every line; raise :class:`PartialExport` with what the failed datagrams carried."""
+        sock = self._sock
+        if sock is None:
+            raise RuntimeError(f"the socket to {self.target} is not open")
+        unsent: list[Delta] = []
+        problem = ""
+        for datagram in pack_lines(lines, self.max_datagram, self.end):
+            try:
+                sock.send(datagram.payload)
+            except OSError as exc:
+                unsent.extend(datagram.carries)
+                problem = problem or f"{type(exc).__name__}: {exc}"
+        if unsent:
+            raise PartialExport(unsent, f"{self.target}: {problem}")
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def after_fork_in_child(self) -> None:
+        # The parent's socket is the parent's: the child connects its own on open().
+        self._sock = None

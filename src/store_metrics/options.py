@@ -1,0 +1,338 @@
+"""The one table of options: every ``[store_metrics]`` option and every ``configure()`` argument.
+
+Each option is written here once: its name, how its value is checked, what it accepts, its
+default, where Airflow's own configuration supplies it, which backends take it, and one line of
+documentation. Everything else derives from this table:
+
+* :func:`store_metrics.config.load_settings` reads and checks the ``[store_metrics]`` options;
+* ``store-metrics check`` prints them with where each value came from;
+* :func:`store_metrics.configure` / ``create_emitter`` reject an argument that is not here, and
+  hand each backend only the arguments it declares here;
+* the README's configuration table is :func:`markdown_table` (a test keeps them equal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Final
+
+from . import validate
+from .errors import ConfigError
+
+#: The backends, by name: ``store_metrics.backends.<module>``, and the extra that brings its library.
+BACKENDS: Final[dict[str, tuple[str, str]]] = {
+    "airflow": ("store_metrics.backends.airflow_stats", "airflow"),
+    "otel": ("store_metrics.backends.otel", "otel"),
+    "dogstatsd": ("store_metrics.backends.dogstatsd", ""),
+    "statsd": ("store_metrics.backends.statsd", ""),
+    "none": ("store_metrics.backends.none", ""),
+}
+OTEL_EXPORTERS: Final = ("otlp", "prometheus", "console")
+OTEL_TEMPORALITIES: Final = ("delta", "cumulative")
+#: How many ports from server_prometheus_port up the API server's workers may take, one each.
+SERVER_PROMETHEUS_PORTS: Final = 16
+
+Check = Callable[[str, object], Any]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option. ``check(name, raw)`` returns the typed value or raises :class:`ConfigError`."""
+
+    name: str
+    check: Check
+    default: Any
+    #: What a user may write, for the README and error messages.
+    accepted: str
+    doc: str
+    #: The default as the README states it, when it says more than ``default``.
+    default_doc: str = ""
+    #: ``[section] key`` pairs of Airflow's own configuration that supply the value when the
+    #: option is not set, by backend (``"*"``: any backend).
+    airflow: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    #: The backends that take it, and under which keyword (default: the argument's own name).
+    backends: Mapping[str, str] = field(default_factory=dict)
+    #: ``False``: a Python argument of ``configure()`` only, not read from ``[store_metrics]``.
+    in_config: bool = True
+    #: Taken by the emitter itself (``flush_interval``, ...), not only by backends.
+    emitter: bool = False
+    #: The keyword ``configure()`` takes it as, when not ``name``.
+    argument: str = ""
+
+    @property
+    def keyword(self) -> str:
+        return self.argument or self.name
+
+    def fallback(self, backend: str) -> tuple[str, str] | None:
+        return self.airflow.get(backend) or self.airflow.get("*")
+
+
+def _choice(accepted: tuple[str, ...]) -> Check:
+    return partial(validate.choice, accepted=accepted)
+
+
+def _between(low: float, high: float, unit: str) -> Check:
+    return partial(validate.number_between, low=low, high=high, unit=unit)
+
+
+def _seconds(allow_zero: bool) -> Check:
+    return partial(validate.positive_seconds, allow_zero=allow_zero)
+
+
+def _anything(option: str, value: object) -> object:
+    return value
+
+
+def _text(option: str, value: object) -> str:
+    return str(value)
+
+
+_OTEL = "otel"
+
+OPTIONS: Final[tuple[Option, ...]] = (
+    Option("enabled", validate.boolean, True, "`true` / `false`", "instrument tasks at all"),
+    Option(
+        "backend",
+        _choice(tuple(BACKENDS)),
+        "airflow",
+        ", ".join(f"`{name}`" for name in BACKENDS),
+        "where the counts go",
+        default_doc="`airflow`: hand the sums to Airflow's own metrics module, so they follow `[metrics]`",
+    ),
+    Option(
+        "host",
+        validate.host,
+        "localhost",
+        "host name or IP address",
+        "StatsD / DogStatsD UDP target",
+        default_doc="Airflow's `[metrics] statsd_host`, else `localhost`",
+        airflow={"*": ("metrics", "statsd_host")},
+        backends={"statsd": "host", "dogstatsd": "host"},
+    ),
+    Option(
+        "port",
+        validate.port,
+        8125,
+        "1 to 65535",
+        "StatsD / DogStatsD UDP port",
+        default_doc="Airflow's `[metrics] statsd_port`, else `8125`",
+        airflow={"*": ("metrics", "statsd_port")},
+        backends={"statsd": "port", "dogstatsd": "port"},
+    ),
+    Option(
+        "prefix",
+        validate.prefix,
+        "airflow",
+        "dot-separated words",
+        "metric name prefix",
+        default_doc="Airflow's `[metrics] statsd_prefix` (`otel_prefix` for `otel`), else `airflow`",
+        airflow={"*": ("metrics", "statsd_prefix"), "otel": ("metrics", "otel_prefix")},
+        backends={"statsd": "prefix", "dogstatsd": "prefix", "otel": "prefix"},
+    ),
+    Option(
+        "otel_exporter",
+        _choice(OTEL_EXPORTERS),
+        "otlp",
+        ", ".join(f"`{name}`" for name in OTEL_EXPORTERS),
+        "what the `otel` backend exports with",
+        default_doc="`otlp`: endpoint, protocol (`http/protobuf` or `grpc`), headers and timeout from "
+        "the standard `OTEL_EXPORTER_OTLP_*` variables",
+        backends={_OTEL: "exporter"},
+        argument="exporter",
+    ),
+    Option(
+        "otel_temporality",
+        _choice(OTEL_TEMPORALITIES),
+        "delta",
+        ", ".join(f"`{name}`" for name in OTEL_TEMPORALITIES),
+        "counter temporality of the `otel` backend",
+        default_doc="`delta` (task processes are short-lived; see [Wire it up](#wire-it-up))",
+        backends={_OTEL: "temporality"},
+        argument="temporality",
+    ),
+    Option(
+        "prometheus_host",
+        validate.host,
+        "0.0.0.0",
+        "address",
+        "address of the scrape endpoint for `otel_exporter = prometheus`",
+        backends={_OTEL: "prometheus_host"},
+    ),
+    Option(
+        "prometheus_port",
+        validate.port,
+        9464,
+        "1 to 65535",
+        "port of that endpoint",
+        backends={_OTEL: "prometheus_port"},
+    ),
+    Option(
+        "flush_interval",
+        _seconds(False),
+        10.0,
+        "seconds > 0",
+        "seconds between background flushes",
+        backends={_OTEL: "export_interval"},
+        emitter=True,
+    ),
+    Option(
+        "flush_timeout",
+        _seconds(True),
+        2.0,
+        "seconds >= 0",
+        "seconds a task waits, at its end, for its counts to be handed over",
+        emitter=True,
+    ),
+    Option(
+        "server_metrics",
+        validate.boolean,
+        True,
+        "`true` / `false`",
+        "the API server's state store route metrics and event-loop stall monitor "
+        "([Server-side metrics](#server-side-metrics))",
+    ),
+    Option(
+        "stall_tick_ms",
+        _between(1, 100, "milliseconds"),
+        10.0,
+        "1 to 100",
+        "milliseconds between the stall monitor's ticks on each API server worker's event loop: "
+        "a stall is measured to within one tick",
+    ),
+    Option(
+        "stall_threshold_ms",
+        _between(1, 60_000, "milliseconds"),
+        100.0,
+        "1 to 60000",
+        "a stall at least this long (ms) counts as a long stall and is logged",
+    ),
+    Option(
+        "server_prometheus_port",
+        validate.port,
+        9465,
+        "1 to 65535",
+        "with `otel_exporter = prometheus`: the first port of the API server workers' scrape "
+        f"endpoints, one per worker, up to {SERVER_PROMETHEUS_PORTS}",
+    ),
+    # -- arguments of configure() only -----------------------------------------------------------
+    Option(
+        "exit_timeout",
+        _seconds(True),
+        0.05,
+        "seconds >= 0",
+        "seconds the exit flush waits",
+        in_config=False,
+        emitter=True,
+    ),
+    Option(
+        "max_series",
+        validate.positive_int,
+        50_000,
+        "an integer >= 1",
+        "series kept before new tag sets are counted as `overflow`",
+        in_config=False,
+        emitter=True,
+        backends={_OTEL: "max_series"},
+    ),
+    Option(
+        "max_udp_size",
+        validate.positive_int,
+        512,
+        "bytes",
+        "largest StatsD datagram",
+        in_config=False,
+        backends={"statsd": "max_udp_size"},
+    ),
+    Option(
+        "meter_provider",
+        _anything,
+        None,
+        "an OpenTelemetry `MeterProvider`",
+        "report through this provider instead of the global or an own one",
+        in_config=False,
+        backends={_OTEL: "meter_provider"},
+    ),
+    Option(
+        "service_name",
+        _text,
+        "airflow",
+        "text",
+        "`service.name` of an own provider (unless `OTEL_SERVICE_NAME` says otherwise)",
+        in_config=False,
+        backends={_OTEL: "service_name"},
+    ),
+    Option(
+        "instance_id",
+        _text,
+        "",
+        "text",
+        "`service.instance.id` of an own provider (default: one per process)",
+        in_config=False,
+        backends={_OTEL: "instance_id"},
+    ),
+    Option(
+        "prometheus_port_tries",
+        validate.positive_int,
+        1,
+        "an integer >= 1",
+        "how many ports from `prometheus_port` up to try",
+        in_config=False,
+        backends={_OTEL: "prometheus_port_tries"},
+    ),
+)
+
+BY_NAME: Final[dict[str, Option]] = {option.name: option for option in OPTIONS}
+BY_KEYWORD: Final[dict[str, Option]] = {option.keyword: option for option in OPTIONS}
+#: The emitter's own options (``AggregatingEmitter``'s keyword arguments).
+EMITTER_OPTIONS: Final[tuple[Option, ...]] = tuple(o for o in OPTIONS if o.emitter)
+#: The ``[store_metrics]`` options, in table order.
+CONFIG_OPTIONS: Final[tuple[Option, ...]] = tuple(o for o in OPTIONS if o.in_config)
+
+
+def default(name: str) -> Any:
+    return BY_NAME[name].default
+
+
+def split_arguments(backend: str, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Check ``configure()`` keyword arguments; return (emitter's, backend's own keywords).
+
+    An argument the table does not know is a :class:`ConfigError` naming it and the known ones.
+    Known ones that ``backend`` does not take are dropped, so one set of settings serves every
+    backend.
+    """
+    emitter: dict[str, Any] = {}
+    backend_kwargs: dict[str, Any] = {}
+    for keyword, value in arguments.items():
+        option = BY_KEYWORD.get(keyword)
+        if option is None or keyword in ("backend", "enabled") or not (option.emitter or option.backends):
+            known = sorted(o.keyword for o in OPTIONS if o.emitter or o.backends)
+            raise ConfigError(keyword, value, f"(unknown argument) one of {', '.join(known)}")
+        if option.emitter:
+            emitter[option.name] = value
+        if backend in option.backends:
+            backend_kwargs[option.backends[backend]] = value
+    return emitter, backend_kwargs
+
+
+def backend_options(backend: str) -> dict[str, Option]:
+    """The keyword arguments ``backend``'s ``create()`` takes, according to the table."""
+    return {option.backends[backend]: option for option in OPTIONS if backend in option.backends}
+
+
+def markdown_table() -> str:
+    """The README's configuration table (the ``[store_metrics]`` options)."""
+    rows = ["| option | values | default | what it does |", "|---|---|---|---|"]
+    for option in CONFIG_OPTIONS:
+        shown = option.default_doc or f"`{_shown(option.default)}`"
+        rows.append(f"| `{option.name}` | {option.accepted} | {shown} | {option.doc} |")
+    return "\n".join(rows) + "\n"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

@@ -1,0 +1,156 @@
+"""The dashboard's query specs and panel model.
+
+Every task-side query is a small declarative spec (:class:`Measure`, :class:`Ratio`,
+:class:`TopK`), so the tests can compute, independently of PromQL, what each query must return
+for the calls a scenario made (tests/test_prometheus_e2e.py reads ``spec.kind``, ``spec.by``,
+``spec.series`` and the class names). :class:`Server` is a literal query over the API server's
+series, which have no DAG labels and so take no dashboard filter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from store_metrics.catalogue import Outcome, Store
+
+from .. import promql
+
+__all__ = [
+    "DS",
+    "RANGE",
+    "RATE_INTERVAL",
+    "Measure",
+    "Panel",
+    "Ratio",
+    "Row",
+    "Server",
+    "Spec",
+    "Target",
+    "TopK",
+    "ref_id",
+    "series",
+]
+
+#: The data source every panel and query uses: the dashboard's ``datasource`` variable.
+DS = {"type": "prometheus", "uid": "${datasource}"}
+RANGE = "$__range"
+RATE_INTERVAL = "$__rate_interval"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """Calls of ``series`` summed and grouped ``by``: within the range ("count") or per second ("rate")."""
+
+    kind: str  # "count" | "rate"
+    series: tuple[str, ...]
+    by: tuple[str, ...] = ()
+
+    def expr(self) -> str:
+        sel = promql.DASHBOARD_SELECTOR
+        if self.kind == "count":
+            return promql.count_sum(self.series, sel, RANGE, self.by)
+        return promql.rate_sum(self.series, sel, RATE_INTERVAL, self.by)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """``num / den`` per group, only where ``den > 0``; a group ``num`` lacks counts as 0."""
+
+    num: Measure
+    den: Measure
+
+    @property
+    def by(self) -> tuple[str, ...]:
+        return self.num.by
+
+    @property
+    def kind(self) -> str:
+        return self.num.kind
+
+    def expr(self) -> str:
+        fill = promql.groups(self.den.series, promql.DASHBOARD_SELECTOR, self.den.by)
+        return promql.ratio(self.num.expr(), self.den.expr(), fill)
+
+
+@dataclass(frozen=True)
+class TopK:
+    k: int
+    measure: Measure
+
+    @property
+    def by(self) -> tuple[str, ...]:
+        return self.measure.by
+
+    @property
+    def kind(self) -> str:
+        return self.measure.kind
+
+    def expr(self) -> str:
+        return f"topk({self.k}, {self.measure.expr()})"
+
+
+@dataclass(frozen=True)
+class Server:
+    """A query over the API server's series (no DAG labels, so no dashboard filters)."""
+
+    promql: str
+    kind: str = "rate"  # "rate" (time series) | "count" (selected range, instant)
+
+    def expr(self) -> str:
+        return self.promql
+
+
+Spec = Measure | Ratio | TopK | Server
+
+
+def series(stores: Sequence[Store], outcomes: Sequence[Outcome], prefix: str) -> tuple[str, ...]:
+    return tuple(promql.names(stores, outcomes, prefix))
+
+
+def ref_id(index: int) -> str:
+    """Grafana's query letters: A, B, C, ..."""
+    return chr(ord("A") + index)
+
+
+@dataclass
+class Target:
+    spec: Spec
+    legend: str = ""
+    instant: bool = False
+    table: bool = False
+
+    def to_json(self, ref: str) -> dict[str, Any]:
+        target: dict[str, Any] = {
+            "datasource": DS,
+            "refId": ref,
+            "expr": self.spec.expr(),
+            "legendFormat": self.legend or "__auto",
+            "range": not self.instant,
+            "instant": self.instant,
+            "editorMode": "code",
+        }
+        if self.table:
+            target["format"] = "table"
+        return target
+
+
+@dataclass
+class Panel:
+    kind: str  # timeseries | stat | table | bargauge
+    title: str
+    description: str
+    targets: list[Target]
+    unit: str = "short"
+    w: int = 8
+    h: int = 8
+    decimals: int | None = None
+    max: float | None = None
+    renames: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Row:
+    title: str
+    panels: list[Panel]

@@ -1,0 +1,370 @@
+"""The task side's dashboard rows, one builder per row, all filtered by the dashboard's variables.
+
+Each builder takes a :class:`Queries` (the query specs for one prefix) and returns its
+:class:`~.queries.Row`; :func:`build_rows` lists them in dashboard order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from store_metrics import catalogue
+from store_metrics.catalogue import Outcome, Store
+
+from ..promql import ALL_OUTCOMES, READS
+from .queries import Measure, Panel, Ratio, Row, Target, TopK, series
+
+__all__ = ["ROW_BUILDERS", "Queries", "build_rows"]
+
+DAG_ID, TASK_ID, RUN_TYPE, OPERATOR, TEAM_NAME, OPERATION = (
+    catalogue.DAG_ID,
+    catalogue.TASK_ID,
+    catalogue.RUN_TYPE,
+    catalogue.OPERATOR,
+    catalogue.TEAM_NAME,
+    catalogue.OPERATION,
+)
+BOTH = (Store.TASK, Store.ASSET)
+#: Every state store call: both stores, every outcome (errors included).
+EVERYTHING = (BOTH, ALL_OUTCOMES)
+#: Grouping of the "by DAG and task" tables.
+TABLE_BY = (DAG_ID, TASK_ID, OPERATOR, RUN_TYPE)
+RANGE_NOTE = (
+    " Counted over the dashboard's time range; a series first seen inside the range (a DAG's "
+    "first run) counts in full."
+)
+
+
+@dataclass(frozen=True)
+class Queries:
+    """The query specs of the task-side rows, for one metric prefix."""
+
+    prefix: str
+
+    def m(self, kind: str, stores: Sequence[Store], outcomes: Sequence[Outcome], by: Sequence[str] = ()) -> Measure:
+        """Calls of ``stores`` x ``outcomes``: in the range (``count``) or per second (``rate``)."""
+        return Measure(kind, series(stores, outcomes, self.prefix), tuple(by))
+
+    def everything(self, kind: str, by: Sequence[str] = ()) -> Measure:
+        return self.m(kind, *EVERYTHING, by)
+
+    def found(self, kind: str, store: Store, by: Sequence[str] = ()) -> Ratio:
+        """read_found / (read_found + read_absent) of one store."""
+        return Ratio(self.m(kind, (store,), (Outcome.READ_FOUND,), by), self.m(kind, (store,), READS, by))
+
+    def reads_per_write(self, kind: str, by: Sequence[str] = ()) -> Ratio:
+        return Ratio(self.m(kind, BOTH, READS, by), self.m(kind, BOTH, (Outcome.WRITE,), by))
+
+    def error_ratio(self, kind: str, by: Sequence[str] = ()) -> Ratio:
+        return Ratio(self.m(kind, BOTH, (Outcome.ERROR,), by), self.everything(kind, by))
+
+
+def _store_word(store: Store) -> str:
+    return store.value.split("_")[0]
+
+
+def overview_row(q: Queries) -> Row:
+    """Stat panels over the selected range: calls, ratios, deletes and clears, errors."""
+    return Row(
+        "Overview (selected time range)",
+        [
+            Panel(
+                "stat",
+                "State store calls",
+                "Every state store call in the range: reads, writes, "
+                "deletes, clears, and calls that raised." + RANGE_NOTE,
+                [Target(q.everything("count"), "calls", instant=True)],
+                w=4,
+                h=5,
+                decimals=0,
+            ),
+            Panel(
+                "stat",
+                "Reads per write",
+                "Task and asset store reads (found + absent) per write." + RANGE_NOTE,
+                [Target(q.reads_per_write("count"), "reads per write", instant=True)],
+                unit="none",
+                w=4,
+                h=5,
+                decimals=2,
+            ),
+            Panel(
+                "stat",
+                "Task store found ratio",
+                "read_found / (read_found + read_absent) of the "
+                "task store: how often a task's get() found state saved by an earlier attempt of the "
+                "same run, i.e. a retry that could resume." + RANGE_NOTE,
+                [Target(q.found("count", Store.TASK), "found", instant=True)],
+                unit="percentunit",
+                w=4,
+                h=5,
+                max=1,
+            ),
+            Panel(
+                "stat",
+                "Asset store found ratio",
+                "read_found / (read_found + read_absent) of the "
+                "asset store: how often a watermark read found a value." + RANGE_NOTE,
+                [Target(q.found("count", Store.ASSET), "found", instant=True)],
+                unit="percentunit",
+                w=4,
+                h=5,
+                max=1,
+            ),
+            Panel(
+                "stat",
+                "Deletes and clears",
+                "delete and clear calls, task and asset stores." + RANGE_NOTE,
+                [Target(q.m("count", BOTH, (Outcome.DELETE, Outcome.CLEAR)), "deletes + clears", instant=True)],
+                w=4,
+                h=5,
+                decimals=0,
+            ),
+            Panel(
+                "stat",
+                "Error ratio",
+                "Calls that raised / all calls." + RANGE_NOTE,
+                [Target(q.error_ratio("count"), "errors", instant=True)],
+                unit="percentunit",
+                w=4,
+                h=5,
+                max=1,
+            ),
+        ],
+    )
+
+
+def calls_per_second_row(q: Queries) -> Row:
+    """Calls per second by store and outcome, and by DAG."""
+    return Row(
+        "Calls per second",
+        [
+            Panel(
+                "timeseries",
+                "Task store calls per second by operation",
+                "task_state_store calls per second, one line per outcome.",
+                [Target(q.m("rate", (Store.TASK,), (o,)), o.value) for o in ALL_OUTCOMES],
+                unit="ops",
+            ),
+            Panel(
+                "timeseries",
+                "Asset store calls per second by operation",
+                "asset_state_store calls per second, one line per outcome.",
+                [Target(q.m("rate", (Store.ASSET,), (o,)), o.value) for o in ALL_OUTCOMES],
+                unit="ops",
+            ),
+            Panel(
+                "timeseries",
+                "Calls per second by DAG",
+                "All state store calls per second, per DAG.",
+                [Target(q.everything("rate", (DAG_ID,)), "{{dag_id}}")],
+                unit="ops",
+            ),
+        ],
+    )
+
+
+def ratios_row(q: Queries) -> Row:
+    """Reads per write and found ratios by DAG, over time and over the selected range."""
+    return Row(
+        "Read/write and found ratios",
+        [
+            Panel(
+                "timeseries",
+                "Reads per write by DAG",
+                "Reads (found + absent) per write, both stores, where the DAG wrote in the interval.",
+                [Target(q.reads_per_write("rate", (DAG_ID,)), "{{dag_id}}")],
+                unit="none",
+            ),
+            Panel(
+                "timeseries",
+                "Found ratio by DAG",
+                "read_found / (read_found + read_absent) per DAG "
+                "and store, where the DAG read in the interval.",
+                [
+                    Target(q.found("rate", Store.TASK, (DAG_ID,)), "{{dag_id}} task store"),
+                    Target(q.found("rate", Store.ASSET, (DAG_ID,)), "{{dag_id}} asset store"),
+                ],
+                unit="percentunit",
+                max=1,
+            ),
+            Panel(
+                "bargauge",
+                "Found ratio by DAG (selected range)",
+                "read_found / (read_found + read_absent) per DAG and store." + RANGE_NOTE,
+                [
+                    Target(q.found("count", Store.TASK, (DAG_ID,)), "{{dag_id}} task store", instant=True),
+                    Target(q.found("count", Store.ASSET, (DAG_ID,)), "{{dag_id}} asset store", instant=True),
+                ],
+                unit="percentunit",
+                max=1,
+            ),
+        ],
+    )
+
+
+def top_row(q: Queries) -> Row:
+    """The busiest DAGs, and calls by DAG and task by kind of call."""
+    return Row(
+        "Top DAGs and tasks",
+        [
+            Panel(
+                "bargauge",
+                "Top DAGs by calls",
+                "The 10 DAGs with the most state store calls." + RANGE_NOTE,
+                [Target(TopK(10, q.everything("count", (DAG_ID,))), "{{dag_id}}", instant=True)],
+                w=8,
+                h=10,
+                decimals=0,
+            ),
+            Panel(
+                "table",
+                "Calls by DAG and task",
+                "State store calls per DAG, task, operator and run type, by kind of call." + RANGE_NOTE,
+                [
+                    Target(q.m("count", BOTH, outcomes, TABLE_BY), instant=True, table=True)
+                    for outcomes in (READS, (Outcome.WRITE,), (Outcome.DELETE,), (Outcome.CLEAR,), (Outcome.ERROR,))
+                ],
+                w=16,
+                h=10,
+                decimals=0,
+                renames={
+                    "Value #A": "reads",
+                    "Value #B": "writes",
+                    "Value #C": "deletes",
+                    "Value #D": "clears",
+                    "Value #E": "errors",
+                },
+            ),
+        ],
+    )
+
+
+def delete_clear_row(q: Queries) -> Row:
+    """delete and clear calls per DAG and store, over time and by task."""
+    removals = [(s, o) for s in BOTH for o in (Outcome.DELETE, Outcome.CLEAR)]
+    return Row(
+        "Delete and clear usage",
+        [
+            Panel(
+                "timeseries",
+                "Deletes and clears per second by DAG",
+                "delete and clear calls per second, per DAG and store.",
+                [
+                    Target(q.m("rate", (s,), (o,), (DAG_ID,)), f"{{{{dag_id}}}} {_store_word(s)} {o.value}")
+                    for s, o in removals
+                ],
+                unit="ops",
+                w=12,
+            ),
+            Panel(
+                "table",
+                "Deletes and clears by DAG and task",
+                "delete and clear calls per DAG and task, by store." + RANGE_NOTE,
+                [
+                    Target(q.m("count", (s,), (o,), (DAG_ID, TASK_ID)), instant=True, table=True)
+                    for s, o in removals
+                ],
+                w=12,
+                decimals=0,
+                renames={
+                    "Value #A": "task deletes",
+                    "Value #B": "task clears",
+                    "Value #C": "asset deletes",
+                    "Value #D": "asset clears",
+                },
+            ),
+        ],
+    )
+
+
+def breakdowns_row(q: Queries) -> Row:
+    """Calls by operator, run type and team over the selected range."""
+    return Row(
+        "Breakdowns",
+        [
+            Panel(
+                "bargauge",
+                "Calls by operator",
+                "State store calls per operator class. Operators "
+                "call the store at very different grains (one call per step vs one per task), so "
+                "compare usage, not volume." + RANGE_NOTE,
+                [Target(q.everything("count", (OPERATOR,)), "{{operator}}", instant=True)],
+                decimals=0,
+            ),
+            Panel(
+                "bargauge",
+                "Calls by run type",
+                "State store calls per DAG run type (manual, "
+                "scheduled, backfill, asset_triggered)." + RANGE_NOTE,
+                [Target(q.everything("count", (RUN_TYPE,)), "{{run_type}}", instant=True)],
+                decimals=0,
+            ),
+            Panel(
+                "bargauge",
+                "Calls by team",
+                "State store calls per team (multi-team deployments; "
+                "an empty name is a DAG without a team)." + RANGE_NOTE,
+                [Target(q.everything("count", (TEAM_NAME,)), "{{team_name}}", instant=True)],
+                decimals=0,
+            ),
+        ],
+    )
+
+
+def errors_row(q: Queries) -> Row:
+    """Calls that raised: by store and method, error ratio by DAG, and by DAG, task and method."""
+    return Row(
+        "Errors",
+        [
+            Panel(
+                "timeseries",
+                "Errors per second by store and method",
+                "Calls that raised, per "
+                "second, by store and the method that raised (get, set, delete, clear).",
+                [
+                    Target(q.m("rate", (s,), (Outcome.ERROR,), (OPERATION,)), f"{_store_word(s)} {{{{operation}}}}")
+                    for s in BOTH
+                ],
+                unit="ops",
+            ),
+            Panel(
+                "timeseries",
+                "Error ratio by DAG",
+                "Calls that raised / all calls, per DAG, where the DAG made calls in the interval.",
+                [Target(q.error_ratio("rate", (DAG_ID,)), "{{dag_id}}")],
+                unit="percentunit",
+                max=1,
+            ),
+            Panel(
+                "table",
+                "Errors by DAG, task and method",
+                "Calls that raised per DAG, task and method, by store." + RANGE_NOTE,
+                [
+                    Target(q.m("count", (s,), (Outcome.ERROR,), (DAG_ID, TASK_ID, OPERATION)), instant=True, table=True)
+                    for s in BOTH
+                ],
+                decimals=0,
+                renames={"Value #A": "task store errors", "Value #B": "asset store errors"},
+            ),
+        ],
+    )
+
+
+#: The task-side rows, top to bottom.
+ROW_BUILDERS: tuple[Callable[[Queries], Row], ...] = (
+    overview_row,
+    calls_per_second_row,
+    ratios_row,
+    top_row,
+    delete_clear_row,
+    breakdowns_row,
+    errors_row,
+)
+
+
+def build_rows(prefix: str) -> list[Row]:
+    """The task-side rows for ``prefix``, in dashboard order."""
+    queries = Queries(prefix)
+    return [build(queries) for build in ROW_BUILDERS]

@@ -1,0 +1,131 @@
+"""PromQL building blocks derived from the metric catalogue.
+
+Used by :mod:`.rules` (recording and alerting rules), :mod:`.otel_collector` (the collector's
+metric filter) and :mod:`.grafana` (the dashboard). Every metric name in a generated query comes
+from :data:`store_metrics.catalogue.STATE_STORE_METRICS` through :func:`name`; nothing here
+spells a metric name by hand.
+
+Two facts of Prometheus 2.x shape the helpers:
+
+* ``rate()``/``increase()`` drop the metric name, so ``rate({__name__=~"a|b"}[5m])`` fails
+  with "vector cannot contain metrics with the same labelset" whenever two counters share a
+  tag set (they always do here). Several counters are therefore combined by tagging each
+  one's result with ``label_replace`` and joining them with ``or`` before summing.
+* A series Prometheus sees for the first time already holds its first count (a DAG's first
+  run, the first error), and ``increase()`` only counts growth *between* samples. The
+  "calls in the selected range" queries therefore take a series that did not exist at the
+  start of the range at its full value and use ``increase()`` for the others.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from store_metrics import catalogue
+from store_metrics.catalogue import Metric, Outcome, Store
+
+PREFIX = catalogue.DEFAULT_PREFIX
+
+#: The labels every dashboard filter and every recording rule keeps, in catalogue order.
+FILTER_LABELS: tuple[str, ...] = (*catalogue.BASE_TAGS, catalogue.TEAM_NAME)
+#: Aggregation level of the per-DAG recording rules.
+DAG_LEVEL: tuple[str, ...] = (catalogue.DAG_ID, catalogue.TEAM_NAME)
+#: The label ``label_replace`` adds to tell counters apart before they are summed.
+COUNTER_LABEL = "store_metrics_counter"
+
+READS = (Outcome.READ_FOUND, Outcome.READ_ABSENT)
+COMPLETED = (Outcome.READ_FOUND, Outcome.READ_ABSENT, Outcome.WRITE, Outcome.DELETE, Outcome.CLEAR)
+ALL_OUTCOMES = (*COMPLETED, Outcome.ERROR)
+
+
+def metric(scope: Store, outcome: Outcome) -> Metric:
+    return catalogue.metric_for(scope, outcome)
+
+
+def name(scope: Store, outcome: Outcome, prefix: str = PREFIX) -> str:
+    """The Prometheus series name of one state store counter."""
+    return metric(scope, outcome).prometheus_name(prefix)
+
+
+def names(
+    scopes: Iterable[Store] = tuple(Store), outcomes: Iterable[Outcome] = ALL_OUTCOMES, prefix: str = PREFIX
+) -> list[str]:
+    outcomes = tuple(outcomes)
+    return [name(s, o, prefix) for s in scopes for o in outcomes]
+
+
+def all_names(prefix: str = PREFIX) -> list[str]:
+    """Every state store counter's series name, in catalogue order."""
+    return [m.prometheus_name(prefix) for m in catalogue.STATE_STORE_METRICS]
+
+
+def name_regex(series: Sequence[str]) -> str:
+    """An exact alternation of series names for a ``__name__=~`` matcher (no wildcards)."""
+    return "|".join(re.escape(s) for s in series)
+
+
+def by(labels: Sequence[str]) -> str:
+    return f"by ({', '.join(labels)}) " if labels else ""
+
+
+def tagged(expr: str, value: str) -> str:
+    """``expr`` with ``store_metrics_counter="<value>"`` added, so ``or`` keeps every counter."""
+    return f'label_replace({expr}, "{COUNTER_LABEL}", "{value}", "", "")'
+
+
+def union(exprs: Sequence[str]) -> str:
+    """Join per-counter vectors without losing any: tag each with its position, then ``or``."""
+    if len(exprs) == 1:
+        return exprs[0]
+    return " or ".join(tagged(expr, str(i)) for i, expr in enumerate(exprs))
+
+
+def rate_sum(series: Sequence[str], sel: str, window: str, labels: Sequence[str]) -> str:
+    """Calls per second of ``series`` (summed), grouped by ``labels``."""
+    return f"sum {by(labels)}({union([f'rate({s}{sel}[{window}])' for s in series])})"
+
+
+def range_count(series_name: str, sel: str, rng: str) -> str:
+    """Calls of one counter within ``rng``, per series, counting series first seen in the range in full."""
+    s = f"{series_name}{sel}"
+    return f"(({s} unless {s} offset {rng}) or increase({s}[{rng}]))"
+
+
+def count_sum(series: Sequence[str], sel: str, rng: str, labels: Sequence[str]) -> str:
+    """Calls of ``series`` within ``rng`` (summed), grouped by ``labels``."""
+    return f"sum {by(labels)}({union([range_count(s, sel, rng) for s in series])})"
+
+
+def groups(series: Sequence[str], sel: str, labels: Sequence[str]) -> str:
+    """The label groups ``series`` have now, each with value 1 (cheap: no range, no rate)."""
+    matchers = sel[1:-1] if sel else ""
+    inner = f'__name__=~"{name_regex(series)}"' + (f",{matchers}" if matchers else "")
+    return f"group {by(labels)}({{{inner}}})"
+
+
+def ratio(numerator: str, denominator: str, zero_fill: str | None = None) -> str:
+    """``numerator / denominator`` where the denominator is positive.
+
+    ``zero_fill`` (an expression with every group of the denominator, value 1) makes a group the
+    numerator lacks count as 0 instead of disappearing; by default the denominator itself.
+    """
+    fill = zero_fill if zero_fill is not None else denominator
+    return f"({numerator} or 0 * {fill}) / ({denominator} > 0)"
+
+
+def selector(matchers: dict[str, str]) -> str:
+    if not matchers:
+        return ""
+    return "{" + ",".join(f'{k}=~"{v}"' for k, v in matchers.items()) + "}"
+
+
+#: The dashboard's label filters, one Grafana variable per label.
+DASHBOARD_SELECTOR = selector({label: f"${label}" for label in FILTER_LABELS})
+
+
+#: The OTTL regular expression (RE2) the collector keeps: every catalogue metric (task side and
+#: API server side), any prefix.
+def collector_name_regex() -> str:
+    stems = "|".join(re.escape(m.name) for m in catalogue.ALL_METRICS)
+    return f"^([A-Za-z][A-Za-z0-9_]*\\.)*({stems})$"

@@ -1,0 +1,17 @@
+"""Helpers the tests share, one job per module; ``tests/conftest.py`` holds only fixtures.
+
+Importable as ``support`` because ``[tool.pytest.ini_options] pythonpath`` puts ``tests/`` on
+``sys.path``:
+
+* :mod:`support.ports` -- a free port on 127.0.0.1;
+* :mod:`support.waiting` -- :func:`~support.waiting.wait_until`, the bounded wait on a condition;
+* :mod:`support.udp` -- :class:`~support.udp.UdpReceiver`, a real UDP socket that records datagrams;
+* :mod:`support.otlp` -- a real OTLP/HTTP receiver, and an endpoint that accepts and never answers;
+* :mod:`support.stores` -- :class:`~support.stores.DictStore`, an in-memory task store accessor;
+* :mod:`support.tags` -- the tag sets of the stories, and tag values that would break a line;
+* :mod:`support.lines` -- strict parsers for one StatsD counter line;
+* :mod:`support.totals` -- received lines summed per series;
+* :mod:`support.airflow` -- throwaway Airflow homes, ``dag.test()`` runs and ``airflow standalone``.
+
+Nothing here fakes a metrics backend: receivers are real sockets and servers on 127.0.0.1.
+"""
