@@ -551,6 +551,71 @@ def test_counts_reach_a_real_statsd_socket(udp_receiver: UdpReceiver) -> None:
     ]
 
 
+#: The nine counters of one wrapper: (outcome, operation of an error).
+EVERY_COUNTER = (
+    ("read_found", ""),
+    ("read_absent", ""),
+    ("write", ""),
+    ("delete", ""),
+    ("clear", ""),
+    ("error", "get"),
+    ("error", "set"),
+    ("error", "delete"),
+    ("error", "clear"),
+)
+
+
+def drive_every_counter(store: Any, inner: Any, first: int) -> dict[tuple[str, str], int]:
+    """Make each of ``store``'s nine counted calls a different number of times (``first`` on)."""
+    times = dict(zip(EVERY_COUNTER, range(first, first + len(EVERY_COUNTER)), strict=True))
+    for _ in range(times[("write", "")]):
+        store.set("k", 1)
+    for _ in range(times[("read_found", "")]):
+        assert store.get("k") == 1
+    for _ in range(times[("read_absent", "")]):
+        assert store.get("missing", "default") == "default"
+    for _ in range(times[("delete", "")]):
+        store.delete("k")
+    for _ in range(times[("clear", "")]):
+        store.clear()
+    inner.fail = Boom("supervisor said no")
+    calls = {
+        "get": lambda: store.get("k"),
+        "set": lambda: store.set("k", 1),
+        "delete": lambda: store.delete("k"),
+        "clear": store.clear,
+    }
+    for operation, call in calls.items():
+        for _ in range(times[("error", operation)]):
+            with pytest.raises(Boom):
+                call()
+    inner.fail = None
+    return times
+
+
+def test_every_counter_of_both_wrappers_reaches_a_real_statsd_socket_exactly(
+    udp_receiver: UdpReceiver,
+) -> None:
+    """All eighteen series of a task's two stores go out in one flush, each with its exact total."""
+    emitter = store_metrics.configure("statsd", host="127.0.0.1", port=udp_receiver.port, flush_interval=60)
+    task_inner = FakeTaskStore()
+    task = store_metrics.instrument_task_store(task_inner, emitter, TAGS)
+    assets = FakeAssetStores("orders")
+    asset = store_metrics.instrument_asset_store(assets, emitter, TAGS)[Asset("orders")]
+    expected = []
+    for scope, store, inner, first in (
+        ("task", task, task_inner, 1),
+        ("asset", asset, assets[Asset("orders")], 10),
+    ):
+        for (outcome, operation), n in drive_every_counter(store, inner, first).items():
+            tags = f"{WIRE_TAGS},operation={operation}" if operation else WIRE_TAGS
+            expected.append(f"airflow.{scope}_state_store.{outcome},{tags}:{n}|c")
+    assert emitter.flush(5.0)
+    # Everything the flush sent has arrived once the marker sent after it has.
+    assert sorted(udp_receiver.lines_before_marker()) == sorted(expected)
+    assert len(expected) == 18
+
+
 def test_wrappers_made_before_configure_count_nothing() -> None:
     inner = FakeTaskStore()
     before = store_metrics.instrument_task_store(inner, store_metrics.get_emitter(), TAGS)

@@ -34,7 +34,9 @@ def test_check_sends_one_increment_to_statsd(udp_receiver: UdpReceiver) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"backend: statsd udp://127.0.0.1:{udp_receiver.port}" in proc.stdout
-    assert "port              = " in proc.stdout and "([store_metrics] port)" in proc.stdout
+    # The option column fits the longest option name.
+    assert "\n  port                   = " in proc.stdout and "([store_metrics] port)" in proc.stdout
+    assert "\n  server_prometheus_port = 9465 " in proc.stdout
     assert udp_receiver.wait_for_lines(1) == ["airflow.store_metrics.check:1|c"]
 
 
@@ -74,33 +76,35 @@ def test_check_reports_an_otlp_endpoint_that_refuses() -> None:
 
 def test_check_reports_a_missing_extra() -> None:
     code = (
-        "import sys; sys.modules['datadog'] = None; sys.modules['datadog.dogstatsd'] = None; "
-        "sys.modules['datadog.dogstatsd.base'] = None; "
+        "import sys; sys.modules['opentelemetry'] = None; "
         "from store_metrics.cli import main; sys.exit(main(['check']))"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
     proc = subprocess.run(
         [sys.executable, "-c", code],
-        env={**base, "AIRFLOW__STORE_METRICS__BACKEND": "dogstatsd"},
+        env={**base, "AIRFLOW__STORE_METRICS__BACKEND": "otel"},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "pip install 'airflow-store-metrics[dogstatsd]'" in proc.stdout
+    assert "pip install 'airflow-store-metrics[otel]'" in proc.stdout
 
 
 def test_check_with_enabled_false_sends_nothing(udp_receiver: UdpReceiver) -> None:
+    # Enabled, this configuration sends its check increment to the receiver (the test above).
     proc = run_cli(
         "check",
         AIRFLOW__STORE_METRICS__ENABLED="false",
         AIRFLOW__STORE_METRICS__BACKEND="statsd",
+        AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
         AIRFLOW__STORE_METRICS__PORT=str(udp_receiver.port),
     )
     assert proc.returncode == 0
     assert "disabled" in proc.stdout
-    assert udp_receiver.lines() == []
+    # The command has exited: anything it sent is ahead of a marker sent now.
+    assert udp_receiver.lines_before_marker() == []
 
 
 def test_catalogue_command_lists_every_metric() -> None:
@@ -123,3 +127,21 @@ def test_readme_catalogue_is_the_catalogue() -> None:
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     block = readme.split("<!-- catalogue:start -->\n", 1)[1].split("<!-- catalogue:end -->", 1)[0]
     assert block == run_cli("catalogue").stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "why"),
+    [
+        ({"AIRFLOW__STORE_METRICS__BACKEND": "none"}, "backend: none"),
+        (
+            {"AIRFLOW__STORE_METRICS__BACKEND": "airflow", "AIRFLOW__METRICS__STATSD_ON": "False"},
+            "[metrics] enables no backend",
+        ),
+    ],
+)
+def test_check_says_plainly_when_the_counts_go_nowhere(env: dict[str, str], why: str) -> None:
+    proc = run_cli("check", **env)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert why in proc.stdout
+    assert "warning: this configuration sends the counts nowhere" in proc.stdout
+    assert ": ok" not in proc.stdout

@@ -1,4 +1,5 @@
-"""The StatsD inputs of topologies 2 and 3, tested on the exact bytes the adapters send.
+"""The StatsD inputs of topologies 2 and 3: ported copies of their parsers, run on the exact bytes
+the adapters send.
 
 Neither the OpenTelemetry Collector nor statsd_exporter can be installed here, so their line
 parsers are ported below, rule for rule, from their sources:
@@ -193,11 +194,11 @@ def test_mapping_has_one_exact_counter_mapping_per_catalogue_metric() -> None:
     assert "defaults" not in yaml.safe_load(MAPPING.read_text())
 
 
-# -- topology 2: DogStatsD -> collector statsd receiver ------------------------------------------------
+# -- topology 2: DogStatsD -> collector statsd receiver (ported parser) ---------------------------------------------
 
 
 @pytest.mark.parametrize("tags", TAG_SETS, ids=range(len(TAG_SETS)))
-def test_collector_reads_every_dogstatsd_line_the_adapter_writes(tags: dict[str, str]) -> None:
+def test_ported_collector_parser_reads_every_dogstatsd_line_the_adapter_writes(tags: dict[str, str]) -> None:
     for metric in catalogue.STATE_STORE_METRICS:
         line_tags = {**tags, catalogue.OPERATION: "get"} if catalogue.OPERATION in metric.tags else tags
         normalized = wire.normalize_tags(line_tags)
@@ -207,7 +208,7 @@ def test_collector_reads_every_dogstatsd_line_the_adapter_writes(tags: dict[str,
         assert attrs == dict(normalized)
 
 
-def test_collector_does_not_read_influxdb_tags() -> None:
+def test_ported_collector_parser_does_not_read_influxdb_tags() -> None:
     """Why InfluxDB-StatsD goes to statsd_exporter: to the collector the tags are part of the name."""
     line = wire.influx_counter_line("airflow", "task_state_store.write", wire.normalize_tags(TAG_SETS[0]), 1)
     name, _, _, attrs = collector_statsd_parse(line)
@@ -304,19 +305,25 @@ def prometheus_name_of(full_name: str) -> str:
     return next(m.prometheus_name() for m in catalogue.METRICS if m.full_name() == full_name)
 
 
-def test_collector_aggregates_the_dogstatsd_backend_datagrams_to_the_calls(udp_receiver: UdpReceiver) -> None:
+def test_ported_collector_parser_aggregates_the_dogstatsd_backend_datagrams_to_the_calls(
+    udp_receiver: UdpReceiver,
+) -> None:
     assert received("dogstatsd", udp_receiver, collector_series) == EXPECTED
 
 
-def test_statsd_exporter_reads_the_dogstatsd_backend_datagrams_too(udp_receiver: UdpReceiver) -> None:
+def test_ported_statsd_exporter_parser_reads_the_dogstatsd_backend_datagrams_too(
+    udp_receiver: UdpReceiver,
+) -> None:
     assert received("dogstatsd", udp_receiver, statsd_exporter_series) == EXPECTED
 
 
-# -- topology 3: InfluxDB-StatsD -> statsd_exporter ---------------------------------------------------
+# -- topology 3: InfluxDB-StatsD -> statsd_exporter (ported parser) ------------------------------------------------
 
 
 @pytest.mark.parametrize("tags", TAG_SETS, ids=range(len(TAG_SETS)))
-def test_statsd_exporter_maps_every_influx_line_to_the_catalogue_series(tags: dict[str, str]) -> None:
+def test_ported_statsd_exporter_parser_maps_every_influx_line_to_the_catalogue_series(
+    tags: dict[str, str],
+) -> None:
     for metric in catalogue.STATE_STORE_METRICS:
         line_tags = {**tags, catalogue.OPERATION: "set"} if catalogue.OPERATION in metric.tags else tags
         normalized = wire.normalize_tags(line_tags)
@@ -324,19 +331,20 @@ def test_statsd_exporter_maps_every_influx_line_to_the_catalogue_series(tags: di
         assert statsd_exporter_series(line) == [(metric.prometheus_name(), dict(normalized), 2.0)]
 
 
-def test_statsd_exporter_drops_a_line_that_mixes_tag_styles() -> None:
+def test_ported_statsd_exporter_parser_drops_a_line_that_mixes_tag_styles() -> None:
     """What the notes warn about; the adapters never write such a line (checked above)."""
     assert statsd_exporter_events("airflow.task_state_store.write,dag_id=d:1|c|#task_id:t") == []
 
 
-def test_statsd_exporter_aggregates_the_statsd_backend_datagrams_to_the_calls(
+def test_ported_statsd_exporter_parser_aggregates_the_statsd_backend_datagrams_to_the_calls(
     udp_receiver: UdpReceiver,
 ) -> None:
     assert received("statsd", udp_receiver, statsd_exporter_series) == EXPECTED
 
 
-def test_statsd_exporter_series_equal_the_opentelemetry_series() -> None:
-    """Same names, same labels, same values as the plugin's own OpenTelemetry Prometheus endpoint."""
+def test_opentelemetry_endpoint_series_equal_the_ported_statsd_exporter_parser_series() -> None:
+    """The plugin's own OpenTelemetry Prometheus endpoint (real, scraped over HTTP) shows the names,
+    labels and values that the ported statsd_exporter parser made of the same calls (EXPECTED)."""
     import urllib.request
 
     port = free_port()

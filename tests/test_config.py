@@ -110,3 +110,33 @@ def test_the_readme_documents_every_option() -> None:
 def test_settings_reach_the_backend_factories() -> None:
     kwargs = settings(store_metrics__backend="statsd", store_metrics__port="9999").configure_kwargs()
     assert kwargs["backend"] == "statsd" and kwargs["port"] == 9999 and kwargs["flush_interval"] == 10.0
+
+
+def test_the_readme_configuration_table_is_the_option_table() -> None:
+    from pathlib import Path
+
+    from store_metrics import options
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = readme.split("<!-- options:start -->\n", 1)[1].split("<!-- options:end -->", 1)[0]
+    assert block == options.markdown_table()
+
+
+def test_settings_hold_exactly_the_config_options() -> None:
+    import dataclasses
+
+    fields = [f.name for f in dataclasses.fields(Settings) if f.name != "sources"]
+    assert fields == list(OPTIONS)
+
+
+@pytest.mark.parametrize("backend", ["statsd", "dogstatsd", "otel", "airflow", "none"])
+def test_each_backend_takes_exactly_the_keywords_the_table_gives_it(backend: str) -> None:
+    import importlib
+    import inspect
+
+    from store_metrics import options
+
+    module = importlib.import_module(options.BACKENDS[backend][0])
+    parameters = inspect.signature(module.create).parameters.values()
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in parameters), "no **kwargs catch-all"
+    assert {p.name for p in parameters} == set(options.backend_options(backend))

@@ -21,6 +21,7 @@ import store_metrics
 from store_metrics.emitter import AggregatingEmitter
 from support.lines import parse_dogstatsd, parse_influx
 from support.otlp import OtlpReceiver, start_otlp_receiver
+from support.ports import free_port
 from support.stores import DictStore
 from support.tags import TAGS
 from support.udp import UdpReceiver
@@ -153,3 +154,48 @@ def test_otel_child_reports_under_its_own_instance_id(otlp: OtlpReceiver) -> Non
     assert len(child_ids) == 1
     (child_id,) = child_ids
     assert sorted(writes) == sorted([(parent_id, 5), (child_id, 3), (parent_id, 4)])
+
+
+# A parent that serves a Prometheus endpoint forks a child. The child that counts nothing must
+# not start a worker, reopen the backend or try to bind the parent's port (an ERROR in its log);
+# one that looks up a series but counts nothing may start its worker, and still opens nothing.
+_FORK_COUNTING_NOTHING = textwrap.dedent(
+    """
+    import logging, os, sys, threading
+    logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+    import store_metrics
+    from store_metrics import catalogue
+    port, mode = int(sys.argv[1]), sys.argv[2]
+    emitter = store_metrics.configure("otel", exporter="prometheus", prometheus_host="127.0.0.1",
+                                      prometheus_port=port, flush_interval=0.05)
+    write = emitter.counter(catalogue.get("task_state_store.write"), {"dag_id": "d"})
+    write.add(5)
+    pid = os.fork()
+    if pid == 0:
+        if mode == "looks-up":
+            emitter.counter(catalogue.get("task_state_store.delete"), {"dag_id": "d"})
+        ok = emitter.flush(1.0)
+        workers = [t.name for t in threading.enumerate() if t.name == "store-metrics-emitter"]
+        print(f"child flush={ok} workers={len(workers)} opened={emitter._delivery.opened}", flush=True)
+        sys.exit(0)  # the exit flush runs here too
+    _, status = os.waitpid(pid, 0)
+    print("parent", emitter.snapshot(), flush=True)
+    sys.exit(os.waitstatus_to_exitcode(status))
+    """
+)
+
+
+@pytest.mark.parametrize(("mode", "workers"), [("counts-nothing", 0), ("looks-up", 1)])
+def test_a_child_that_counts_nothing_opens_nothing(mode: str, workers: int) -> None:
+    port = free_port()
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_COUNTING_NOTHING, str(port), mode],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"child flush=True workers={workers} opened=False" in done.stdout
+    assert "parent {('task_state_store.write', (('dag_id', 'd'),)): 5}" in done.stdout
+    assert "ERROR" not in done.stderr and "could not" not in done.stderr, done.stderr

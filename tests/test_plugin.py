@@ -1,19 +1,32 @@
-"""The plugin's own decisions, without running a task: tags, and noticing a native Airflow.
+"""The plugin's own decisions, without running a task: tags, noticing a native Airflow, its
+"counts go nowhere" warning, and the task-end flush bounded by the emitter's flush_timeout.
 
 The task instance here is a stand-in with the attributes the plugin reads (``stats_tags``,
-``dag_id``, ``task_id``, ``task``); the real RuntimeTaskInstance is exercised end to end in
-test_airflow_scenarios.py and test_airflow_standalone.py. Multi-team deployments cannot be set
-up under dag.test() here, which is why team_name is checked at this level.
+``dag_id``, ``task_id``, ``task``, ``get_template_context``); the real RuntimeTaskInstance is
+exercised end to end in test_airflow_scenarios.py and test_airflow_standalone.py. Multi-team
+deployments cannot be set up under dag.test() here, which is why team_name is checked at this
+level. The listener tests run in a fresh process each (Airflow's configuration is read from its
+environment, and "say it once" is per process), through the real backends.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from store_metrics import plugin
+from support.airflow import clean_environ
+from support.otlp import SilentTcpServer
+from support.udp import UdpReceiver
+from support.waiting import wait_until
 
 
 class KubernetesPodOperator:
@@ -80,3 +93,174 @@ def test_the_plugin_registers_the_listener_and_the_server_middleware() -> None:
     assert plugin.listener in plugin.StoreMetricsPlugin.listeners
     middlewares = plugin.StoreMetricsPlugin.fastapi_root_middlewares
     assert [m["middleware"].__name__ for m in middlewares] == ["StateStoreRouteMetrics"]
+
+
+# -- the listener, driven as the Task SDK drives it ---------------------------------------------
+
+#: Runs ``argv[1]`` tasks through the listener's hooks in this process: running (configure on
+#: first use, wrap the context's store), one set() through the wrapped store, then success (the
+#: task-end flush). Prints what each end hook cost and every store_metrics log record.
+_TASKS = textwrap.dedent(
+    """
+    import json, logging, os, sys, time
+    from types import SimpleNamespace
+
+    from store_metrics import accessors, plugin, runtime
+
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append([record.levelname, record.getMessage()])
+
+    logger = logging.getLogger("store_metrics")
+    logger.addHandler(Keep())
+    logger.setLevel(logging.INFO)
+
+    class Store:  # the task store accessor's supervisor round trip, in memory
+        def __init__(self):
+            self.data = {}
+        def get(self, key, default=None):
+            return self.data.get(key, default)
+        def set(self, key, value, *, retention=None):
+            self.data[key] = value
+        def delete(self, key):
+            self.data.pop(key, None)
+        def clear(self):
+            self.data.clear()
+
+    class PythonOperator:
+        pass
+
+    # The plugin only instruments the Task SDK's RuntimeTaskInstance; these stand-ins have
+    # every attribute it reads from one.
+    plugin._is_task_runner_ti = lambda ti: True
+    tasks = []
+    for i in range(int(sys.argv[1])):
+        context = {"task_state_store": Store(), "dag_run": SimpleNamespace(run_type="manual")}
+        ti = SimpleNamespace(
+            stats_tags={}, dag_id="d", task_id=f"t{i}", task=PythonOperator(),
+            get_template_context=lambda context=context: context,
+        )
+        plugin.listener.on_task_instance_running(None, ti)
+        context["task_state_store"].set("k", 1)
+        started = time.monotonic()
+        plugin.listener.on_task_instance_success(None, ti)
+        tasks.append({
+            "end_hook_seconds": time.monotonic() - started,
+            "instrumented": accessors.is_instrumented(context["task_state_store"]),
+        })
+    emitter = runtime.get_emitter()
+    counted = {}
+    for (name, _), total in emitter.snapshot().items():
+        counted[name] = counted.get(name, 0) + total
+    print(json.dumps({
+        "tasks": tasks,
+        "records": records,
+        "flush_timeout": emitter.flush_timeout,
+        "backend": emitter.backend.describe(),
+        "counted": counted,
+    }), flush=True)
+    # A hung OTLP export may still hold the worker: leave without the exit flush's wait.
+    os._exit(0)
+    """
+)
+
+NOWHERE = (
+    "store-metrics: backend 'airflow' follows [metrics], which enables no backend: counts go "
+    "nowhere. Set [metrics] statsd_on/otel_on, or [store_metrics] backend."
+)
+
+
+def run_tasks(tmp_path: Path, count: int, **env: str) -> dict[str, Any]:
+    """``count`` tasks through the listener in a fresh process configured by ``env`` only."""
+    environ = {**clean_environ(), "AIRFLOW_HOME": str(tmp_path), **env}
+    done = subprocess.run(
+        [sys.executable, "-c", _TASKS, str(count)],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def problems(result: dict[str, Any]) -> list[list[str]]:
+    """The [level, message] records at WARNING or above."""
+    return [r for r in result["records"] if r[0] in ("WARNING", "ERROR", "CRITICAL")]
+
+
+def test_the_airflow_backend_with_no_metrics_backend_warns_once_that_counts_go_nowhere(
+    tmp_path: Path,
+) -> None:
+    result = run_tasks(
+        tmp_path,
+        3,
+        AIRFLOW__STORE_METRICS__BACKEND="airflow",
+        AIRFLOW__METRICS__STATSD_ON="False",
+        AIRFLOW__METRICS__STATSD_DATADOG_ENABLED="False",
+        AIRFLOW__METRICS__OTEL_ON="False",
+    )
+    # Three tasks, each instrumented and counted...
+    assert [t["instrumented"] for t in result["tasks"]] == [True, True, True]
+    assert result["counted"] == {"task_state_store.write": 3}
+    # ...and the warning exactly once, in these words, and nothing else at WARNING or above.
+    assert problems(result) == [["WARNING", NOWHERE]]
+    assert not any("sending to" in message for _, message in result["records"])
+
+
+def test_the_airflow_backend_following_statsd_does_not_warn(tmp_path: Path) -> None:
+    """The control: the same run with [metrics] statsd_on says where counts go, and no warning."""
+    receiver = UdpReceiver()
+    try:
+        result = run_tasks(
+            tmp_path,
+            3,
+            AIRFLOW__STORE_METRICS__BACKEND="airflow",
+            AIRFLOW__METRICS__STATSD_ON="True",
+            AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
+            AIRFLOW__METRICS__STATSD_PORT=str(receiver.port),
+        )
+    finally:
+        receiver.close()
+    assert result["counted"] == {"task_state_store.write": 3}
+    assert problems(result) == []
+    assert ["INFO", "store-metrics: counting state store calls, sending to " + result["backend"]] in result[
+        "records"
+    ]
+    assert result["backend"] == "airflow (Airflow's [metrics] backend: statsd)"
+
+
+def test_the_task_end_flush_to_a_backend_that_never_answers_is_bounded_by_flush_timeout(
+    tmp_path: Path,
+) -> None:
+    silent = SilentTcpServer()  # an OTLP/HTTP endpoint that accepts and never answers
+    try:
+        started = time.monotonic()
+        result = run_tasks(
+            tmp_path,
+            1,
+            AIRFLOW__STORE_METRICS__BACKEND="otel",
+            AIRFLOW__STORE_METRICS__OTEL_EXPORTER="otlp",
+            AIRFLOW__STORE_METRICS__FLUSH_TIMEOUT="0.5",
+            AIRFLOW__STORE_METRICS__FLUSH_INTERVAL="60",
+            OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=f"http://127.0.0.1:{silent.port}/v1/metrics",
+            OTEL_EXPORTER_OTLP_METRICS_TIMEOUT="30",  # the exporter itself waits far longer
+        )
+        whole_run = time.monotonic() - started
+        # The exporter did connect during the flush, and got no answer.
+        wait_until(lambda: silent.accepted, timeout=10)
+    finally:
+        silent.close()
+    assert result["flush_timeout"] == 0.5
+    assert result["counted"] == {"task_state_store.write": 1}
+    (task,) = result["tasks"]
+    assert task["instrumented"]
+    # The end hook waited for the hung export, for the emitter's own flush_timeout and no longer.
+    assert 0.5 <= task["end_hook_seconds"] < 0.5 + 1.5, task
+    assert whole_run < 30  # and the process did not wait for the exporter's own 30 s timeout
+    # It did not raise (the hook would have logged "could not flush at task end").
+    assert [r for r in problems(result) if r[0] != "WARNING"] == []

@@ -3,7 +3,8 @@
 It prints every option with where its value came from, builds and opens the backend in the
 foreground (so a failure is reported here, not logged from a worker thread), sends one
 ``store_metrics.check`` increment and flushes it. Exit codes: 0 sent, 1 bad configuration
-(the same message the plugin logs), 2 missing extra, 3 the backend failed.
+(the same message the plugin logs), 2 missing extra, 3 the backend failed, 4 the configuration
+sends nowhere (backend ``none``, or ``airflow`` with no ``[metrics]`` backend enabled).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ EXIT_OK = 0
 EXIT_CONFIG = 1
 EXIT_MISSING_EXTRA = 2
 EXIT_BACKEND = 3
+#: The configuration is valid but sends nowhere (backend ``none``, or ``airflow`` with no
+#: ``[metrics]`` backend enabled): counting works, nobody will see it.
+EXIT_NOWHERE = 4
 
 
 class _OneIncrement:
@@ -43,13 +47,16 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
         say(f"error: {exc}")
         return EXIT_CONFIG
     say("store-metrics configuration ([store_metrics] in airflow.cfg or AIRFLOW__STORE_METRICS__*):")
-    for name, value in settings.as_dict().items():
-        say(f"  {name:<17} = {value!s:<28} ({settings.sources.get(name, 'default')})")
+    values = settings.as_dict()
+    width = max(map(len, values))
+    for name, value in values.items():
+        say(f"  {name:<{width}} = {value!s:<28} ({settings.sources.get(name, 'default')})")
     if not settings.enabled:
         say("store-metrics is disabled: tasks run uninstrumented. Nothing sent.")
         return EXIT_OK
     try:
-        _, backend_args = split_arguments(settings.backend, settings.configure_kwargs())
+        arguments = settings.configure_kwargs()
+        _, backend_args = split_arguments(arguments.pop("backend"), arguments)
         backend = create_backend(settings.backend, **backend_args)
     except ConfigError as exc:
         say(f"error: {exc}")
@@ -58,6 +65,12 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
         say(f"error: {exc}")
         return EXIT_MISSING_EXTRA
     say(f"backend: {backend.describe()}")
+    if settings.backend == "none" or getattr(backend, "sends_nowhere", False):
+        say(
+            "warning: this configuration sends the counts nowhere: set [store_metrics] backend, or "
+            "enable a backend in Airflow's [metrics] (statsd_on, statsd_datadog_enabled or otel_on)"
+        )
+        return EXIT_NOWHERE
     source: TotalsSource = _OneIncrement()
     try:
         backend.open(source)

@@ -48,6 +48,14 @@ def _check(args: argparse.Namespace) -> int:
     return run_check()
 
 
+def _export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .pipeline.export import run
+
+    return run(Path(args.out), args.prefix, check=args.check)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="store-metrics",
@@ -90,6 +98,18 @@ def build_parser() -> argparse.ArgumentParser:
     catalogue = commands.add_parser("catalogue", help="print the metric catalogue as a Markdown table")
     catalogue.add_argument("--prefix", default="airflow")
     catalogue.set_defaults(func=_catalogue)
+
+    export = commands.add_parser(
+        "export",
+        help="write the collector, Prometheus, statsd_exporter and Grafana files for a metric prefix",
+        description="Writes collector/ (OpenTelemetry Collector and Prometheus configs, rules with their "
+        "promtool tests, statsd_exporter mappings) and dashboards/ (Grafana dashboard, provisioning) "
+        "under --out, for the metric prefix the tasks use ([store_metrics] prefix).",
+    )
+    export.add_argument("--out", required=True, help="output folder (created if missing)")
+    export.add_argument("--prefix", default="airflow", help="metric name prefix (default airflow)")
+    export.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
+    export.set_defaults(func=_export)
     return parser
 
 

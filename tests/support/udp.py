@@ -15,10 +15,10 @@ MARKER_PREFIX = "store_metrics_test.marker."
 class UdpReceiver:
     """A real UDP socket on 127.0.0.1 that records every datagram it receives."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024 * 1024)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(("127.0.0.1", port))
         self.sock.settimeout(0.05)
         self.port: int = self.sock.getsockname()[1]
         self.datagrams: list[bytes] = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ..contracts import TotalsSource
 from ..deltas import Delta
@@ -12,6 +11,7 @@ from ..deltas import Delta
 class NoneBackend:
     """Sends nothing; useful to switch emission off while keeping the plugin installed."""
 
+    #: Nothing is pushed: counters stay in the emitter's memory (nothing reads them).
     pull = True
     opens_without_io = False
     live_histograms = False
@@ -35,5 +35,5 @@ class NoneBackend:
         return None
 
 
-def create(**options: Any) -> NoneBackend:
+def create() -> NoneBackend:
     return NoneBackend()

@@ -1,0 +1,142 @@
+"""``store-metrics export``: every generated file, for one metric prefix, from the package alone.
+
+Layout (paths relative to ``--out``; the repository keeps the default prefix's files at the same
+paths, and tests/test_export.py checks they are byte for byte what this writes)::
+
+    collector/otel-collector.yaml                          OpenTelemetry Collector (contrib)
+    collector/prometheus.yml                               Prometheus scrape jobs + rule files
+    collector/rules.yml, rules.test.yml                    task-side rules + promtool tests
+    collector/server-rules.yml, server-rules.test.yml      API server rules + promtool tests
+    collector/statsd-mapping.yml                           statsd_exporter, task side
+    collector/statsd-mapping-server.yml                    statsd_exporter, API server side
+    dashboards/store-metrics.json                          Grafana dashboard
+    dashboards/provisioning/datasources/store-metrics.yml  Grafana data source
+    dashboards/provisioning/dashboards/store-metrics.yml   Grafana dashboard provider
+
+``prometheus.yml`` loads the rule files by name from its own folder and the promtool tests load
+their rules the same way, so ``collector/`` works as it is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+
+from store_metrics import catalogue
+from store_metrics.wire import is_valid_prefix
+
+from . import otel_collector, prometheus_config, rules, server_rules, statsd_mapping
+from .grafana import dashboard, provisioning
+
+__all__ = ["COLLECTOR", "DASHBOARDS", "FILES", "folder_main", "render_all", "run", "stale", "subtree", "write"]
+
+COLLECTOR = PurePosixPath("collector")
+DASHBOARDS = PurePosixPath("dashboards")
+_PROVISIONING = DASHBOARDS / "provisioning"
+
+#: Relative path -> renderer (prefix -> file text), in the order the files are written.
+FILES: dict[PurePosixPath, Callable[[str], str]] = {
+    COLLECTOR / otel_collector.FILENAME: otel_collector.render,
+    COLLECTOR / prometheus_config.FILENAME: prometheus_config.render,
+    COLLECTOR / rules.FILENAME: rules.render,
+    COLLECTOR / rules.TESTS_FILENAME: rules.render_tests,
+    COLLECTOR / server_rules.FILENAME: server_rules.render,
+    COLLECTOR / server_rules.TESTS_FILENAME: server_rules.render_tests,
+    COLLECTOR / statsd_mapping.FILENAME: statsd_mapping.render,
+    COLLECTOR / statsd_mapping.SERVER_FILENAME: statsd_mapping.render_server,
+    DASHBOARDS / dashboard.FILENAME: dashboard.render,
+    _PROVISIONING / "datasources" / "store-metrics.yml": provisioning.render_datasource,
+    _PROVISIONING / "dashboards" / "store-metrics.yml": provisioning.render_dashboard_provider,
+}
+
+
+def _check_prefix(prefix: str) -> None:
+    if not is_valid_prefix(prefix):
+        raise ValueError(
+            f"invalid metric prefix {prefix!r}: dot-separated words of letters, digits and '_', "
+            "each starting with a letter (or empty)"
+        )
+
+
+def render_all(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[PurePosixPath, str]:
+    """Every file's text for ``prefix``, by path relative to the output folder."""
+    _check_prefix(prefix)
+    return {path: render(prefix) for path, render in FILES.items()}
+
+
+def subtree(folder: PurePosixPath, prefix: str = catalogue.DEFAULT_PREFIX) -> dict[PurePosixPath, str]:
+    """The files under ``folder`` (``COLLECTOR`` or ``DASHBOARDS``), by path relative to it."""
+    return {
+        path.relative_to(folder): text for path, text in render_all(prefix).items() if folder in path.parents
+    }
+
+
+def _sync(files: Mapping[PurePosixPath, str], out: Path, check: bool) -> list[Path]:
+    """Write ``files`` under ``out``; with ``check``, write nothing and return the out-of-date paths."""
+    result = []
+    for relative, text in files.items():
+        path = out.joinpath(relative)
+        data = text.encode("utf-8")
+        if check:
+            if not path.is_file() or path.read_bytes() != data:
+                result.append(path)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        result.append(path)
+    return result
+
+
+def write(out: Path, prefix: str = catalogue.DEFAULT_PREFIX) -> list[Path]:
+    """Write every file under ``out`` (folders created as needed); return the paths written."""
+    return _sync(render_all(prefix), out, check=False)
+
+
+def stale(out: Path, prefix: str = catalogue.DEFAULT_PREFIX) -> list[Path]:
+    """The files under ``out`` that are missing or differ from what :func:`write` would write."""
+    return _sync(render_all(prefix), out, check=True)
+
+
+def _finish(paths: list[Path], check: bool, again: str) -> int:
+    if check:
+        for path in paths:
+            print(f"out of date: {path}", file=sys.stderr)
+        if paths:
+            print(f"re-run: {again}", file=sys.stderr)
+        return 1 if paths else 0
+    for path in paths:
+        print(f"wrote {path}")
+    return 0
+
+
+def run(out: Path, prefix: str = catalogue.DEFAULT_PREFIX, check: bool = False) -> int:
+    """``store-metrics export``: write the files, or with ``check`` list the out-of-date ones (exit 1)."""
+    try:
+        files = render_all(prefix)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    again = f"store-metrics export --out {shlex.quote(str(out))} --prefix {shlex.quote(prefix)}"
+    return _finish(_sync(files, out, check), check, again)
+
+
+def folder_main(folder: PurePosixPath, default_out: Path, argv: Sequence[str] | None = None) -> int:
+    """The repository's ``collector/generate.py`` and ``dashboards/generate.py``: one folder of the export.
+
+    ``--out`` is the folder itself (default: the repository's), as before the files moved into
+    the package; ``store-metrics export --out .`` writes both folders at once.
+    """
+    parser = argparse.ArgumentParser(description=f"Write the {folder}/ files of `store-metrics export`.")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file is missing or out of date")
+    parser.add_argument("--prefix", default=catalogue.DEFAULT_PREFIX, help="metric name prefix (default airflow)")
+    parser.add_argument("--out", type=Path, default=default_out, help=f"output folder (default {default_out})")
+    args = parser.parse_args(argv)
+    try:
+        files = subtree(folder, args.prefix)
+    except ValueError as exc:
+        parser.error(str(exc))
+    again = f"python {folder}/generate.py --prefix {shlex.quote(args.prefix)} --out {shlex.quote(str(args.out))}"
+    return _finish(_sync(files, args.out, args.check), args.check, again)
