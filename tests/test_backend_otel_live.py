@@ -77,7 +77,8 @@ def test_the_adapters_declare_how_they_are_driven() -> None:
     assert backend.own.recorder is None  # no OTLP exporter of our own with a provider passed in
     assert (AirflowStatsBackend.pull, AirflowStatsBackend.opens_without_io) == (False, False)
     assert AirflowStatsBackend.live_histograms is True
-    assert (NoneBackend.pull, NoneBackend.opens_without_io, NoneBackend.live_histograms) == (True, False, False)
+    none = NoneBackend()
+    assert (none.pull, none.opens_without_io, none.live_histograms) == (True, False, False)
     # Each factory takes exactly the options it declares: nothing is swallowed.
     with pytest.raises(TypeError):
         otel.create(meter_provider=provider, host="localhost")  # type: ignore[call-arg]
@@ -113,9 +114,8 @@ def test_each_tag_set_is_its_own_series_and_each_histogram_its_own_metric() -> N
     backend.record_histogram(DURATION, other, 8.0)
     backend.record_histogram(STALL, (("worker", "h-1"),), 12.0)
     collected = points(reader)
-    by_status = {
-        p.attributes["status_class"]: (p.count, p.sum) for p in collected[DURATION.full_name()].data.data_points
-    }
+    series = collected[DURATION.full_name()].data.data_points
+    by_status = {p.attributes["status_class"]: (p.count, p.sum) for p in series}
     assert by_status == {"2xx": (1, 3.0), "5xx": (2, 15.0)}
     (stall,) = collected[STALL.full_name()].data.data_points
     assert tuple(stall.explicit_bounds) == STALL.buckets

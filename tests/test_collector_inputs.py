@@ -194,7 +194,7 @@ def test_mapping_has_one_exact_counter_mapping_per_catalogue_metric() -> None:
     assert "defaults" not in yaml.safe_load(MAPPING.read_text())
 
 
-# -- topology 2: DogStatsD -> collector statsd receiver (ported parser) ---------------------------------------------
+# -- topology 2: DogStatsD -> collector statsd receiver (ported parser) --------------------------------
 
 
 @pytest.mark.parametrize("tags", TAG_SETS, ids=range(len(TAG_SETS)))
@@ -317,7 +317,7 @@ def test_ported_statsd_exporter_parser_reads_the_dogstatsd_backend_datagrams_too
     assert received("dogstatsd", udp_receiver, statsd_exporter_series) == EXPECTED
 
 
-# -- topology 3: InfluxDB-StatsD -> statsd_exporter (ported parser) ------------------------------------------------
+# -- topology 3: InfluxDB-StatsD -> statsd_exporter (ported parser) ------------------------------------
 
 
 @pytest.mark.parametrize("tags", TAG_SETS, ids=range(len(TAG_SETS)))

@@ -1,7 +1,9 @@
 """The aggregating emitter: counting in memory, one line per series per flush, exact totals.
 
-Every count here goes through a real backend to a real socket (the statsd adapter to the
-``udp_receiver`` fixture) or stays in the emitter (``none`` backend), never through a mock.
+Every count here goes through the real statsd backend to a real socket (the ``udp_receiver``
+fixture) or stays in the emitter (``none`` backend); no backend is faked. One test wraps the real
+backend's ``export`` to hold it on an Event (the worker stays busy for as long as the test says)
+and then calls the real ``export``, which sends to the socket.
 """
 
 from __future__ import annotations

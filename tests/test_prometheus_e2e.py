@@ -14,7 +14,10 @@ Two sources:
   need a series to exist before it grows) are checked against the calls of exactly one pass.
 
 The expected values are computed here, in Python, from a model of the scenarios and from the
-dashboard generator's declarative query specs, never from PromQL.
+dashboard generator's declarative query specs, never from PromQL. Rates over the demo depend on
+when Prometheus scraped which run, so there the expected values are computed from the raw samples
+Prometheus holds (whose last values must be the model's totals), with Prometheus's own
+extrapolation rule (``prometheus_rate``), and compared exactly.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ import math
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -42,6 +44,7 @@ from typing import Any
 import pytest
 import yaml
 
+from support.ports import free_port
 from support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -210,13 +213,97 @@ def assert_groups(actual: Groups, wanted: Groups, rel: float, what: str) -> None
         )
 
 
+def assert_exact_groups(actual: Groups, wanted: Groups, what: str) -> None:
+    """The same groups, zero-valued ones included, with the same values (to float rounding)."""
+    assert set(actual) == set(wanted), f"{what}: groups {sorted(actual)} != expected {sorted(wanted)}"
+    for key, value in wanted.items():
+        assert actual[key] == pytest.approx(value, rel=1e-9, abs=1e-12), (
+            f"{what}: {key} = {actual[key]}, expected {value}"
+        )
+
+
+# -- rates from raw samples ----------------------------------------------------------------------------
+
+Sample = tuple[float, float]  # (timestamp in seconds, value)
+#: Labels Prometheus or the exporter add, which the model does not know.
+_TARGET_LABELS = ("__name__", "job", "instance")
+
+
+def prometheus_rate(samples: list[Sample], at: float, range_seconds: float) -> float | None:
+    """``rate(x[range])`` evaluated at ``at`` over ``samples`` (those in the range), as Prometheus
+    computes it (promql/functions.go ``extrapolatedRate``): the increase between the first and last
+    sample, extrapolated towards the range's ends (at most half an average interval unless an end
+    is closer, never below zero at the start), per second. None with fewer than two samples."""
+    if len(samples) < 2:
+        return None
+    times = [round(t * 1000) for t, _ in samples]
+    values = [v for _, v in samples]
+    range_end = round(at * 1000)
+    range_start = range_end - round(range_seconds * 1000)
+    increase = values[-1] - values[0]
+    last = 0.0
+    for value in values:  # counter resets
+        if value < last:
+            increase += last
+        last = value
+    to_start = (times[0] - range_start) / 1000
+    to_end = (range_end - times[-1]) / 1000
+    sampled = (times[-1] - times[0]) / 1000
+    average = sampled / (len(samples) - 1)
+    if increase > 0 and values[0] >= 0:
+        to_start = min(to_start, sampled * (values[0] / increase))
+    threshold = average * 1.1
+    interval = sampled
+    interval += to_start if to_start < threshold else average / 2
+    interval += to_end if to_end < threshold else average / 2
+    return increase * (interval / sampled) / range_seconds
+
+
+def observed_rates(
+    prom: Prometheus,
+    model: Model,
+    range_seconds: int,
+    at: float,
+    *,
+    unseen_after: float | None = None,
+) -> Model:
+    """Per-series ``rate(series[range])`` at ``at``, computed here from Prometheus's raw samples.
+
+    Prometheus must hold exactly the model's series, each ending at the model's total. With
+    ``unseen_after``, a last sample later than that is left out (one a rule evaluation at ``at``
+    may not have seen yet: the scrape was still being written).
+    """
+    selector = '{__name__=~"' + "|".join(sorted({n for n, _ in model.counts})) + '"}'
+    data = prom.api("query", query=f"{selector}[{range_seconds}s]", time=f"{at:.3f}")
+    assert data["resultType"] == "matrix", data
+    rates = Model()
+    seen = []
+    for series in data["result"]:
+        labels = {
+            k: v
+            for k, v in series["metric"].items()
+            if v and k not in _TARGET_LABELS and not k.startswith("otel_scope_")
+        }
+        key = (series["metric"]["__name__"], frozenset(labels.items()))
+        assert key in model.counts, f"a series the scenarios did not make: {key}"
+        seen.append(key)
+        samples = [(float(t), float(v)) for t, v in series["values"]]
+        assert samples and samples[-1][1] == model.counts[key], (key, samples[-3:], model.counts[key])
+        if unseen_after is not None and samples[-1][0] > unseen_after:
+            samples = samples[:-1]
+        rate = prometheus_rate(samples, at, range_seconds)
+        if rate is not None:
+            rates.counts[key] = rate
+    assert sorted(seen, key=str) == sorted(model.counts, key=str)
+    return rates
+
+
+def range_seconds(rng: str) -> int:
+    assert rng.endswith("s") and rng[:-1].isdigit(), rng
+    return int(rng[:-1])
+
+
 # -- a real Prometheus -----------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
@@ -393,7 +480,11 @@ def per_dag(model: Model) -> dict[tuple[str, str, str, str], float]:
 
 def rule_ratios(model: Model) -> dict[str, Groups]:
     """Recorded ratio -> {(dag_id, team_name, store): value} where the denominator is positive."""
-    calls = per_dag(model)
+    return ratios_of(per_dag(model))
+
+
+def ratios_of(calls: Mapping[tuple[str, str, str, str], float]) -> dict[str, Groups]:
+    """The ratio rules over per-(dag_id, team_name, store, outcome) counts or rates."""
     keys = {(d, t, s) for d, t, s, _ in calls}
 
     def total(key: tuple[str, str, str], outcomes: tuple[str, ...]) -> float:
@@ -472,9 +563,24 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoSource]:
         assert proc.poll() is None, "store-metrics demo exited:\n" + "".join(lines)
         model = demo_model(DEMO_RUNS)
         total = sum(model.counts.values())
-        every = " + ".join(f"sum({n})" for n in sorted({n for n, _ in model.counts}))
+        names = sorted({n for n, _ in model.counts})
+        every = " + ".join(f"sum({n})" for n in names)
         wait_for(lambda: prom.scalar(every) == total, 30, f"Prometheus to hold all {total} demo calls")
-        yield DemoSource(prom, model, time.time())
+        scraped = f"max(timestamp({names[0]}))"
+        evaluated = "min(timestamp(dag_id:store_metrics_calls:rate5m))"
+        holding = prom.scalar(scraped)
+        assert holding is not None
+        # The rules evaluate on their own schedule: wait (bounded) for an evaluation late enough
+        # that the scrape holding the totals was written before it (scrape_timeout is 900 ms).
+        wait_for(lambda: (prom.scalar(evaluated) or 0) > holding + 1.5, 30, "a rule evaluation on the totals")
+        end = time.time()
+        # Everything up to `end` is written once a later scrape and a later evaluation are.
+        wait_for(
+            lambda: min(prom.scalar(scraped) or 0, prom.scalar(evaluated) or 0) > end,
+            30,
+            "a scrape and a rule evaluation after the end",
+        )
+        yield DemoSource(prom, model, end)
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -502,6 +608,7 @@ def test_demo_every_dashboard_query(demo: DemoSource, variables: dict[str, list[
     """Range queries over the whole demo return exactly the scenarios' totals; rate queries are sane."""
     rng = f"{math.ceil(demo.end - demo.prom.started) + 60}s"  # reaches back before the first sample
     filters = filters_of(variables)
+    rates = observed_rates(demo.prom, demo.model, range_seconds(rng), demo.end)
     for title, target, spec in dashboard_targets():
         expr = interpolate(target["expr"], variables, rng=rng, rate_interval=rng)
         actual = as_groups(demo.prom.query(expr, demo.end), spec.by)
@@ -509,9 +616,10 @@ def test_demo_every_dashboard_query(demo: DemoSource, variables: dict[str, list[
         if spec.kind == "count":
             assert_groups(actual, expected(spec, demo.model, filters), rel=1e-9, what=what)
         else:
-            wanted = expected(spec, demo.model, filters, seconds=1.0)
-            assert set(actual) <= set(wanted), f"{what}: unexpected groups {set(actual) - set(wanted)}"
-            assert all(math.isfinite(v) and v >= 0 for v in actual.values()), f"{what}: {actual}"
+            # Per-series rates over the whole demo, from the raw samples, summed as the spec says.
+            wanted = expected(spec, rates, filters, seconds=1.0)
+            assert wanted, f"{what}: the model expects no group at all"
+            assert_exact_groups(actual, wanted, what)
 
 
 @pytest.mark.prometheus
@@ -571,13 +679,63 @@ def label_values(prom: Prometheus, query: str, variables: Mapping[str, list[str]
 @pytest.mark.airflow
 @pytest.mark.slow
 def test_demo_rules(demo: DemoSource) -> None:
-    """Every recording rule expression evaluates on the demo's data; alert expressions pick the right DAGs."""
-    dags = {dict(ls)["dag_id"] for _, ls in demo.model.counts}
+    """Every recording rule expression gives exactly the demo's groups and values; alert expressions
+    pick the right DAGs."""
+    # The rate rules, evaluated here at the end: per-series rates over 5m from the raw samples.
+    rates = observed_rates(demo.prom, demo.model, 300, demo.end)
+    # The ratio rules read the rate rules' recorded series: their last evaluation before the end.
+    recorded = {
+        (
+            s["metric"]["dag_id"],
+            s["metric"].get("team_name", ""),
+            s["metric"]["store"],
+            s["metric"]["outcome"],
+        ): (float(s["value"][1]))
+        for s in demo.prom.query("dag_id:store_metrics_calls:rate5m", demo.end)
+    }
+    seen = set()
     for rule in recording_rules():
+        record, labels = rule["record"], rule.get("labels", {})
         result = demo.prom.query(rule["expr"], demo.end)
-        for sample in result:
-            assert sample["metric"].get("dag_id") in dags, (rule["record"], sample)
-            assert math.isfinite(float(sample["value"][1])), (rule["record"], sample)
+        what = f"{record} {labels}"
+        if record == "dag_id:store_metrics_calls:rate5m":
+            name = _series_name(labels["store"], labels["outcome"])
+            wanted = {
+                (d, t): v
+                for (d, t, s, o), v in per_dag(rates).items()
+                if (s, o) == (labels["store"], labels["outcome"])
+            }
+            assert wanted or not any(n == name for n, _ in demo.model.counts), what
+            assert_exact_groups(as_groups(result, ("dag_id", "team_name")), wanted, what)
+        elif record == "dag_id_operation:store_metrics_errors:rate5m":
+            name = _series_name(labels["store"], "error")
+            wanted = defaultdict(float)
+            for (series_name, labelset), value in rates.counts.items():
+                if series_name == name:
+                    ls = dict(labelset)
+                    wanted[(ls["dag_id"], ls.get("team_name", ""), ls["operation"])] += value
+            assert_exact_groups(as_groups(result, ("dag_id", "team_name", "operation")), dict(wanted), what)
+        else:
+            wanted = ratios_of(recorded)[record]
+            assert wanted, what
+            assert_exact_groups(as_groups(result, ("dag_id", "team_name", "store")), wanted, what)
+        seen.add(record)
+    assert seen == {r["record"] for r in recording_rules()}
+    # What was recorded is what the rate rules give at their evaluation time: every (dag, store,
+    # outcome) the scenarios made, valued from the raw samples that evaluation could see (the
+    # newest scrape may still have been being written).
+    stamps = demo.prom.query("timestamp(dag_id:store_metrics_calls:rate5m)", demo.end)
+    (evaluated,) = {float(s["value"][1]) for s in stamps}
+    assert set(recorded) == set(per_dag(demo.model))
+    candidates = [
+        per_dag(observed_rates(demo.prom, demo.model, 300, evaluated)),
+        per_dag(observed_rates(demo.prom, demo.model, 300, evaluated, unseen_after=evaluated - 1.0)),
+    ]
+    assert any(
+        set(c) == set(recorded)
+        and all(recorded[k] == pytest.approx(v, rel=1e-9, abs=1e-12) for k, v in c.items())
+        for c in candidates
+    ), (recorded, candidates)
     alerts = {r["alert"]: r for r in alerting_rules()}
     fired = {
         (s["metric"]["dag_id"], s["metric"]["task_id"], s["metric"].get("team_name", ""))

@@ -2,8 +2,10 @@
 
 StatsD and DogStatsD lines go through a real UDP socket; what the receivers make of them is
 computed with their own rules (statsd_exporter ``int(1/rate)`` events per sampled line, the
-Collector's statsd receiver ``uint64(1/rate)``), OpenTelemetry through the SDK and a real
-Prometheus scrape, Airflow's path through Airflow's own StatsD logger.
+Collector's statsd receiver ``uint64(1/rate)``), OpenTelemetry through the SDK and its Prometheus
+exporter, read back with an HTTP GET of the exporter's ``/metrics`` parsed by prometheus_client
+(no Prometheus server runs here; test_prometheus_e2e.py has one), Airflow's path through
+Airflow's own StatsD logger.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from store_metrics import catalogue, wire
-from store_metrics.deltas import Buckets
+from store_metrics.deltas import Buckets, GaugeValue
 from store_metrics.emitter import GaugeSeries, HistogramSeries
 from store_metrics.runtime import create_emitter
 from support.airflow import airflow_statsd_env
@@ -58,7 +60,7 @@ def test_take_returns_what_was_observed_since_and_give_back_restores_it() -> Non
     delta = series.take()
     assert delta is not None and delta.buckets == series.cumulative()
     assert series.take() is None  # nothing new
-    series.give_back(delta.buckets)  # the export failed
+    series.give_back(delta)  # the export failed
     again = series.take()
     assert again is not None and again.buckets == delta.buckets
     series.record(7.0)
@@ -84,7 +86,7 @@ def test_gauge_keeps_the_largest_value_of_each_interval() -> None:
     gauge.observe(0.1)
     second = gauge.take()
     assert second is not None and second.value == 0.1  # a new interval starts from nothing
-    gauge.give_back(9.0)
+    gauge.give_back(GaugeValue(STALL_MAX, WIRE_TAGS, 9.0))
     gauge.observe(4.0)
     third = gauge.take()
     assert third is not None and third.value == 9.0
@@ -165,11 +167,23 @@ def test_a_bucket_s_mean_stays_inside_the_bucket() -> None:
 
 
 def test_datagrams_are_packed_up_to_the_limit() -> None:
+    def carried(text: str) -> wire.Line:
+        return wire.Line(text, GaugeValue(STALL_MAX, (("worker", text[0]),), 1.0))
+
+    def payloads(lines: list[str], size: int, end: bytes = b"") -> list[bytes]:
+        return [d.payload for d in wire.pack_lines([carried(line) for line in lines], size, end)]
+
     lines = ["a" * 10, "b" * 10, "c" * 10]
-    assert wire.pack_datagrams(lines, 21) == [b"aaaaaaaaaa\nbbbbbbbbbb", b"cccccccccc"]
-    assert wire.pack_datagrams(lines, 20) == [b"aaaaaaaaaa", b"bbbbbbbbbb", b"cccccccccc"]
-    assert wire.pack_datagrams(["x" * 50], 20) == [b"x" * 50]  # a line is never split
-    assert wire.pack_datagrams([], 20) == []
+    assert payloads(lines, 21) == [b"aaaaaaaaaa\nbbbbbbbbbb", b"cccccccccc"]
+    assert payloads(lines, 20) == [b"aaaaaaaaaa", b"bbbbbbbbbb", b"cccccccccc"]
+    assert payloads(["x" * 50], 20) == [b"x" * 50]  # a line is never split
+    assert payloads([], 20) == []
+    # A datagram's end counts against its size (DogStatsD ends each with a newline).
+    assert payloads(lines, 22, b"\n") == [b"aaaaaaaaaa\nbbbbbbbbbb\n", b"cccccccccc\n"]
+    assert payloads(lines, 21, b"\n") == [b"aaaaaaaaaa\n", b"bbbbbbbbbb\n", b"cccccccccc\n"]
+    # Each datagram says what its lines carry, in order: what is kept if its send fails.
+    packed = wire.pack_lines([carried(line) for line in lines], 21)
+    assert [[dict(d.tags)["worker"] for d in datagram.carries] for datagram in packed] == [["a", "b"], ["c"]]
 
 
 # -- what the receivers make of the lines ---------------------------------------------------------

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from .catalogue import Metric
 from .contracts import Counter
 from .deltas import TagTuple
-from .emitter.series import CounterSeries, GaugeSeries, HistogramSeries, LiveTarget
+from .emitter.series import CounterSeries, GaugeSeries, HistogramSeries
 from .runtime import set_emitter
 from .wire import normalize_tags, sanitize_tag_value
 
@@ -68,8 +68,7 @@ class MetricsRecorder:
         with self._lock:
             series = self._observers.get(key)
             if series is None:
-                made = HistogramSeries(metric, key[1], LiveTarget()) if cls is HistogramSeries else None
-                series = self._observers[key] = made or GaugeSeries(metric, key[1])
+                series = self._observers[key] = cls(metric, key[1])
         return series
 
     def observations(self, name: str, **tags: str) -> list[tuple[TagTuple, HistogramSeries | GaugeSeries]]:

@@ -10,17 +10,17 @@ Histograms (API server side) are **live**: each observation is one ``stats.timin
 caller's thread, as it happens, with its exact value. Airflow's ``timing`` takes one value and
 no count or sample rate, so a histogram cannot leave in O(series) calls: ``N`` observations cost
 ``N`` calls whichever thread makes them. Made at flush on the emitter's worker (as before), they
-come as one burst that holds the GIL against the API server's event loop. Measured
-(``benchmarks/histogram_export.py``; 2 cores, Airflow 3.3): ``stats.timing`` costs about
-9 µs (Airflow's OTel logger) to 16 µs (its StatsD logger, one UDP datagram) per call;
-replaying 100,000 observations on a worker thread took 0.9 to 2.2 s, during which a 1 ms ticker
-on an event loop woke up to 15 ms late (median 5 ms with the OTel logger). Live, the same calls
-add those microseconds to the request that observed the value and never stall the loop for
-longer; the values are exact rather than bucket means, and a StatsD receiver gets them spread
-over the interval instead of 100,000 datagrams at once. What an Airflow logger does per call
+come as one burst that holds the GIL against the API server's event loop. Measured on 2 cores
+(``python -m benchmarks.histogram_export``, Airflow 3.3's StatsD logger to a UDP sink): one
+``stats.timing`` costs about 16 µs; replaying 100,000 observations took 1.5 s on a worker
+thread, during which a 1 ms ticker on an event loop woke up to 42 ms late; with Airflow's OTel
+logger, 9 µs a call, 0.9 s, up to 15 ms late and 5 ms late at the median. Live, the same calls
+add those microseconds to the request that observed the value, the flush has nothing left to
+do (4 µs instead of 1.5 s), the values are exact rather than bucket means, and a StatsD receiver
+gets them spread over the interval instead of all at once. What an Airflow logger does per call
 is what Airflow does on its own request paths: the StatsD loggers send one UDP datagram (the
-address resolved when the client is built in :meth:`AirflowStatsBackend.open`), the OTel logger
-records in memory.
+address resolved when the client is built, in :meth:`AirflowStatsBackend.open` on the worker),
+the OTel logger records in memory.
 
 Observations made before the backend is open in this process still arrive as a
 ``HistogramDelta`` in :meth:`AirflowStatsBackend.export`: one ``stats.timing`` per observation,
@@ -34,6 +34,7 @@ from typing import Any
 
 from airflow.sdk.observability import stats
 
+from .. import logs
 from ..catalogue import Metric
 from ..contracts import TotalsSource
 from ..deltas import Buckets, CounterDelta, Delta, GaugeValue, HistogramDelta, TagTuple
@@ -56,6 +57,24 @@ def _airflow_target() -> str:
     except Exception:
         return "unknown"
     return _NOWHERE
+
+
+def _build_client_now(shared_stats: Any) -> None:
+    """Make Airflow build its stats client here, on the emitter's worker, not at the first call.
+
+    Airflow builds it at its first ``stats`` call (again in a forked child); with live histograms
+    that would be on the API server's event loop, and building a StatsD client resolves its host.
+    DogStatsD resolves only when it first sends: its socket is opened here too.
+    """
+    build = getattr(shared_stats, "_get_backend", None)  # Airflow's own, private: may change
+    if not callable(build):
+        return
+    client = getattr(build(), "dogstatsd", None)
+    if client is not None and callable(getattr(client, "get_socket", None)):
+        try:
+            client.get_socket()
+        except Exception:  # it resolves again at its next send, as it would have anyway
+            logs.logger.debug("DogStatsD socket not opened in advance", exc_info=True)
 
 
 class _Unsent(Exception):
@@ -107,6 +126,7 @@ class AirflowStatsBackend:
                 factory=stats_utils.get_stats_factory(),
                 export_legacy_names=conf.getboolean("metrics", "legacy_names_on", fallback=True),
             )
+        _build_client_now(shared_stats)
 
     def record_histogram(self, metric: Metric, tags: TagTuple, value: float) -> None:
         # A fresh dict each time: Airflow's loggers are handed it and may keep or change it.

@@ -102,9 +102,10 @@ class Delivery:
             if explicit:
                 self.backend.force_flush(self.timeout)
         except Exception as exc:
+            # Part sent, the rest kept (a UDP receiver that went away): a warning. Nothing sent: an error.
             logs.once(
                 f"export:{type(exc).__name__}",
-                logging.ERROR,
+                logging.WARNING if isinstance(exc, PartialExport) else logging.ERROR,
                 "store-metrics could not send to %s: %s; what was not sent is kept and tried again "
                 "at the next flush (further failures like this one are not logged)",
                 self.backend.describe(),

@@ -129,11 +129,11 @@ class HistogramSeries:
         "total_sums",
     )
 
-    def __init__(self, metric: Metric, tags: TagTuple, live: LiveTarget) -> None:
+    def __init__(self, metric: Metric, tags: TagTuple, live: LiveTarget | None = None) -> None:
         self.metric = metric
         self.tags = tags
         self.bounds = metric.buckets
-        self._live = live
+        self._live = live or LiveTarget()
         self._lock = threading.Lock()
         self._reset()
 

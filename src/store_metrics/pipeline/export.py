@@ -31,7 +31,17 @@ from store_metrics.wire import is_valid_prefix
 from . import otel_collector, prometheus_config, rules, server_rules, statsd_mapping
 from .grafana import dashboard, provisioning
 
-__all__ = ["COLLECTOR", "DASHBOARDS", "FILES", "folder_main", "render_all", "run", "stale", "subtree", "write"]
+__all__ = [
+    "COLLECTOR",
+    "DASHBOARDS",
+    "FILES",
+    "folder_main",
+    "render_all",
+    "run",
+    "stale",
+    "subtree",
+    "write",
+]
 
 COLLECTOR = PurePosixPath("collector")
 DASHBOARDS = PurePosixPath("dashboards")
@@ -131,12 +141,18 @@ def folder_main(folder: PurePosixPath, default_out: Path, argv: Sequence[str] | 
     """
     parser = argparse.ArgumentParser(description=f"Write the {folder}/ files of `store-metrics export`.")
     parser.add_argument("--check", action="store_true", help="exit 1 if a file is missing or out of date")
-    parser.add_argument("--prefix", default=catalogue.DEFAULT_PREFIX, help="metric name prefix (default airflow)")
-    parser.add_argument("--out", type=Path, default=default_out, help=f"output folder (default {default_out})")
+    parser.add_argument(
+        "--prefix", default=catalogue.DEFAULT_PREFIX, help="metric name prefix (default airflow)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=default_out, help=f"output folder (default {default_out})"
+    )
     args = parser.parse_args(argv)
     try:
         files = subtree(folder, args.prefix)
     except ValueError as exc:
         parser.error(str(exc))
-    again = f"python {folder}/generate.py --prefix {shlex.quote(args.prefix)} --out {shlex.quote(str(args.out))}"
+    again = (
+        f"python {folder}/generate.py --prefix {shlex.quote(args.prefix)} --out {shlex.quote(str(args.out))}"
+    )
     return _finish(_sync(files, args.out, args.check), args.check, again)

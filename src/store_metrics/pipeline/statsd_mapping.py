@@ -13,7 +13,14 @@ from store_metrics import catalogue
 
 from . import templating, yaml_text
 
-__all__ = ["FILENAME", "SERVER_FILENAME", "mapping_document", "render", "render_server", "server_mapping_document"]
+__all__ = [
+    "FILENAME",
+    "SERVER_FILENAME",
+    "mapping_document",
+    "render",
+    "render_server",
+    "server_mapping_document",
+]
 
 FILENAME = "statsd-mapping.yml"
 SERVER_FILENAME = "statsd-mapping-server.yml"
@@ -81,4 +88,6 @@ def render(prefix: str) -> str:
 
 def render_server(prefix: str) -> str:
     """``statsd-mapping-server.yml``."""
-    return yaml_text.dump(server_mapping_document(prefix), templating.generated_header(prefix) + _SERVER_HEADER)
+    return yaml_text.dump(
+        server_mapping_document(prefix), templating.generated_header(prefix) + _SERVER_HEADER
+    )

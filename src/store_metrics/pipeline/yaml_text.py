@@ -19,12 +19,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["dump"]
 
 _INDENT = 2
 #: PyYAML's ``width``: a longer line would be folded, which this writer does not do.
 _WIDTH = 10_000
+#: Marks the end of a ``|+`` block in the output lines (PyYAML's "open ended" document).
+_KEPT = "\0kept"
 _BREAKS = "\n\x85\u2028\u2029"
 _WHITESPACE = "\0 \t\r" + _BREAKS
 
@@ -174,6 +177,8 @@ def _value(lead: str, value: object, indent: int, out: list[str]) -> None:
         first, *rest = _literal(value, indent + _INDENT)
         out.append(f"{lead} {first}")
         out.extend(rest)
+        if first.endswith("+"):
+            out.append(_KEPT)
     else:
         out.append(f"{lead} {_scalar(value)}")
 
@@ -184,7 +189,7 @@ def _key(key: object) -> str:
     return _string(key)
 
 
-def _mapping(mapping: Mapping[object, object], indent: int, out: list[str], first_lead: str = "") -> None:
+def _mapping(mapping: Mapping[Any, object], indent: int, out: list[str], first_lead: str = "") -> None:
     for i, (key, value) in enumerate(mapping.items()):
         lead = (first_lead if i == 0 and first_lead else " " * indent) + _key(key) + ":"
         _value(lead, value, indent, out)
@@ -206,4 +211,6 @@ def dump(document: Mapping[str, object], header: str = "") -> str:
     """``header`` (comment lines, each ending in a newline) followed by ``document`` as block YAML."""
     out: list[str] = []
     _mapping(document, 0, out)
-    return header + "\n".join(out) + "\n"
+    # A document ending in a block that keeps its trailing line breaks gets an explicit end.
+    end = "...\n" if out[-1] is _KEPT else ""
+    return header + "\n".join(line for line in out if line is not _KEPT) + "\n" + end

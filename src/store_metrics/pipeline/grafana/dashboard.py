@@ -102,7 +102,12 @@ def _timeseries(defaults: dict[str, Any]) -> dict[str, Any]:
         "spanNulls": False,
     }
     return {
-        "legend": {"displayMode": "table", "placement": "bottom", "showLegend": True, "calcs": ["mean", "max"]},
+        "legend": {
+            "displayMode": "table",
+            "placement": "bottom",
+            "showLegend": True,
+            "calcs": ["mean", "max"],
+        },
         "tooltip": {"mode": "multi", "sort": "desc"},
     }
 

@@ -42,7 +42,9 @@ class Queries:
 
     prefix: str
 
-    def m(self, kind: str, stores: Sequence[Store], outcomes: Sequence[Outcome], by: Sequence[str] = ()) -> Measure:
+    def m(
+        self, kind: str, stores: Sequence[Store], outcomes: Sequence[Outcome], by: Sequence[str] = ()
+    ) -> Measure:
         """Calls of ``stores`` x ``outcomes``: in the range (``count``) or per second (``rate``)."""
         return Measure(kind, series(stores, outcomes, self.prefix), tuple(by))
 
@@ -116,7 +118,11 @@ def overview_row(q: Queries) -> Row:
                 "stat",
                 "Deletes and clears",
                 "delete and clear calls, task and asset stores." + RANGE_NOTE,
-                [Target(q.m("count", BOTH, (Outcome.DELETE, Outcome.CLEAR)), "deletes + clears", instant=True)],
+                [
+                    Target(
+                        q.m("count", BOTH, (Outcome.DELETE, Outcome.CLEAR)), "deletes + clears", instant=True
+                    )
+                ],
                 w=4,
                 h=5,
                 decimals=0,
@@ -224,7 +230,13 @@ def top_row(q: Queries) -> Row:
                 "State store calls per DAG, task, operator and run type, by kind of call." + RANGE_NOTE,
                 [
                     Target(q.m("count", BOTH, outcomes, TABLE_BY), instant=True, table=True)
-                    for outcomes in (READS, (Outcome.WRITE,), (Outcome.DELETE,), (Outcome.CLEAR,), (Outcome.ERROR,))
+                    for outcomes in (
+                        READS,
+                        (Outcome.WRITE,),
+                        (Outcome.DELETE,),
+                        (Outcome.CLEAR,),
+                        (Outcome.ERROR,),
+                    )
                 ],
                 w=16,
                 h=10,
@@ -324,7 +336,10 @@ def errors_row(q: Queries) -> Row:
                 "Calls that raised, per "
                 "second, by store and the method that raised (get, set, delete, clear).",
                 [
-                    Target(q.m("rate", (s,), (Outcome.ERROR,), (OPERATION,)), f"{_store_word(s)} {{{{operation}}}}")
+                    Target(
+                        q.m("rate", (s,), (Outcome.ERROR,), (OPERATION,)),
+                        f"{_store_word(s)} {{{{operation}}}}",
+                    )
                     for s in BOTH
                 ],
                 unit="ops",
@@ -342,7 +357,11 @@ def errors_row(q: Queries) -> Row:
                 "Errors by DAG, task and method",
                 "Calls that raised per DAG, task and method, by store." + RANGE_NOTE,
                 [
-                    Target(q.m("count", (s,), (Outcome.ERROR,), (DAG_ID, TASK_ID, OPERATION)), instant=True, table=True)
+                    Target(
+                        q.m("count", (s,), (Outcome.ERROR,), (DAG_ID, TASK_ID, OPERATION)),
+                        instant=True,
+                        table=True,
+                    )
                     for s in BOTH
                 ],
                 decimals=0,

@@ -1,0 +1,414 @@
+"""``store-metrics export``: the repository's files are its output, and it works for any prefix.
+
+* ``collector/`` and ``dashboards/`` hold, byte for byte, what ``export`` writes for the default
+  prefix, and nothing else it would not write;
+* for another prefix (``myco.airflow``) the rules pass ``promtool check rules`` and their unit
+  tests pass ``promtool test rules``, the Prometheus config passes ``promtool check config``, and
+  every query of the rules and the dashboard names only ``myco_airflow_`` series;
+* the YAML writer (the package does not depend on PyYAML) writes what PyYAML writes;
+* ``export`` loads no optional library, and (slow) works from a wheel installed alone in a fresh
+  venv, outside the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+import yaml
+
+from store_metrics import catalogue
+from store_metrics.pipeline import export, rules, server_rules, statsd_mapping, yaml_text
+
+ROOT = Path(__file__).resolve().parent.parent
+PREFIX = "myco.airflow"
+SERIES_PREFIX = "myco_airflow_"
+#: What ``export`` must never import: the backends' libraries, Airflow, and PyYAML (not a dependency).
+OPTIONAL = ("opentelemetry", "datadog", "statsd", "airflow", "prometheus_client", "requests", "grpc", "yaml")
+
+
+def run_export(out: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "store_metrics.cli", "export", "--out", str(out), *args],
+        cwd=cwd or out.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def custom(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An export for ``myco.airflow``, written by the command."""
+    out = tmp_path_factory.mktemp("export") / "myco"
+    done = run_export(out, "--prefix", PREFIX)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+# -- the repository's files -----------------------------------------------------------------------
+
+
+def test_repository_files_are_exactly_what_export_writes(tmp_path: Path) -> None:
+    done = run_export(tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    written = sorted(p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*") if p.is_file())
+    assert [PurePosixPath(p.as_posix()) for p in written] == sorted(export.FILES)
+    for relative in written:
+        repo_file = ROOT / relative
+        assert repo_file.is_file(), (
+            f"{relative} is missing from the repository: run store-metrics export --out ."
+        )
+        assert repo_file.read_bytes() == (tmp_path / "out" / relative).read_bytes(), (
+            f"{relative} differs from `store-metrics export --out .` (change store_metrics.pipeline)"
+        )
+
+
+def test_the_repository_holds_no_generated_file_export_does_not_write() -> None:
+    wrappers = {PurePosixPath("collector/generate.py"), PurePosixPath("dashboards/generate.py")}
+    present = {
+        PurePosixPath(p.relative_to(ROOT).as_posix())
+        for folder in (export.COLLECTOR, export.DASHBOARDS)
+        for p in (ROOT / folder).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert present - wrappers == set(export.FILES)
+
+
+def test_check_reports_a_stale_file_and_a_bad_prefix(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert run_export(out, "--check").returncode == 1  # nothing written yet
+    assert run_export(out).returncode == 0
+    assert run_export(out, "--check").returncode == 0
+    rules_file = out / "collector" / "rules.yml"
+    rules_file.write_text(rules_file.read_text().replace("> 0.05", "> 0.5"))
+    stale = run_export(out, "--check")
+    assert stale.returncode == 1 and str(rules_file) in stale.stderr
+    assert run_export(out, "--check", "--prefix", PREFIX).returncode == 1  # other prefix, other files
+    bad = run_export(tmp_path / "bad", "--prefix", "1bad..prefix")
+    assert bad.returncode == 2 and "invalid metric prefix" in bad.stderr
+    assert not (tmp_path / "bad").exists()
+
+
+def test_empty_prefix_is_allowed(tmp_path: Path) -> None:
+    assert run_export(tmp_path / "out", "--prefix", "").returncode == 0
+    text = (tmp_path / "out" / "collector" / "rules.yml").read_text()
+    assert "(rate(task_state_store_write_total[5m]))" in text
+
+
+# -- another prefix -----------------------------------------------------------------------------------
+
+
+def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    path = shutil.which("promtool")
+    if path is None:
+        pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
+    return subprocess.run([path, *args], cwd=cwd, check=False, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize(
+    ("rules_file", "tests_file"),
+    [(rules.FILENAME, rules.TESTS_FILENAME), (server_rules.FILENAME, server_rules.TESTS_FILENAME)],
+)
+def test_custom_prefix_rules_pass_promtool(custom: Path, rules_file: str, tests_file: str) -> None:
+    collector = custom / "collector"
+    count = sum(len(g["rules"]) for g in yaml.safe_load((collector / rules_file).read_text())["groups"])
+    checked = promtool("check", "rules", rules_file, cwd=collector)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"SUCCESS: {count} rules found" in checked.stdout
+    tested = promtool("test", "rules", tests_file, cwd=collector)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    assert "SUCCESS" in tested.stdout
+
+
+@pytest.mark.prometheus
+def test_custom_prefix_prometheus_config_passes_promtool(custom: Path) -> None:
+    checked = promtool("check", "config", "prometheus.yml", cwd=custom / "collector")
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "SUCCESS: 2 rule files found" in checked.stdout
+
+
+KEYWORDS = {"and", "or", "unless", "offset", "bool", "by", "without", "on", "ignoring", "group_left"}
+
+
+def series_in(expr: str) -> set[str]:
+    """The series names a PromQL expression selects (recorded ones included), Grafana variables aside."""
+    names = {
+        alternative
+        for pattern in re.findall(r'__name__=~"([^"]*)"', expr)
+        for alternative in pattern.replace("\\", "").split("|")
+    }
+    bare = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)  # string literals
+    bare = re.sub(r"\{[^}]*\}", " ", bare)  # label matchers
+    bare = re.sub(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", " ", bare)
+    bare = re.sub(r"\[[^\]]*\]", " ", bare)  # ranges
+    bare = re.sub(r"\$\w+", " ", bare)  # Grafana variables
+    for name in re.findall(r"(?<![\w.])([A-Za-z_:][\w:]*)\b(?!\s*\()", bare):
+        if name not in KEYWORDS:
+            names.add(name)
+    return names
+
+
+def dashboard_exprs(doc: dict[str, Any]) -> list[str]:
+    """Every PromQL expression of a dashboard: panel targets (also in collapsed rows), variables."""
+    exprs = []
+
+    def walk(panels: list[dict[str, Any]]) -> None:
+        for panel in panels:
+            exprs.extend(target["expr"] for target in panel.get("targets", []))
+            walk(panel.get("panels", []))
+
+    walk(doc["panels"])
+    for variable in doc["templating"]["list"]:
+        if variable["type"] == "query":  # label_values(<selector>, <label>): the selector
+            selector = re.fullmatch(r"label_values\((.*), \w+\)", variable["query"])
+            assert selector, variable["query"]
+            exprs.append(selector.group(1))
+    return exprs
+
+
+def rule_exprs(path: Path) -> list[str]:
+    return [r["expr"] for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"]]
+
+
+def test_series_in_finds_what_the_queries_select() -> None:
+    expr = (
+        'sum by (dag_id) (rate(a_total{dag_id=~"$dag_id"}[$__rate_interval])) or '
+        'label_replace(b_total offset 1h, "x", "1", "", "") / c:d:rate5m + '
+        'group by (le) ({__name__=~"e_total|f_total",team=~"$team_name"})'
+    )
+    assert series_in(expr) == {"a_total", "b_total", "c:d:rate5m", "e_total", "f_total"}
+
+
+def test_custom_prefix_dashboard_queries_only_prefixed_series(custom: Path) -> None:
+    doc = json.loads((custom / "dashboards" / "store-metrics.json").read_text())
+    default = json.loads((ROOT / "dashboards" / "store-metrics.json").read_text())
+    exprs, default_exprs = dashboard_exprs(doc), dashboard_exprs(default)
+    assert len(exprs) == len(default_exprs) > 50
+    for expr, default_expr in zip(exprs, default_exprs, strict=True):
+        names = series_in(expr)
+        assert names, expr
+        assert all(n.startswith(SERIES_PREFIX) for n in names), (names, expr)
+        # The same series as the default prefix's query, only renamed.
+        assert {n.replace(SERIES_PREFIX, "airflow_", 1) for n in names} == series_in(default_expr)
+    used = set().union(*(series_in(e) for e in exprs))
+    histograms = {
+        f"{m.prometheus_name(PREFIX)}_{s}" for m in catalogue.SERVER_METRICS for s in ("bucket", "sum")
+    }
+    known = {m.prometheus_name(PREFIX) for m in catalogue.ALL_METRICS} | histograms
+    assert used <= known, used - known
+    assert {m.prometheus_name(PREFIX) for m in catalogue.STATE_STORE_METRICS} <= used
+
+
+@pytest.mark.parametrize("rules_file", [rules.FILENAME, server_rules.FILENAME])
+def test_custom_prefix_rules_query_only_prefixed_and_recorded_series(custom: Path, rules_file: str) -> None:
+    recorded = set(rules.RECORDED) | set(server_rules.API_RECORDED)
+    for expr in rule_exprs(custom / "collector" / rules_file):
+        for name in series_in(expr):
+            assert name.startswith(SERIES_PREFIX) or name in recorded, (name, expr)
+    text = (custom / "collector" / rules_file).read_text()
+    assert not re.search(r"\bairflow_", text)
+
+
+def test_custom_prefix_statsd_mappings_and_rule_tests_use_the_prefix(custom: Path) -> None:
+    collector = custom / "collector"
+    for name in (statsd_mapping.FILENAME, statsd_mapping.SERVER_FILENAME):
+        for entry in yaml.safe_load((collector / name).read_text())["mappings"]:
+            assert entry["match"].startswith(f"{PREFIX}.") and entry["name"].startswith(SERIES_PREFIX)
+    for name in (rules.TESTS_FILENAME, server_rules.TESTS_FILENAME):
+        doc = yaml.safe_load((collector / name).read_text())
+        for group in doc["tests"]:
+            for series in group["input_series"]:
+                assert series["series"].startswith(SERIES_PREFIX), series
+        assert not re.search(r"\bairflow_|@", (collector / name).read_text())
+
+
+# -- the YAML writer -------------------------------------------------------------------------------
+
+
+class _PyYamlDumper(yaml.SafeDumper):
+    """What the generators used to write with: block style, multi-line strings as ``|`` blocks."""
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+_PyYamlDumper.add_representer(str, _str)
+
+
+def pyyaml(document: Any) -> str:
+    return yaml.dump(document, Dumper=_PyYamlDumper, sort_keys=False, width=10_000, allow_unicode=True)
+
+
+@pytest.mark.parametrize("prefix", ["airflow", PREFIX, ""])
+def test_yaml_writer_writes_the_generated_documents_as_pyyaml_does(prefix: str) -> None:
+    for document in (
+        rules.rules_document(prefix),
+        server_rules.rules_document(prefix),
+        statsd_mapping.mapping_document(prefix),
+        statsd_mapping.server_mapping_document(prefix),
+    ):
+        assert yaml_text.dump(document) == pyyaml(document)
+
+
+TRICKY_STRINGS = [
+    *("", " ", "a", "true", "True", "yes", "No", "on", "OFF", "null", "Null", "~", "=", "<<"),
+    *(
+        "1",
+        "-1",
+        "+1",
+        "010",
+        "0x1F",
+        "0b101",
+        "1_000",
+        "1.0",
+        ".5",
+        "1e3",
+        "1.5e+3",
+        ".inf",
+        "-.Inf",
+        ".NaN",
+    ),
+    *("1:30", "2024-01-01", "2024-01-01 10:00:00", "12:30:45.5"),
+    *("a: b", "a:b", "a:", ":a", ": a", "a #b", "a#b", "#a", "- a", "-a", "-", "? a", "?a", "a, b", "a,b"),
+    *("[a]", "{a}", "a[0]", "a{b}", "&a", "*a", "!a", "|a", ">a", "%a", "@a", "`a`", "'a'", '"a"', "it's"),
+    *("---", "--- a", "...", "a ...", " lead", "trail ", "tab\there", "é ≤ µs", "\u00a0", "\x7f", "\ufeff"),
+    *("two\nlines", "end\n", "end\n\n", "\nlead", " lead\nline", "a\n\nb", "a \nb", "a\n b", "a\n", "\n"),
+    *("trail \n", "x\n ", "sum by (a) (b)\nunless on (a)\nc", "p: q\n- r\n# s"),
+]
+
+
+@pytest.mark.parametrize("text", TRICKY_STRINGS, ids=[repr(t) for t in TRICKY_STRINGS])
+def test_yaml_writer_quotes_strings_as_pyyaml_does_or_refuses(text: str) -> None:
+    document = {"key": text, "list": [text, {"nested": text}]}
+    expected = pyyaml(document)
+    if re.search(r'(?m)^ *(?:- |[a-z]+: )"', expected):
+        # PyYAML needed a double-quoted escape: the writer must refuse rather than differ.
+        with pytest.raises(ValueError, match="double-quoted"):
+            yaml_text.dump(document)
+        return
+    assert yaml_text.dump(document) == expected
+    assert yaml.safe_load(yaml_text.dump(document)) == document
+
+
+def test_yaml_writer_numbers_containers_and_header() -> None:
+    document = {
+        "numbers": [0, -2, 10**20, 0.1, 1.0, 1 / 60, 1e20, 1e-7, -0.5, float("inf"), float("-inf")],
+        "flags": [True, False, None],
+        "empty": {"list": [], "map": {}},
+        "items": [{"a": 1, "b": {"c": [1, 2]}}, "x", {"multi": "a\nb"}],
+    }
+    assert yaml_text.dump(document, "# header\n") == "# header\n" + pyyaml(document)
+    with pytest.raises(ValueError, match="list directly inside a list"):
+        yaml_text.dump({"x": [[1]]})
+    with pytest.raises(ValueError, match="cannot write"):
+        yaml_text.dump({"x": object()})
+
+
+# -- what export loads, and a wheel on its own ---------------------------------------------------------------
+
+
+def test_export_loads_no_optional_library_and_reads_no_repository_file(tmp_path: Path) -> None:
+    probe = (
+        "import builtins, io, json, sys\n"
+        "opened = []\n"
+        "_open = io.open\n"
+        "def tracking_open(file, *args, **kwargs):\n"
+        "    opened.append(str(file))\n"
+        "    return _open(file, *args, **kwargs)\n"
+        "builtins.open = io.open = tracking_open\n"
+        "from store_metrics.cli import main\n"
+        f"code = main(['export', '--out', {str(tmp_path / 'out')!r}, '--prefix', {PREFIX!r}])\n"
+        f"loaded = sorted(m for m in sys.modules if m.split('.')[0] in {OPTIONAL!r})\n"
+        "print(json.dumps({'code': code, 'loaded': loaded, 'opened': opened}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["code"] == 0
+    assert result["loaded"] == []
+    assert any("/templates/" in p for p in result["opened"])  # the probe sees the package's reads
+    package = Path(os.path.abspath(catalogue.__file__)).parent
+    for path in (Path(os.path.abspath(p)) for p in result["opened"]):
+        assert package in path.parents or tmp_path in path.parents, f"export opened {path}"
+        assert not {ROOT / "collector", ROOT / "dashboards"} & set(path.resolve().parents), path
+
+
+def _pip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_a_wheel_installed_alone_exports_the_same_files_outside_the_repository(tmp_path: Path) -> None:
+    # Build from a copy of what the wheel is made of, so the build leaves nothing in the work tree.
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "src" / "store_metrics",
+        source / "src" / "store_metrics",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
+    built = _pip("wheel", "--no-deps", "--wheel-dir", str(tmp_path / "dist"), str(source))
+    assert built.returncode == 0, built.stdout + built.stderr
+    (wheel,) = (tmp_path / "dist").glob("airflow_store_metrics-*.whl")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(system_site_packages=False, with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    installed = _pip("--python", str(python), "install", "--no-deps", "--no-index", str(wheel))
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    environ = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}}
+    where = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import json, sys, store_metrics; print(json.dumps([store_metrics.__file__, "
+            f"sorted(m for m in sys.modules if m.split('.')[0] in {OPTIONAL!r})]))",
+        ],
+        cwd=outside,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert where.returncode == 0, where.stderr
+    location, loaded = json.loads(where.stdout)
+    assert Path(location).resolve().is_relative_to(env_dir.resolve()), location
+    assert loaded == []
+    done = subprocess.run(
+        [str(env_dir / "bin" / "store-metrics"), "export", "--out", "out", "--prefix", PREFIX],
+        cwd=outside,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    expected = export.render_all(PREFIX)
+    for relative, text in expected.items():
+        assert (outside / "out" / relative).read_text(encoding="utf-8") == text, relative
