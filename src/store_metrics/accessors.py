@@ -11,7 +11,7 @@ Each completed call bumps exactly one counter; the tag set is fixed when the wra
 so a call costs one integer add. Found vs absent is decided exactly: the inner ``get`` is given
 a private sentinel as ``default`` (the default never leaves the process), so a stored value
 equal to the caller's default still counts as ``read_found``. An exception from the inner call
-reaches the caller as the very same object and counts as ``<scope>.error{operation=...}``.
+reaches the caller as the very same object and counts as ``<store>.error{operation=...}``.
 Return values are passed back untouched; every other attribute, ``repr``, ``str``, ``==`` and
 ``hash`` pass through to the inner accessor, and ``isinstance`` sees the inner accessor's class.
 The async methods ``aget/aset/adelete/aclear`` exist on a wrapper exactly when the inner accessor
@@ -57,20 +57,20 @@ class InstrumentedStore:
         "_err_set",
         "_found",
         "_inner",
-        "_scope",
+        "_store",
         "_tags",
         "_write",
     )
 
-    def __init__(self, inner: Any, scope: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
+    def __init__(self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
         def bump(outcome: Outcome) -> Any:
-            return emitter.counter(metric_for(scope, outcome), tags).add
+            return emitter.counter(metric_for(store, outcome), tags).add
 
         def bump_error(operation: Operation) -> Any:
-            return emitter.counter(metric_for(scope, Outcome.ERROR), {**tags, OPERATION: operation.value}).add
+            return emitter.counter(metric_for(store, Outcome.ERROR), {**tags, OPERATION: operation.value}).add
 
         object.__setattr__(self, "_inner", inner)
-        object.__setattr__(self, "_scope", scope)
+        object.__setattr__(self, "_store", store)
         object.__setattr__(self, "_emitter", emitter)
         object.__setattr__(self, "_tags", dict(tags))
         # Bound methods, looked up once: a call then costs one attribute load and one add.
@@ -168,11 +168,11 @@ class InstrumentedStore:
         return dir(self._inner)
 
     def __copy__(self) -> Any:
-        return _wrap(copy.copy(self._inner), self._scope, self._emitter, self._tags)
+        return _wrap(copy.copy(self._inner), self._store, self._emitter, self._tags)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
         # The emitter is shared, never copied: a copy counts into the same series.
-        return _wrap(copy.deepcopy(self._inner, memo), self._scope, self._emitter, self._tags)
+        return _wrap(copy.deepcopy(self._inner, memo), self._store, self._emitter, self._tags)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # Counters do not travel: another process has its own emitter.
@@ -240,7 +240,7 @@ class _MappingMixin:
         children: dict[int, Any] = this._children
         wrapped = children.get(id(inner_accessor))
         if wrapped is None or unwrap(wrapped) is not inner_accessor:
-            wrapped = _wrap(inner_accessor, this._scope, this._emitter, this._tags)
+            wrapped = _wrap(inner_accessor, this._store, this._emitter, this._tags)
             children[id(inner_accessor)] = wrapped
         return wrapped
 
@@ -250,8 +250,8 @@ class InstrumentedAssetMapping(_MappingMixin, InstrumentedStore):
 
     __slots__ = ("_children",)
 
-    def __init__(self, inner: Any, scope: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
-        super().__init__(inner, scope, emitter, tags)
+    def __init__(self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
+        super().__init__(inner, store, emitter, tags)
         self._init_mapping()
 
 
@@ -260,8 +260,8 @@ class InstrumentedAsyncAssetMapping(_MappingMixin, InstrumentedAsyncStore):
 
     __slots__ = ("_children",)
 
-    def __init__(self, inner: Any, scope: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
-        super().__init__(inner, scope, emitter, tags)
+    def __init__(self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
+        super().__init__(inner, store, emitter, tags)
         self._init_mapping()
 
 
@@ -297,10 +297,10 @@ def unwrap(obj: Any) -> Any:
     return obj
 
 
-def _wrap(inner: Any, scope: Store, emitter: Emitter, tags: Mapping[str, str]) -> Any:
+def _wrap(inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str]) -> Any:
     async_methods = frozenset(name for name in ASYNC_METHODS if hasattr(inner, name))
     cls = _class_for(hasattr(type(inner), "__getitem__"), async_methods)
-    return cls(inner, scope, emitter, tags)
+    return cls(inner, store, emitter, tags)
 
 
 def instrument_task_store(inner: Any, emitter: Emitter, tags: Mapping[str, str]) -> Any:

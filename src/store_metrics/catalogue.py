@@ -146,19 +146,19 @@ _DESCRIPTIONS: dict[Outcome, str] = {
     Outcome.CLEAR: "{what} clear/aclear calls that completed.",
     Outcome.ERROR: "{what} calls that raised; the operation tag says which method.",
 }
-_SCOPE_WHAT = {Store.TASK: "Task state store", Store.ASSET: "Asset state store"}
+_STORE_WHAT = {Store.TASK: "Task state store", Store.ASSET: "Asset state store"}
 
 
 def _build() -> tuple[Metric, ...]:
     metrics = []
-    for scope in Store:
+    for store in Store:
         for outcome in Outcome:
             tags = (*BASE_TAGS, OPERATION) if outcome is Outcome.ERROR else BASE_TAGS
             metrics.append(
                 Metric(
-                    name=f"{scope.value}.{outcome.value}",
+                    name=f"{store.value}.{outcome.value}",
                     kind=Kind.COUNTER,
-                    description=_DESCRIPTIONS[outcome].format(what=_SCOPE_WHAT[scope]),
+                    description=_DESCRIPTIONS[outcome].format(what=_STORE_WHAT[store]),
                     tags=tags,
                 )
             )
@@ -277,9 +277,9 @@ def get(name: str) -> Metric:
     return _BY_NAME[name]
 
 
-def metric_for(scope: Store, outcome: Outcome) -> Metric:
-    """Return the counter for ``outcome`` of a call through ``scope``."""
-    return _BY_NAME[f"{scope.value}.{outcome.value}"]
+def metric_for(store: Store, outcome: Outcome) -> Metric:
+    """Return the counter for ``outcome`` of a call through ``store``."""
+    return _BY_NAME[f"{store.value}.{outcome.value}"]
 
 
 def counters() -> Iterator[Metric]:
