@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -280,7 +281,7 @@ TRICKY_STRINGS = [
         "-.Inf",
         ".NaN",
     ),
-    *("1:30", "2024-01-01", "2024-01-01 10:00:00", "12:30:45.5"),
+    *("1:30", "2024-01-01", "2024-01-01 10:00:00", "2024-1-2T3:04:05Z", "2024 -01 -01", "12:30:45.5"),
     *("a: b", "a:b", "a:", ":a", ": a", "a #b", "a#b", "#a", "- a", "-a", "-", "? a", "?a", "a, b", "a,b"),
     *("[a]", "{a}", "a[0]", "a{b}", "&a", "*a", "!a", "|a", ">a", "%a", "@a", "`a`", "'a'", '"a"', "it's"),
     *("---", "--- a", "...", "a ...", " lead", "trail ", "tab\there", "é ≤ µs", "\u00a0", "\x7f", "\ufeff"),
@@ -300,6 +301,20 @@ def test_yaml_writer_quotes_strings_as_pyyaml_does_or_refuses(text: str) -> None
         return
     assert yaml_text.dump(document) == expected
     assert yaml.safe_load(yaml_text.dump(document)) == document
+
+
+def test_yaml_writer_agrees_with_pyyaml_on_random_strings() -> None:
+    rng = random.Random(0)
+    alphabet = "ab1 0.-:#'\"\n_xTZ+e~!?[,{|>&*%@`\t"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
+        document = {"key": text, "list": [text]}
+        expected = pyyaml(document)
+        if re.search(r'(?m)^ *(?:- |[a-z]+: )"', expected):
+            with pytest.raises(ValueError, match="double-quoted"):
+                yaml_text.dump(document)
+        else:
+            assert yaml_text.dump(document) == expected, text
 
 
 def test_yaml_writer_numbers_containers_and_header() -> None:
