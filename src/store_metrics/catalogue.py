@@ -14,6 +14,9 @@ Airflow proposal produces.
 workers emit about the Execution API's state store routes and their own event loop
 (:mod:`store_metrics.server`): counters, histograms (fixed bucket boundaries in ms and bytes)
 and one gauge, tagged by store, operation and status class, never by id or key.
+:data:`INVENTORY_METRICS` is what ``store-metrics inventory`` reads from the metadata database
+(:mod:`store_metrics.inventory`): gauges of what each DAG and task, and each asset, keeps in the
+state store, never by key or run.
 """
 
 from __future__ import annotations
@@ -37,6 +40,15 @@ STATUS_CLASS = "status_class"
 OUTCOME = "outcome"
 VALUE_SIZE = "value_size"
 WORKER = "worker"
+# State store footprint tag (the inventory): the asset's name.
+ASSET = "asset"
+
+# Tag values of the state store calls an asset watcher's trigger makes in the triggerer
+# (store_metrics.triggers): a watcher belongs to an asset, not to a DAG or a task.
+#: ``run_type`` of a watcher's calls (never one of Airflow's DagRunType values).
+RUN_TYPE_ASSET_WATCHER = "asset_watcher"
+#: ``dag_id`` of a watcher's calls: no DAG made them.
+DAG_ID_NONE = "none"
 
 #: The tags every state store counter carries.
 BASE_TAGS: tuple[str, ...] = (DAG_ID, TASK_ID, RUN_TYPE, OPERATOR)
@@ -52,6 +64,7 @@ TAG_ORDER: tuple[str, ...] = (
     OUTCOME,
     VALUE_SIZE,
     WORKER,
+    ASSET,
 )
 
 
@@ -136,7 +149,7 @@ def full_name(prefix: str, name: str) -> str:
 
 
 #: How the OpenTelemetry Prometheus exporters spell a unit as a name suffix.
-UNIT_SUFFIXES: dict[str, str] = {"ms": "milliseconds", "By": "bytes"}
+UNIT_SUFFIXES: dict[str, str] = {"ms": "milliseconds", "By": "bytes", "s": "seconds"}
 
 _DESCRIPTIONS: dict[Outcome, str] = {
     Outcome.READ_FOUND: "{what} get/aget calls that found a stored value.",
@@ -267,8 +280,103 @@ SERVER_METRICS: tuple[Metric, ...] = (
     LOOP_STALL_MAX,
     LONG_STALLS,
 )
-#: Everything store-metrics can emit, task side and API server side.
-ALL_METRICS: tuple[Metric, ...] = (*METRICS, *SERVER_METRICS)
+# -- the state store footprint (store-metrics inventory) -------------------------------------------
+
+#: The ``other`` bucket's tag value: what lies outside the top ``inventory_top`` DAGs, tasks or assets.
+OTHER = "other"
+_FOOTPRINT_WHAT = {Store.TASK: "the task state store", Store.ASSET: "the asset state store"}
+_FOOTPRINT_PER = {
+    Store.TASK: "per DAG and task (top inventory_top DAGs by bytes, and their top tasks; the rest "
+    "under other)",
+    Store.ASSET: "per asset name (top inventory_top by bytes; the rest under other)",
+}
+
+
+def _footprint(scope: Store, tags: tuple[str, ...]) -> tuple[Metric, ...]:
+    what, per = _FOOTPRINT_WHAT[scope], _FOOTPRINT_PER[scope]
+    rows = [
+        ("entries", "{entry}", f"Entries (keys) {what} holds in the metadata database, {per}."),
+        (
+            "bytes",
+            "By",
+            f"Bytes of the values {what} holds (the stored JSON text, measured in SQL), {per}; no series "
+            "while some of the entries hold a reference to a custom state store backend (size unknown).",
+        ),
+        ("oldest_age", "s", f"Seconds since the least recently updated entry of {what} was written, {per}."),
+        ("newest_age", "s", f"Seconds since the most recently updated entry of {what} was written, {per}."),
+        (
+            "external_entries",
+            "{entry}",
+            f"Entries of {what} whose value is a reference to a custom state store backend "
+            f"([workers] state_store_backend), {per}.",
+        ),
+    ]
+    if scope is Store.TASK:
+        rows.append(
+            (
+                "expired_entries",
+                "{entry}",
+                f"Entries of {what} whose expires_at has passed but that are still stored (retention "
+                f"not yet applied), {per}.",
+            )
+        )
+    return tuple(
+        Metric(
+            name=f"{scope.value}.footprint.{name}",
+            kind=Kind.GAUGE,
+            description=description,
+            tags=tags,
+            optional_tags=(),
+            unit=unit,
+        )
+        for name, unit, description in rows
+    )
+
+
+#: What ``store-metrics inventory`` reads from the metadata database: how much each DAG and task,
+#: and each asset, keeps in the state store. Gauges, by ``dag_id``/``task_id`` or ``asset``; never
+#: by key or run.
+FOOTPRINT_METRICS: tuple[Metric, ...] = (
+    *_footprint(Store.TASK, (DAG_ID, TASK_ID)),
+    *_footprint(Store.ASSET, (ASSET,)),
+)
+INVENTORY_UP = Metric(
+    name="state_store_inventory.up",
+    kind=Kind.GAUGE,
+    description="1 when the inventory's last query of this store's table succeeded, 0 when it failed "
+    "(the footprint then shown is the last one read).",
+    tags=(STORE,),
+    optional_tags=(),
+    unit="1",
+)
+INVENTORY_QUERY_DURATION = Metric(
+    name="state_store_inventory.query.duration",
+    kind=Kind.GAUGE,
+    description="How long the inventory's last successful aggregate query of this store's table took.",
+    tags=(STORE,),
+    optional_tags=(),
+    unit="ms",
+)
+INVENTORY_FOOTPRINT_AGE = Metric(
+    name="state_store_inventory.footprint.age",
+    kind=Kind.GAUGE,
+    description="Seconds since the footprint shown for this store was read from the database.",
+    tags=(STORE,),
+    optional_tags=(),
+    unit="s",
+)
+#: Every metric ``store-metrics inventory`` reports: the footprint and the inventory's own health.
+INVENTORY_METRICS: tuple[Metric, ...] = (
+    *FOOTPRINT_METRICS,
+    INVENTORY_UP,
+    INVENTORY_QUERY_DURATION,
+    INVENTORY_FOOTPRINT_AGE,
+)
+#: What ``store-metrics catalogue`` prints (the README's catalogue table).
+CATALOGUE_TABLE: tuple[Metric, ...] = (*METRICS, *INVENTORY_METRICS)
+
+#: Everything store-metrics can emit, task side, API server side and inventory.
+ALL_METRICS: tuple[Metric, ...] = (*METRICS, *SERVER_METRICS, *INVENTORY_METRICS)
 _BY_NAME = {m.name: m for m in ALL_METRICS}
 
 

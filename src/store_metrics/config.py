@@ -49,6 +49,11 @@ class Settings:
     stall_tick_ms: float = default("stall_tick_ms")
     stall_threshold_ms: float = default("stall_threshold_ms")
     server_prometheus_port: int = default("server_prometheus_port")
+    inventory_interval: float = default("inventory_interval")
+    inventory_timeout: float = default("inventory_timeout")
+    inventory_top: int = default("inventory_top")
+    inventory_export: str = default("inventory_export")
+    inventory_port: int = default("inventory_port")
     #: Where each value came from, for ``store-metrics check``.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 

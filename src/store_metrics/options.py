@@ -33,6 +33,8 @@ OTEL_EXPORTERS: Final = ("otlp", "prometheus", "console")
 OTEL_TEMPORALITIES: Final = ("delta", "cumulative")
 #: How many ports from server_prometheus_port up the API server's workers may take, one each.
 SERVER_PROMETHEUS_PORTS: Final = 16
+#: Where ``store-metrics inventory --serve`` reports the footprint.
+INVENTORY_EXPORTS: Final = ("prometheus", "backend")
 
 Check = Callable[[str, object], Any]
 
@@ -215,6 +217,48 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "1 to 65535",
         "with `otel_exporter = prometheus`: the first port of the API server workers' scrape "
         f"endpoints, one per worker, up to {SERVER_PROMETHEUS_PORTS}",
+    ),
+    # -- store-metrics inventory (the state store footprint) ---------------------------------------
+    Option(
+        "inventory_interval",
+        _seconds(False),
+        300.0,
+        "seconds > 0",
+        "seconds between two readings of the state store tables by `store-metrics inventory --serve` "
+        "(one aggregate query per table; [State store footprint](#state-store-footprint))",
+    ),
+    Option(
+        "inventory_timeout",
+        _seconds(False),
+        30.0,
+        "seconds > 0",
+        "statement timeout of each inventory query; a slower or unreachable database costs one log "
+        "line and the last footprint read is kept",
+    ),
+    Option(
+        "inventory_top",
+        validate.positive_int,
+        20,
+        "an integer >= 1",
+        "DAGs (and tasks per DAG) and assets the inventory reports by name, largest by bytes first; "
+        "the rest are summed under `other`",
+    ),
+    Option(
+        "inventory_export",
+        _choice(INVENTORY_EXPORTS),
+        "prometheus",
+        ", ".join(f"`{name}`" for name in INVENTORY_EXPORTS),
+        "where `store-metrics inventory --serve` reports the footprint",
+        default_doc="`prometheus`: its own scrape endpoint on `inventory_port`; `backend`: through "
+        "`backend` above, like the tasks' counters",
+    ),
+    Option(
+        "inventory_port",
+        validate.port,
+        9490,
+        "1 to 65535",
+        "port of the `store-metrics inventory --serve` scrape endpoint (also of the `otel` backend's "
+        "Prometheus exporter there, with `inventory_export = backend`)",
     ),
     # -- arguments of configure() only -----------------------------------------------------------
     Option(

@@ -10,6 +10,9 @@ is the whole installation. Its listener runs in each task process:
 * ``on_task_instance_success|failed|skipped`` and ``before_stopping``: flush, bounded by
   ``flush_timeout``, without closing the emitter (``dag.test()`` runs many tasks in one process).
 
+In the triggerer, ``on_starting`` hooks the trigger runner (:mod:`store_metrics.triggers`): the
+state store calls of asset watchers' triggers are counted too.
+
 In the API server, its FastAPI root middleware (:class:`~store_metrics.server.StateStoreRouteMetrics`)
 counts the Execution API's state store requests and watches each worker's event loop.
 
@@ -27,7 +30,7 @@ from typing import Any
 
 import pluggy
 
-from . import logs, runtime
+from . import logs, runtime, triggers
 from .accessors import instrument_asset_store, instrument_task_store
 from .catalogue import task_tags
 from .config import load_settings
@@ -174,6 +177,15 @@ def _flush() -> None:
 
 class StateStoreListener:
     """Task SDK listener hooks. Each one swallows and logs its own errors."""
+
+    @hookimpl
+    def on_starting(self, component: Any) -> None:
+        # In the triggerer (its Job is being made, before the trigger runner subprocess is forked):
+        # count the state store calls of triggers (store_metrics.triggers). Elsewhere: nothing.
+        try:
+            triggers.install(_ensure_emitter)
+        except Exception:
+            logs.once("starting", logging.ERROR, "store-metrics could not hook the triggerer", exc_info=True)
 
     @hookimpl
     def on_task_instance_running(self, previous_state: Any, task_instance: Any) -> None:

@@ -20,57 +20,25 @@ is needed: the ``dogstatsd`` extra stays for compatibility.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from ..options import default
+from ..wire import Style
+from .udp import LineBackend, UdpSender
 
-from ..catalogue import DEFAULT_PREFIX
-from ..contracts import TotalsSource
-from ..deltas import Delta
-from ..wire import Style, delta_lines
-from .udp import UdpSender
-
-DEFAULT_HOST = "localhost"
-DEFAULT_PORT = 8125
 #: DogStatsD's own UDP payload limit (fits a 1500-byte MTU).
 MAX_DATAGRAM = 1432
 
 
-class DogStatsdBackend:
+class DogStatsdBackend(LineBackend):
     """Sends DogStatsD lines over UDP."""
 
-    pull = False
-    opens_without_io = False
-    live_histograms = False
-
     def __init__(self, host: str, port: int, prefix: str) -> None:
-        self.host = host
-        self.port = port
-        self.prefix = prefix
-        self._udp = UdpSender(host, port, MAX_DATAGRAM, end=b"\n")
-
-    def describe(self) -> str:
-        return f"dogstatsd udp://{self.host}:{self.port} prefix={self.prefix!r}"
-
-    def open(self, source: TotalsSource) -> None:
-        self._udp.open()
-
-    def export(self, deltas: Sequence[Delta]) -> None:
-        style = Style.DOGSTATSD
-        self._udp.send([line for delta in deltas for line in delta_lines(delta, self.prefix, style)])
-
-    def force_flush(self, timeout: float) -> None:
-        return None  # every export is sent at once
-
-    def close(self, timeout: float) -> None:
-        self._udp.close()
-
-    def after_fork_in_child(self) -> None:
-        self._udp.after_fork_in_child()
+        super().__init__("dogstatsd", Style.DOGSTATSD, UdpSender(host, port, MAX_DATAGRAM, end=b"\n"), prefix)
 
 
 def create(
     *,
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
-    prefix: str = DEFAULT_PREFIX,
+    host: str = default("host"),
+    port: int = default("port"),
+    prefix: str = default("prefix"),
 ) -> DogStatsdBackend:
     return DogStatsdBackend(host, port, prefix)

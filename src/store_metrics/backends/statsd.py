@@ -18,57 +18,26 @@ No client library is needed: the ``statsd`` extra stays for compatibility and in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from ..catalogue import DEFAULT_PREFIX
-from ..contracts import TotalsSource
-from ..deltas import Delta
-from ..wire import Style, delta_lines
-from .udp import UdpSender
-
-DEFAULT_HOST = "localhost"
-DEFAULT_PORT = 8125
-#: The statsd package's default: safe for any network path.
-DEFAULT_MAX_UDP_SIZE = 512
+from ..options import default
+from ..wire import Style
+from .udp import LineBackend, UdpSender
 
 
-class StatsdBackend:
+class StatsdBackend(LineBackend):
     """Sends InfluxDB-tagged StatsD lines over UDP."""
 
-    pull = False
-    opens_without_io = False
-    live_histograms = False
-
     def __init__(self, host: str, port: int, prefix: str, max_udp_size: int) -> None:
-        self.host = host
-        self.port = port
-        self.prefix = prefix
-        self._udp = UdpSender(host, port, max_udp_size)
+        super().__init__("statsd", Style.INFLUX, UdpSender(host, port, max_udp_size), prefix)
 
     def describe(self) -> str:
-        return f"statsd udp://{self.host}:{self.port} (InfluxDB tags) prefix={self.prefix!r}"
-
-    def open(self, source: TotalsSource) -> None:
-        self._udp.open()
-
-    def export(self, deltas: Sequence[Delta]) -> None:
-        self._udp.send([line for delta in deltas for line in delta_lines(delta, self.prefix, Style.INFLUX)])
-
-    def force_flush(self, timeout: float) -> None:
-        return None  # every export is sent at once
-
-    def close(self, timeout: float) -> None:
-        self._udp.close()
-
-    def after_fork_in_child(self) -> None:
-        self._udp.after_fork_in_child()
+        return f"statsd {self._udp.target} (InfluxDB tags) prefix={self.prefix!r}"
 
 
 def create(
     *,
-    host: str = DEFAULT_HOST,
-    port: int = DEFAULT_PORT,
-    prefix: str = DEFAULT_PREFIX,
-    max_udp_size: int = DEFAULT_MAX_UDP_SIZE,
+    host: str = default("host"),
+    port: int = default("port"),
+    prefix: str = default("prefix"),
+    max_udp_size: int = default("max_udp_size"),
 ) -> StatsdBackend:
     return StatsdBackend(host, port, prefix, max_udp_size)

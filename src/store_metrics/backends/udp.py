@@ -1,4 +1,8 @@
-"""One UDP socket for the StatsD backends: open once, send datagrams, report what did not go.
+"""StatsD lines over one UDP socket: what the ``statsd`` and ``dogstatsd`` backends share.
+
+:class:`LineBackend` formats every delta with :mod:`store_metrics.wire` (so the byte-exact wire
+tests cover the bytes sent) and sends them through :class:`UdpSender`; the two backends differ
+only in their :class:`~store_metrics.wire.Style`, datagram size and description.
 
 The host is resolved and the socket connected in :meth:`UdpSender.open` (on the emitter's
 worker thread; a host that does not resolve fails there, before anything is sent). After that,
@@ -14,9 +18,10 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 
+from ..contracts import TotalsSource
 from ..deltas import Delta
 from ..errors import PartialExport
-from ..wire import Line, pack_lines
+from ..wire import Line, Style, delta_lines, pack_lines
 
 
 class UdpSender:
@@ -68,3 +73,43 @@ class UdpSender:
     def after_fork_in_child(self) -> None:
         # The parent's socket is the parent's: the child connects its own on open().
         self._sock = None
+
+
+class LineBackend:
+    """A push backend that sends each delta as StatsD lines of one style over one socket."""
+
+    pull = False
+    opens_without_io = False
+    live_histograms = False
+
+    def __init__(self, name: str, style: Style, udp: UdpSender, prefix: str) -> None:
+        self.name = name
+        self.style = style
+        self.prefix = prefix
+        self._udp = udp
+
+    @property
+    def host(self) -> str:
+        return self._udp.host
+
+    @property
+    def port(self) -> int:
+        return self._udp.port
+
+    def describe(self) -> str:
+        return f"{self.name} {self._udp.target} prefix={self.prefix!r}"
+
+    def open(self, source: TotalsSource) -> None:
+        self._udp.open()
+
+    def export(self, deltas: Sequence[Delta]) -> None:
+        self._udp.send([line for delta in deltas for line in delta_lines(delta, self.prefix, self.style)])
+
+    def force_flush(self, timeout: float) -> None:
+        return None  # every export is sent at once
+
+    def close(self, timeout: float) -> None:
+        self._udp.close()
+
+    def after_fork_in_child(self) -> None:
+        self._udp.after_fork_in_child()

@@ -44,10 +44,11 @@ from typing import Any
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.sdk.metrics import MeterProvider
 
-from ...catalogue import DEFAULT_PREFIX, Metric
+from ...catalogue import Metric
 from ...contracts import TotalsSource
 from ...deltas import Delta, GaugeValue, HistogramDelta, TagTuple
 from ...errors import PartialExport
+from ...options import default
 from ...wire import sampled_observations
 from . import provider as _provider
 from .dependencies import require_exporter
@@ -241,16 +242,16 @@ class OtelBackend:
 def create(
     *,
     meter_provider: Any = None,
-    exporter: str = "otlp",
-    prefix: str = DEFAULT_PREFIX,
-    temporality: str = "delta",
+    exporter: str = default("otel_exporter"),
+    prefix: str = default("prefix"),
+    temporality: str = default("otel_temporality"),
     prometheus_host: str = DEFAULT_PROMETHEUS_HOST,
     prometheus_port: int = DEFAULT_PROMETHEUS_PORT,
     export_interval: float = DEFAULT_FLUSH_INTERVAL,
-    service_name: str = "airflow",
+    service_name: str = default("service_name"),
     max_series: int = DEFAULT_MAX_SERIES,
-    instance_id: str = "",
-    prometheus_port_tries: int = 1,
+    instance_id: str = default("instance_id"),
+    prometheus_port_tries: int = default("prometheus_port_tries"),
 ) -> OtelBackend:
     """Check the options and build the backend (no I/O; :meth:`OtelBackend.open` registers).
 

@@ -9,17 +9,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ... import validate
+from ... import options, validate
 
-EXPORTERS = ("otlp", "prometheus", "console")
-TEMPORALITIES = ("delta", "cumulative")
+# Every option's accepted values and default come from the one option table.
+EXPORTERS = options.OTEL_EXPORTERS
+TEMPORALITIES = options.OTEL_TEMPORALITIES
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
-DEFAULT_PROMETHEUS_PORT = 9464
-DEFAULT_PROMETHEUS_HOST = "0.0.0.0"
-# The emitter's defaults, repeated here until the option table hands them over (the backends
-# must not import the emitter). Keep them equal to the emitter's flush interval and series cap.
-DEFAULT_FLUSH_INTERVAL = 10.0
-DEFAULT_MAX_SERIES = 50_000
+DEFAULT_PROMETHEUS_PORT: int = options.default("prometheus_port")
+DEFAULT_PROMETHEUS_HOST: str = options.default("prometheus_host")
+DEFAULT_FLUSH_INTERVAL: float = options.default("flush_interval")
+DEFAULT_MAX_SERIES: int = options.default("max_series")
 
 
 def otlp_protocol_from_env() -> str:

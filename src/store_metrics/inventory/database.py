@@ -1,0 +1,146 @@
+"""Airflow's metadata database as the inventory reads it: its engine, a statement timeout, errors.
+
+The inventory uses Airflow's own engine (``airflow.settings.engine``: the URL, connect arguments,
+pool and ``pool_pre_ping`` of ``[database]``), so it reaches the database exactly as the
+scheduler does and reconnects on its own after the database comes back.
+
+Each query runs in its own short read-only transaction under a statement timeout:
+
+* PostgreSQL — ``SET TRANSACTION READ ONLY`` and ``SET LOCAL statement_timeout`` (the server
+  cancels the statement, lock waits included; ``LOCAL`` ends with the transaction, so the pooled
+  connection is left as it was);
+* MySQL — the optimizer hint ``/*+ MAX_EXECUTION_TIME(ms) */`` on the ``SELECT`` (MySQL 5.7.8+);
+* SQLite — a progress handler that interrupts the statement past its deadline.
+
+:func:`problem_of` sorts a failure into one of a few kinds (``timeout``, ``unavailable``,
+``failed``) so the inventory can say each kind once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from ..catalogue import Store
+from .queries import statement
+
+#: SQLite calls the progress handler every this many virtual machine instructions.
+_SQLITE_PROGRESS_STEPS = 10_000
+
+
+@dataclass(frozen=True)
+class Reading:
+    """The rows of one aggregate query, and what it cost."""
+
+    store: Store
+    rows: Sequence[Sequence[Any]]
+    #: When the query was sent (UTC, wall clock): ages and expiry are relative to it.
+    at: dt.datetime
+    duration_ms: float
+
+
+class Database:
+    """Runs the inventory's aggregate queries on ``engine``, each under ``timeout`` seconds."""
+
+    def __init__(self, engine: Engine, timeout: float) -> None:
+        self.engine = engine
+        self.timeout = float(timeout)
+
+    @classmethod
+    def from_airflow(cls, timeout: float) -> Database:
+        """Airflow's own engine (``import airflow`` configures it from ``[database]``)."""
+        from airflow import settings
+
+        if settings.engine is None:
+            settings.configure_orm()
+        return cls(settings.get_engine(), timeout)
+
+    @property
+    def dialect(self) -> str:
+        return str(self.engine.dialect.name)
+
+    def describe(self) -> str:
+        url = self.engine.url
+        where = f"{url.host}:{url.port or ''}/{url.database}" if url.host else str(url.database)
+        return f"{self.dialect} {where}"
+
+    def read(self, store: Store, now: dt.datetime | None = None) -> Reading:
+        """Run ``store``'s aggregate query; raise what the database raised (see :func:`problem_of`)."""
+        at = now or dt.datetime.now(dt.timezone.utc)
+        stmt = statement(store)
+        ms = max(1, int(self.timeout * 1000))
+        if self.dialect == "mysql":
+            stmt = stmt.prefix_with(f"/*+ MAX_EXECUTION_TIME({ms}) */", dialect="mysql")
+        params = {"now": at} if store is Store.TASK else {}
+        with self.engine.connect() as conn:
+            try:
+                start = time.perf_counter()
+                with self._timeout(conn, ms):
+                    rows = [tuple(row) for row in conn.execute(stmt, params)]
+                duration_ms = (time.perf_counter() - start) * 1000.0
+            finally:
+                conn.rollback()
+        return Reading(store, rows, at, duration_ms)
+
+    @contextmanager
+    def _timeout(self, conn: Connection, ms: int) -> Iterator[None]:
+        if self.dialect == "postgresql":
+            conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+            yield
+        elif self.dialect == "sqlite":
+            raw = conn.connection.dbapi_connection
+            deadline = time.monotonic() + ms / 1000.0
+            if isinstance(raw, sqlite3.Connection):
+                raw.set_progress_handler(lambda: int(time.monotonic() > deadline), _SQLITE_PROGRESS_STEPS)
+            try:
+                yield
+            finally:
+                if isinstance(raw, sqlite3.Connection):
+                    raw.set_progress_handler(None, 0)
+        else:
+            yield
+
+
+#: The kinds of problem the inventory tells apart (each is logged once until the next success).
+TIMEOUT = "timeout"
+UNAVAILABLE = "unavailable"
+FAILED = "failed"
+
+_TIMEOUT_TEXTS = ("statement timeout", "canceling statement", "interrupted", "max_execution_time")
+# MySQL: ER_QUERY_TIMEOUT (3024), and the client's "lost connection" / "can't connect" codes.
+_MYSQL_TIMEOUT = 3024
+_MYSQL_GONE = {2002, 2003, 2005, 2006, 2013}
+
+
+def problem_of(exc: BaseException) -> str:
+    """``timeout`` (the statement timeout fired), ``unavailable`` (no connection) or ``failed``."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    text = str(orig).lower()
+    if getattr(orig, "pgcode", None) == "57014" or any(t in text for t in _TIMEOUT_TEXTS):
+        return TIMEOUT
+    code = orig.args[0] if getattr(orig, "args", None) and isinstance(orig.args[0], int) else None
+    if code == _MYSQL_TIMEOUT:
+        return TIMEOUT
+    if code in _MYSQL_GONE:
+        return UNAVAILABLE
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return UNAVAILABLE
+    if isinstance(exc, OperationalError) or isinstance(orig, (ConnectionError, TimeoutError)):
+        return UNAVAILABLE
+    return FAILED
+
+
+def short(exc: BaseException) -> str:
+    """One line saying what went wrong, without SQLAlchemy's statement dump and background link."""
+    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    first = (str(orig).strip().splitlines() or [""])[0]
+    return f"{type(orig).__name__}: {first}" if first else type(orig).__name__

@@ -1,0 +1,118 @@
+"""The two aggregate queries: one per state store table, grouped, sizes computed in SQL.
+
+Built with SQLAlchemy Core on Airflow's own table definitions
+(``airflow.models.task_state_store.TaskStateStoreModel``, ``...asset_state_store.AssetStateStoreModel``
+and ``airflow.models.asset.AssetModel``), so the columns and their types (``UtcDateTime``) are
+exactly those Airflow 3.3's migration ``0112`` created, on SQLite, PostgreSQL and MySQL.
+
+Nothing reads ``value`` into Python. Per group, the database returns:
+
+* ``entries`` — ``count(*)``;
+* ``bytes`` — ``sum`` of the value's size in bytes: ``octet_length(value)`` on PostgreSQL (read
+  from the TOAST header, the value is not decompressed) and MySQL, ``length(CAST(value AS BLOB))``
+  on SQLite (whose ``length()`` of text counts characters, and which has ``octet_length`` only
+  from 3.43);
+* ``external`` — entries whose value is a reference written by a worker-side custom backend
+  (``[workers] state_store_backend``): the Task SDK stores ``{"__airflow_state_ref__": "<ref>"}``
+  instead of the value, so its size in the table is the reference's, not the value's. Detected by
+  the value's first 25 characters (``substr``: PostgreSQL reads only that slice of a TOASTed value);
+* ``oldest`` / ``newest`` — ``min``/``max`` of ``updated_at``;
+* ``expired`` (task store only) — entries whose ``expires_at`` is before ``now``, still in the
+  table because retention (``airflow db clean`` / the state store cleanup) has not run yet.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+from sqlalchemy import Integer, Select, bindparam, case, func, select
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+
+from ..catalogue import Store
+
+#: How the Task SDK marks a value held by a worker-side backend (``_EXTERNAL_STATE_REF_KEY`` in
+#: ``airflow/sdk/execution_time/context.py``), as the Execution API's ``json.dumps`` writes it.
+REF_MARKER = '{"__airflow_state_ref__":'
+
+
+class Column(str, enum.Enum):
+    """The columns every aggregate row has after its group key(s)."""
+
+    ENTRIES = "entries"
+    BYTES = "bytes"
+    EXTERNAL = "external"
+    OLDEST = "oldest"
+    NEWEST = "newest"
+    EXPIRED = "expired"
+
+
+class value_bytes(FunctionElement[int]):  # noqa: N801 (a SQL function, named like one)
+    """The size of a text value in bytes, spelled for each dialect (see the module docstring)."""
+
+    type = Integer()
+    name = "value_bytes"
+    inherit_cache = True
+
+
+@compiles(value_bytes)
+def _value_bytes_default(element: value_bytes, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"octet_length({compiler.process(element.clauses, **kw)})"
+
+
+@compiles(value_bytes, "sqlite")
+def _value_bytes_sqlite(element: value_bytes, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"length(CAST({compiler.process(element.clauses, **kw)} AS BLOB))"
+
+
+def _tables() -> tuple[Any, Any, Any]:
+    from airflow.models.asset import AssetModel
+    from airflow.models.asset_state_store import AssetStateStoreModel
+    from airflow.models.task_state_store import TaskStateStoreModel
+
+    return TaskStateStoreModel.__table__, AssetStateStoreModel.__table__, AssetModel.__table__
+
+
+def _common(table: Any) -> list[Any]:
+    external = case((func.substr(table.c.value, 1, len(REF_MARKER)) == REF_MARKER, 1), else_=0)
+    return [
+        func.count().label(Column.ENTRIES.value),
+        func.coalesce(func.sum(value_bytes(table.c.value)), 0).label(Column.BYTES.value),
+        func.coalesce(func.sum(external), 0).label(Column.EXTERNAL.value),
+        func.min(table.c.updated_at).label(Column.OLDEST.value),
+        func.max(table.c.updated_at).label(Column.NEWEST.value),
+    ]
+
+
+def task_statement() -> Select[Any]:
+    """Per (dag_id, task_id): entries, bytes, external, oldest, newest, expired. Takes ``:now``."""
+    task, _, _ = _tables()
+    now = bindparam("now", type_=task.c.expires_at.type)
+    expired = case((task.c.expires_at < now, 1), else_=0)
+    return select(
+        task.c.dag_id,
+        task.c.task_id,
+        *_common(task),
+        func.coalesce(func.sum(expired), 0).label(Column.EXPIRED.value),
+    ).group_by(task.c.dag_id, task.c.task_id)
+
+
+def asset_statement() -> Select[Any]:
+    """Per asset name: entries, bytes, external, oldest, newest (the asset store has no expiry)."""
+    _, state, asset = _tables()
+    return (
+        select(asset.c.name, *_common(state))
+        .select_from(state.outerjoin(asset, state.c.asset_id == asset.c.id))
+        .group_by(asset.c.name)
+    )
+
+
+def statement(store: Store) -> Select[Any]:
+    """The aggregate query of ``store``'s table."""
+    return task_statement() if store is Store.TASK else asset_statement()
+
+
+#: How many leading columns of a row of :func:`statement` are its group key.
+KEY_COLUMNS: dict[Store, int] = {Store.TASK: 2, Store.ASSET: 1}

@@ -1,0 +1,292 @@
+"""The triggerer: count the state store calls that triggers make, the way tasks' calls are counted.
+
+Airflow 3.3 gives every event-driven trigger behind an ``AssetWatcher`` an asset state store: the
+triggerer's trigger runner sets ``trigger.asset_state_store = AssetStateStoreAccessors(inlets=[...
+the watched assets ...])`` before it runs the trigger (``TriggerRunner.create_triggers`` in
+``airflow/jobs/triggerer_job_runner.py``). A watcher that polls a queue or a bucket keeps its
+watermark there.
+
+**Why an internal hook.** Airflow 3.3.2 offers plugins no documented way in: the listener specs
+(lifecycle, task instance, DAG run, asset, import errors) have no trigger hook, the trigger runner
+subprocess calls no listener at all, and ``AirflowPlugin`` has no trigger attribute. So this module,
+and only this module, wraps two methods of Airflow's internal ``TriggerRunner`` class:
+
+* ``run()``, the sync entry point of the trigger runner subprocess, before its event loop exists:
+  the emitter is configured there (``[store_metrics]``, off the loop: opening a backend may import
+  modules or resolve names), and flushed there when the loop has ended (bounded by
+  ``flush_timeout``; the emitter's own exit flush follows). In between, the emitter's worker thread
+  flushes every ``flush_interval``: nothing is sent from the event loop.
+* ``run_trigger(trigger_id, trigger, ...)``, the coroutine that runs one trigger, before it calls
+  the trigger's ``run()``: ``trigger.asset_state_store`` (and ``trigger.task_state_store``, on an
+  Airflow that sets one on a deferred task's trigger) is replaced by the instrumented wrappers of
+  :mod:`store_metrics.accessors`, with the same exactness as in a task (a private sentinel decides
+  found vs absent, exceptions pass unchanged and count as ``error``, sync and async methods).
+
+:func:`install` does it, called from the plugin's ``on_starting`` listener, which Airflow calls in
+the triggerer's main process when the triggerer's ``Job`` is made (``airflow/jobs/job.py``), before
+the trigger runner subprocess is forked from that process: the child inherits the wrapped class.
+In every other process (scheduler, DAG processor, task processes) the trigger runner module is not
+loaded and :func:`install` does nothing.
+
+**Never breaks a trigger.** If this Airflow's ``TriggerRunner`` lacks either method, or their shape
+changed, nothing is wrapped and one line is logged; triggers then run exactly as without the
+plugin. If wrapping one trigger's store fails, that trigger runs with its own store, and one line
+is logged.
+
+**Tags.** A deferred task's trigger carries the task's tags (``dag_id``, ``task_id``, ``run_type``,
+``operator``, ``team_name``), as far as the triggerer knows them (``unknown`` where it does not).
+A watcher belongs to no DAG and no task: an asset may schedule any number of DAGs. Its calls are
+tagged ``dag_id="none"``, ``task_id=<the watched asset's name>`` (names joined by ``,`` when one
+trigger watches several assets), ``run_type="asset_watcher"`` and ``operator=<the trigger's class
+name>``: as many series as watched assets, never a key.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from . import logs, runtime
+from .accessors import instrument_asset_store, instrument_task_store, is_instrumented
+from .catalogue import DAG_ID_NONE, RUN_TYPE_ASSET_WATCHER, task_tags
+
+#: The module of Airflow's triggerer that holds the trigger runner.
+RUNNER_MODULE: Final = "airflow.jobs.triggerer_job_runner"
+#: Its class whose methods are wrapped.
+RUNNER_CLASS: Final = "TriggerRunner"
+#: The positional parameters ``run_trigger`` must start with.
+_RUN_TRIGGER_PARAMS: Final = ("self", "trigger_id", "trigger")
+#: Set on our wrappers, so a second :func:`install` sees them.
+_MARK: Final = "__store_metrics_hook__"
+
+UNKNOWN: Final = "unknown"
+
+_lock = threading.Lock()
+
+
+class _Hook:
+    """What :func:`install` decided in this process."""
+
+    installed: bool = False
+    absent: str | None = None  # why the hook points are missing, when they are
+
+
+_hook = _Hook()
+
+
+# -- tags -------------------------------------------------------------------------------------------
+
+
+def watched_asset_names(store: Any) -> list[str]:
+    """The names (or URIs) of the assets an ``AssetStateStoreAccessors`` serves, sorted.
+
+    Airflow 3.3 keeps them in the accessors' private ``_by_name`` / ``_by_uri`` maps; an accessor
+    without them (a later Airflow, one asset's accessor) gives an empty list.
+    """
+    names: set[str] = set()
+    for attribute in ("_by_name", "_by_uri"):
+        mapping = getattr(store, attribute, None)
+        if isinstance(mapping, Mapping):
+            names.update(str(k) for k in mapping)
+    return sorted(names)
+
+
+def watcher_tags(trigger: Any, store: Any) -> dict[str, str]:
+    """Tags of an asset watcher's calls: no DAG, the watched asset(s), ``asset_watcher``, the class."""
+    assets = watched_asset_names(store)
+    return task_tags(
+        dag_id=DAG_ID_NONE,
+        task_id=",".join(assets) or UNKNOWN,
+        run_type=RUN_TYPE_ASSET_WATCHER,
+        operator=type(trigger).__name__,
+    )
+
+
+def deferred_task_tags(trigger: Any, context: Any) -> dict[str, str]:
+    """Tags of a deferred task's trigger: the task's own, as far as the triggerer knows them.
+
+    ``dag_id`` and ``task_id`` come from the trigger's task instance. ``run_type`` comes from the
+    context Airflow builds for ``start_from_trigger`` tasks (``unknown`` otherwise), ``operator``
+    from the task the triggerer deserialised for them (its ``task_type``: the operator's class
+    name, as in the task process; ``unknown`` otherwise).
+    """
+    ti = trigger.task_instance
+    stats_tags = dict(getattr(ti, "stats_tags", None) or {})
+    dag_run = context.get("dag_run") if isinstance(context, Mapping) else None
+    run_type = getattr(dag_run, "run_type", None)
+    task = getattr(ti, "task", None)
+    operator = getattr(task, "task_type", None) or (type(task).__name__ if task is not None else UNKNOWN)
+    return task_tags(
+        dag_id=str(stats_tags.get("dag_id") or getattr(ti, "dag_id", None) or UNKNOWN),
+        task_id=str(stats_tags.get("task_id") or getattr(ti, "task_id", None) or UNKNOWN),
+        run_type=str(getattr(run_type, "value", run_type)) if run_type is not None else UNKNOWN,
+        operator=str(operator),
+        team_name=stats_tags.get("team_name") or None,
+    )
+
+
+# -- instrumenting one trigger ----------------------------------------------------------------------
+
+
+def instrument_trigger(trigger: Any, context: Any = None) -> int:
+    """Replace the trigger's state stores with instrumented wrappers; return how many were wrapped.
+
+    Counts into the active emitter (:func:`store_metrics.runtime.get_emitter`). A trigger with no
+    store, or whose stores are already wrapped, is left as it is. May raise (the caller logs).
+    """
+    emitter = runtime.get_emitter()
+    assets = getattr(trigger, "asset_state_store", None)
+    tasks = getattr(trigger, "task_state_store", None)
+    if (assets is None or is_instrumented(assets)) and (tasks is None or is_instrumented(tasks)):
+        return 0
+    if getattr(trigger, "task_instance", None) is not None:
+        tags = deferred_task_tags(trigger, context)
+    else:
+        tags = watcher_tags(trigger, assets)
+    wrapped = 0
+    if tasks is not None and not is_instrumented(tasks):
+        trigger.task_state_store = instrument_task_store(tasks, emitter, tags)
+        wrapped += 1
+    if assets is not None and not is_instrumented(assets):
+        trigger.asset_state_store = instrument_asset_store(assets, emitter, tags)
+        wrapped += 1
+    return wrapped
+
+
+def _instrument_safely(trigger: Any, trigger_id: Any, context: Any) -> None:
+    if not runtime.is_configured():
+        return
+    try:
+        instrument_trigger(trigger, context)
+    except Exception as exc:
+        logs.once(
+            f"trigger_instrument:{type(trigger).__qualname__}",
+            logging.ERROR,
+            "store-metrics could not instrument trigger %s (ID %s); it runs uninstrumented: %r",
+            type(trigger).__qualname__,
+            trigger_id,
+            exc,
+        )
+
+
+# -- the hook -----------------------------------------------------------------------------------------
+
+
+def hook_points(runner_class: Any) -> tuple[Callable[..., Any], Callable[..., Any]] | str:
+    """``(run, run_trigger)`` of Airflow's ``TriggerRunner``, or why they are not what we wrap."""
+    if not inspect.isclass(runner_class):
+        return f"{RUNNER_MODULE} has no {RUNNER_CLASS} class"
+    run = inspect.getattr_static(runner_class, "run", None)
+    run_trigger = inspect.getattr_static(runner_class, "run_trigger", None)
+    if not inspect.isfunction(run) or inspect.iscoroutinefunction(run):
+        return f"{RUNNER_CLASS}.run is not a plain method"
+    if not inspect.isfunction(run_trigger) or not inspect.iscoroutinefunction(run_trigger):
+        return f"{RUNNER_CLASS}.run_trigger is not a coroutine method"
+    positional = [
+        p.name
+        for p in inspect.signature(run_trigger).parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if tuple(positional[:3]) != _RUN_TRIGGER_PARAMS:
+        return f"{RUNNER_CLASS}.run_trigger does not take (trigger_id, trigger, ...)"
+    return run, run_trigger
+
+
+def _wrap_run(original: Callable[..., Any], ensure_emitter: Callable[[], bool]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        # The trigger runner subprocess, before asyncio.run(): configuring here keeps it off the loop.
+        try:
+            ensure_emitter()
+        except Exception as exc:
+            logs.once("trigger_configure", logging.ERROR, "store-metrics is off in the triggerer: %r", exc)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            # The loop has ended (stop, SIGTERM): hand over what the last interval counted.
+            if runtime.is_configured():
+                runtime.get_emitter().flush()  # bounded by flush_timeout, never raises
+
+    setattr(run, _MARK, True)
+    return run
+
+
+def _wrap_run_trigger(original: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    async def run_trigger(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind_partial(self, *args, **kwargs).arguments
+        except TypeError:
+            bound = {}  # the original will say what is wrong with the call
+        if "trigger" in bound:
+            _instrument_safely(bound["trigger"], bound.get("trigger_id"), bound.get("context"))
+        return await original(self, *args, **kwargs)
+
+    setattr(run_trigger, _MARK, True)
+    return run_trigger
+
+
+def install(ensure_emitter: Callable[[], bool]) -> bool:
+    """Wrap ``TriggerRunner.run`` and ``run_trigger`` if this process loaded Airflow's triggerer.
+
+    ``ensure_emitter`` configures the emitter (in the trigger runner subprocess, before its loop)
+    and says whether counting is on. Returns whether the hook is in place. Idempotent; never
+    raises. Where the trigger runner module is not loaded (every process but the triggerer), it
+    does nothing. Where its shape is not the one wrapped here, it logs one line and does nothing.
+    """
+    module = sys.modules.get(RUNNER_MODULE)
+    if module is None:
+        return False
+    with _lock:
+        if _hook.installed:
+            return True
+        try:
+            runner_class: Any = getattr(module, RUNNER_CLASS, None)
+            points = hook_points(runner_class)
+            if isinstance(points, str):
+                _hook.absent = points
+                logs.once(
+                    "trigger_hook_absent",
+                    logging.WARNING,
+                    "store-metrics: triggers' state store calls are not counted in this triggerer: %s "
+                    "(the hook fits Airflow 3.3's trigger runner); triggers run as usual",
+                    points,
+                )
+                return False
+            run, run_trigger = points
+            if not getattr(run, _MARK, False):
+                runner_class.run = _wrap_run(run, ensure_emitter)
+            if not getattr(run_trigger, _MARK, False):
+                runner_class.run_trigger = _wrap_run_trigger(run_trigger)
+            _hook.installed = True
+        except Exception as exc:
+            logs.once(
+                "trigger_hook_failed", logging.ERROR, "store-metrics could not hook the triggerer: %r", exc
+            )
+            return False
+    logs.once(
+        "trigger_hook",
+        logging.INFO,
+        "store-metrics: counting the state store calls of triggers in this triggerer",
+    )
+    return True
+
+
+def uninstall() -> None:
+    """Put Airflow's own methods back (tests)."""
+    module = sys.modules.get(RUNNER_MODULE)
+    runner_class = getattr(module, RUNNER_CLASS, None)
+    with _lock:
+        for name in ("run", "run_trigger"):
+            method = inspect.getattr_static(runner_class, name, None) if runner_class else None
+            if method is not None and getattr(method, _MARK, False):
+                setattr(runner_class, name, method.__wrapped__)
+        _hook.installed = False
+        _hook.absent = None
