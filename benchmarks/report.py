@@ -65,6 +65,7 @@ class Page:
             stalls_section(self),
             memory_section(self),
             flush_section(self),
+            histogram_export_section(self),
             exit_delay_section(self),
             server_section(self),
         ]
@@ -662,6 +663,16 @@ def exit_delay_section(page: Page) -> str:
             ),
         ]
     )
+
+
+def histogram_export_section(page: Page) -> str:
+    """Part of section 3, rendered by benchmarks/histogram_export.py."""
+    he = page.r.get("histogram_export")
+    if not he:
+        return ""
+    from .histogram_export import render as render_histogram_export
+
+    return render_histogram_export(he)
 
 
 # -- 4. the API server side ------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ SECTIONS: tuple[str, ...] = (
     "stalls",
     "memory",
     "flush",
+    "histogram_export",
     "exitdelay",
     "server",
 )

@@ -60,11 +60,11 @@ class Collector:
         footprints = dict(previous.footprints)
         up: dict[Store, bool] = {}
         problems: dict[Store, str] = {}
-        unreachable = False
+        unreachable = ""
         for store in Store:
             if unreachable:
                 up[store] = False
-                problems[store] = problems[Store.TASK]
+                problems[store] = unreachable
                 continue
             try:
                 reading = self.database.read(store, now)
@@ -76,7 +76,7 @@ class Collector:
                 up[store] = False
                 problems[store] = f"{kind}: {short(exc)}"
                 self._say(store, kind, exc)
-                unreachable = kind == UNAVAILABLE
+                unreachable = problems[store] if kind == UNAVAILABLE else ""
             else:
                 up[store] = True
         if all(up.values()) and self._failing:
