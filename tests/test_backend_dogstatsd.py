@@ -6,9 +6,6 @@ test asks for them.
 
 from __future__ import annotations
 
-import itertools
-import time
-import types
 from typing import Any
 
 import pytest

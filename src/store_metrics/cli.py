@@ -1,4 +1,4 @@
-"""The ``store-metrics`` command: ``demo``, ``check`` and ``catalogue``."""
+"""The ``store-metrics`` command: ``demo``, ``check``, ``catalogue``, ``export`` and ``inventory``."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from collections.abc import Sequence
 
 
 def _catalogue(args: argparse.Namespace) -> int:
-    from .catalogue import METRICS
+    from .catalogue import CATALOGUE_TABLE
 
     prefix = args.prefix
     print("| metric | Prometheus series | tags | description |")
     print("|---|---|---|---|")
-    for m in METRICS:
+    for m in CATALOGUE_TABLE:
         tags = ", ".join(m.tags) + (f" (+ {', '.join(m.optional_tags)} when set)" if m.optional_tags else "")
         print(
             f"| `{m.full_name(prefix)}` | `{m.prometheus_name(prefix)}` | {tags or '-'} | {m.description} |"
@@ -54,6 +54,12 @@ def _export(args: argparse.Namespace) -> int:
     from .pipeline.export import run
 
     return run(Path(args.out), args.prefix, check=args.check)
+
+
+def _inventory(args: argparse.Namespace) -> int:
+    from .inventory.command import run
+
+    return run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,6 +116,24 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--prefix", default="airflow", help="metric name prefix (default airflow)")
     export.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
     export.set_defaults(func=_export)
+
+    inventory = commands.add_parser(
+        "inventory",
+        help="what each DAG, task and asset keeps in the state store, read from the metadata database",
+        description="Reads task_state_store and asset_state_store with one aggregate query each and prints "
+        "entries, bytes, ages and expired entries per DAG and task and per asset, largest first. With "
+        "--serve, reads them every [store_metrics] inventory_interval and serves the gauges (one such "
+        "process per deployment).",
+    )
+    inventory.add_argument("--serve", action="store_true", help="keep reading and serving until stopped")
+    inventory.add_argument(
+        "--top", type=int, default=None, help="DAGs, tasks per DAG and assets shown (default inventory_top)"
+    )
+    inventory.add_argument("--host", default="0.0.0.0", help="--serve endpoint address (default 0.0.0.0)")
+    inventory.add_argument(
+        "--port", type=int, default=None, help="--serve endpoint port (default inventory_port, 9490)"
+    )
+    inventory.set_defaults(func=_inventory)
     return parser
 
 

@@ -60,8 +60,9 @@ class Database:
         from airflow import settings
 
         if settings.engine is None:
-            settings.configure_orm()
-        return cls(settings.get_engine(), timeout)
+            settings.configure_orm()  # type: ignore[no-untyped-call]
+        engine: Engine = settings.get_engine()  # type: ignore[no-untyped-call]
+        return cls(engine, timeout)
 
     @property
     def dialect(self) -> str:
@@ -123,11 +124,11 @@ _MYSQL_GONE = {2002, 2003, 2005, 2006, 2013}
 
 def problem_of(exc: BaseException) -> str:
     """``timeout`` (the statement timeout fired), ``unavailable`` (no connection) or ``failed``."""
-    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     text = str(orig).lower()
     if getattr(orig, "pgcode", None) == "57014" or any(t in text for t in _TIMEOUT_TEXTS):
         return TIMEOUT
-    code = orig.args[0] if getattr(orig, "args", None) and isinstance(orig.args[0], int) else None
+    code = orig.args[0] if orig.args and isinstance(orig.args[0], int) else None
     if code == _MYSQL_TIMEOUT:
         return TIMEOUT
     if code in _MYSQL_GONE:
@@ -141,6 +142,6 @@ def problem_of(exc: BaseException) -> str:
 
 def short(exc: BaseException) -> str:
     """One line saying what went wrong, without SQLAlchemy's statement dump and background link."""
-    orig = exc.orig if isinstance(exc, DBAPIError) else exc
+    orig: BaseException = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     first = (str(orig).strip().splitlines() or [""])[0]
     return f"{type(orig).__name__}: {first}" if first else type(orig).__name__

@@ -3,12 +3,13 @@
 A :class:`Group` is one row of an aggregate query (entries, bytes, references, oldest and newest
 write, expired entries). :func:`footprint_of` turns a query's rows into a :class:`StoreFootprint`:
 
-1. group keys are sanitised by the tag rule of every other metric (:func:`~store_metrics.wire.sanitize_tag_value`),
-   and groups whose keys become equal are merged, so a DAG has the same labels on every path;
+1. group keys are sanitised by the tag rule of every other metric
+   (:func:`~store_metrics.wire.sanitize_tag_value`), and groups whose keys become equal are
+   merged, so a DAG has the same labels on every path;
 2. the task store keeps the ``top`` DAGs by bytes (then entries, then name), and within each of
    them its ``top`` tasks; the other tasks of a kept DAG are summed under ``task_id="other"``, every
    other DAG under ``dag_id="other", task_id="other"``. The asset store keeps the ``top`` assets
-   and sums the rest under ``asset="other"``. At most ``top × (top + 1) + 1`` task series and
+   and sums the rest under ``asset="other"``. At most ``top * (top + 1) + 1`` task series and
    ``top + 1`` asset series per metric, whatever the table holds.
 
 Sums over all groups are exact whatever ``top`` is: ``other`` holds the rest, not nothing.
@@ -74,7 +75,8 @@ def _utc(value: Any) -> dt.datetime | None:
         value = dt.datetime.fromisoformat(value)
     if not isinstance(value, dt.datetime):
         raise TypeError(f"expected a datetime, got {value!r}")
-    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+    utc = dt.timezone.utc
+    return value.replace(tzinfo=utc) if value.tzinfo is None else value.astimezone(utc)
 
 
 def group_of(store: Store, values: Sequence[Any]) -> Group:
@@ -141,7 +143,7 @@ def bound(store: Store, groups: Mapping[Key, Group], top: int) -> dict[Key, Grou
     by_dag: dict[str, dict[Key, Group]] = {}
     for key, group in groups.items():
         by_dag.setdefault(key[0], {})[key] = group
-    dag_totals = {dag: _merged((((dag,), g) for g in tasks.values()))[(dag,)] for dag, tasks in by_dag.items()}
+    dag_totals = {dag: _merged(((dag,), g) for g in tasks.values())[(dag,)] for dag, tasks in by_dag.items()}
     ranked_dags = [dag for dag, _ in sorted(dag_totals.items(), key=_rank)]
     out: list[tuple[Key, Group]] = []
     for dag in ranked_dags[:top]:

@@ -49,7 +49,7 @@ class Column(str, enum.Enum):
     EXPIRED = "expired"
 
 
-class value_bytes(FunctionElement[int]):  # noqa: N801 (a SQL function, named like one)
+class value_bytes(FunctionElement[int]):
     """The size of a text value in bytes, spelled for each dialect (see the module docstring)."""
 
     type = Integer()

@@ -59,7 +59,8 @@ def _grid(headers: list[str], rows: list[list[str]], text_columns: int) -> list[
 
     def line(cells: list[str]) -> str:
         parts = [
-            cell.ljust(widths[i]) if i < text_columns else cell.rjust(widths[i]) for i, cell in enumerate(cells)
+            cell.ljust(widths[i]) if i < text_columns else cell.rjust(widths[i])
+            for i, cell in enumerate(cells)
         ]
         return "  " + "  ".join(parts).rstrip()
 
@@ -79,7 +80,7 @@ def render_store(footprint: StoreFootprint, now: dt.datetime, top: int) -> list[
         f"({took}; top {top} by bytes, the rest under 'other')"
     )
     if total.external:
-        summary += f"; {total.external:,} entries hold a reference to a custom backend: their bytes are unknown"
+        summary += f"; {total.external:,} entries hold a custom backend's reference: bytes unknown"
     headers = [*_KEY_HEADERS[store], "entries", "bytes", "oldest", "newest"]
     if store is Store.TASK:
         headers.append("expired")
