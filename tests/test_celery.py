@@ -70,8 +70,10 @@ def start_workers(cluster: Cluster, backend: str, receiver: UdpReceiver, barrier
         workers.append(
             cluster.spawn(
                 hostname,
-                ["celery", "worker", "--concurrency", "2", "--skip-serve-logs"]
-                + ["--celery-hostname", f"{hostname}@store-metrics-test"],
+                [
+                    *("celery", "worker", "--concurrency", "2", "--skip-serve-logs"),
+                    *("--celery-hostname", f"{hostname}@store-metrics-test"),
+                ],
                 AIRFLOW__CORE__HOSTNAME_CALLABLE="support.hostnames.from_env",
                 STORE_METRICS_TEST_HOSTNAME=hostname,
                 STORE_METRICS_TEST_BARRIER=str(barrier),
@@ -140,7 +142,8 @@ def test_two_celery_workers_exact_totals(cluster: Cluster, backend: str, tmp_pat
         # Every task process has exited: whatever it sent is ahead of a marker sent now.
         receiver.lines_before_marker()
         assert ours() == expected, (hosts, cluster.tails(1500))
-        print(f"{backend}: {len(instances)} task instances on {dict(hosts)} in {time.monotonic() - started:.1f} s")
+        took = time.monotonic() - started
+        print(f"{backend}: {len(instances)} task instances on {dict(hosts)}; {took:.1f} s with worker start")
     finally:
         cluster.stop_processes(workers)
         receiver.close()

@@ -1,7 +1,7 @@
 """``store-metrics export``: the repository's files are its output, and it works for any prefix.
 
-* ``collector/`` and ``dashboards/`` hold, byte for byte, what ``export`` writes for the default
-  prefix, and nothing else it would not write;
+* ``collector/``, ``dashboards/``, ``helm/`` and ``datadog/`` hold, byte for byte, what ``export``
+  writes for the default prefix, and nothing else it would not write;
 * for another prefix (``myco.airflow``) the rules pass ``promtool check rules`` and their unit
   tests pass ``promtool test rules``, the Prometheus config passes ``promtool check config``, and
   every query of the rules and the dashboard names only ``myco_airflow_`` series;
@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from store_metrics import catalogue
-from store_metrics.pipeline import export, rules, server_rules, statsd_mapping, yaml_text
+from store_metrics.pipeline import export, helm, rules, server_rules, statsd_mapping, yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "myco.airflow"
@@ -78,7 +78,7 @@ def test_the_repository_holds_no_generated_file_export_does_not_write() -> None:
     wrappers = {PurePosixPath("collector/generate.py"), PurePosixPath("dashboards/generate.py")}
     present = {
         PurePosixPath(p.relative_to(ROOT).as_posix())
-        for folder in (export.COLLECTOR, export.DASHBOARDS)
+        for folder in export.FOLDERS
         for p in (ROOT / folder).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts
     }
@@ -259,6 +259,8 @@ def test_yaml_writer_writes_the_generated_documents_as_pyyaml_does(prefix: str) 
         server_rules.rules_document(prefix),
         statsd_mapping.mapping_document(prefix),
         statsd_mapping.server_mapping_document(prefix),
+        helm.values_document(prefix),
+        helm.dev_values_document(prefix),
     ):
         assert yaml_text.dump(document) == pyyaml(document)
 

@@ -19,7 +19,7 @@ from .config import Settings, load_settings
 from .contracts import TotalsSource
 from .deltas import CounterDelta, TagTuple
 from .errors import ConfigError, MissingExtraError
-from .options import split_arguments
+from .options import SERVER_PROMETHEUS_PORTS, split_arguments
 
 EXIT_OK = 0
 EXIT_CONFIG = 1
@@ -35,6 +35,29 @@ class _OneIncrement:
 
     def totals(self, metric: Any) -> list[tuple[TagTuple, int]]:
         return [((), 1)] if metric.name == CHECK.name else []
+
+
+def where_counted(settings: Settings) -> list[str]:
+    """Where the state store calls are counted with these settings, and what that needs."""
+    if not settings.counts_at_api_server:
+        return [
+            "counting: in each task process (count_at = tasks): install the plugin wherever tasks run; "
+            "each task hands its counts to the backend when it ends"
+        ]
+    lines = [
+        "counting: by the API server workers, as each task's Execution API requests arrive "
+        "(count_at = api_server): task processes count nothing; install the plugin on the API server "
+        "hosts; nothing is counted under dag.test(), and a call that fails before reaching the API "
+        "server is not counted as an error"
+    ]
+    if settings.backend == "otel" and settings.otel_exporter == "prometheus":
+        last = settings.server_prometheus_port + SERVER_PROMETHEUS_PORTS - 1
+        lines.append(
+            f"scrape: each API server worker serves its counts on the first free port of "
+            f"{settings.prometheus_host}:{settings.server_prometheus_port}-{last} (cumulative); "
+            "let Prometheus scrape every worker (job store-metrics-api-server) and sum across them"
+        )
+    return lines
 
 
 def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int:
@@ -54,6 +77,8 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
     if not settings.enabled:
         say("store-metrics is disabled: tasks run uninstrumented. Nothing sent.")
         return EXIT_OK
+    for line in where_counted(settings):
+        say(line)
     try:
         arguments = settings.configure_kwargs()
         _, backend_args = split_arguments(arguments.pop("backend"), arguments)

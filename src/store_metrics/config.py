@@ -19,7 +19,7 @@ from typing import Any
 
 from . import options
 from .errors import ConfigError
-from .options import CONFIG_OPTIONS, SERVER_PROMETHEUS_PORTS, default
+from .options import CONFIG_OPTIONS, COUNT_AT_API_SERVER, SERVER_PROMETHEUS_PORTS, default
 
 SECTION = "store_metrics"
 ENV_PREFIX = "AIRFLOW__STORE_METRICS__"
@@ -35,6 +35,7 @@ class Settings:
     """The configuration the plugin and the ``store-metrics`` command act on."""
 
     enabled: bool = default("enabled")
+    count_at: str = default("count_at")
     backend: str = default("backend")
     host: str = default("host")
     port: int = default("port")
@@ -56,6 +57,11 @@ class Settings:
     inventory_port: int = default("inventory_port")
     #: Where each value came from, for ``store-metrics check``.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def counts_at_api_server(self) -> bool:
+        """``count_at = api_server``: the API server's workers count the calls, task processes nothing."""
+        return self.count_at == COUNT_AT_API_SERVER
 
     def configure_kwargs(self) -> dict[str, Any]:
         """Arguments for :func:`store_metrics.configure`: the backend, and every option it takes."""

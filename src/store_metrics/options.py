@@ -31,6 +31,10 @@ BACKENDS: Final[dict[str, tuple[str, str]]] = {
 }
 OTEL_EXPORTERS: Final = ("otlp", "prometheus", "console")
 OTEL_TEMPORALITIES: Final = ("delta", "cumulative")
+#: Where state store calls are counted: in each task process, or by the API server's workers.
+COUNT_AT_TASKS: Final = "tasks"
+COUNT_AT_API_SERVER: Final = "api_server"
+COUNT_AT: Final = (COUNT_AT_TASKS, COUNT_AT_API_SERVER)
 #: How many ports from server_prometheus_port up the API server's workers may take, one each.
 SERVER_PROMETHEUS_PORTS: Final = 16
 #: Where ``store-metrics inventory --serve`` reports the footprint.
@@ -95,6 +99,15 @@ _OTEL = "otel"
 
 OPTIONS: Final[tuple[Option, ...]] = (
     Option("enabled", validate.boolean, True, "`true` / `false`", "instrument tasks at all"),
+    Option(
+        "count_at",
+        _choice(COUNT_AT),
+        COUNT_AT_TASKS,
+        ", ".join(f"`{name}`" for name in COUNT_AT),
+        "where state store calls are counted: in each task process (`tasks`; the only one that works "
+        "under `dag.test()`), or by the API server's workers as the Execution API requests arrive "
+        "(`api_server`: tasks then count nothing; [Counting at the API server](#counting-at-the-api-server))",
+    ),
     Option(
         "backend",
         _choice(tuple(BACKENDS)),

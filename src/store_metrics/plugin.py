@@ -14,7 +14,9 @@ In the triggerer, ``on_starting`` hooks the trigger runner (:mod:`store_metrics.
 state store calls of asset watchers' triggers are counted too.
 
 In the API server, its FastAPI root middleware (:class:`~store_metrics.server.StateStoreRouteMetrics`)
-counts the Execution API's state store requests and watches each worker's event loop.
+counts the Execution API's state store requests and watches each worker's event loop. With
+``[store_metrics] count_at = api_server`` it also counts the calls on the task side's counters, with
+the task's tags (:mod:`store_metrics.server.attribution`), and task processes count nothing.
 
 Nothing here may break a task: every hook catches everything and logs it once.
 """
@@ -94,6 +96,7 @@ class _Active:
 
     ready: bool | None = None  # None: not decided yet in this process
     flushed: bool = True
+    counts_tasks: bool | None = None  # [store_metrics] count_at; None: not read yet in this process
 
 
 _state = _Active()
@@ -143,6 +146,27 @@ def _ensure_emitter() -> bool:
     return True
 
 
+def _task_side_counts() -> bool:
+    """False with ``count_at = api_server``: the API server counts this process's calls, so it counts none.
+
+    Decided once per process, before anything is configured: such a task process opens no backend.
+    A configuration that does not load is left to :func:`_ensure_emitter` to report.
+    """
+    if _state.counts_tasks is None:
+        try:
+            _state.counts_tasks = not load_settings().counts_at_api_server
+        except ConfigError:
+            _state.counts_tasks = True
+        if not _state.counts_tasks:
+            logs.once(
+                "count_at",
+                logging.INFO,
+                "store-metrics: count_at = api_server: this task's state store calls are counted by the "
+                "API server as they arrive; the task process counts nothing",
+            )
+    return _state.counts_tasks
+
+
 def instrument_context(task_instance: Any, context: Any) -> bool:
     """Replace the context's accessors with instrumented ones; return whether anything was wrapped."""
     emitter = runtime.get_emitter()
@@ -190,7 +214,7 @@ class StateStoreListener:
     @hookimpl
     def on_task_instance_running(self, previous_state: Any, task_instance: Any) -> None:
         try:
-            if not _is_task_runner_ti(task_instance) or not _ensure_emitter():
+            if not _is_task_runner_ti(task_instance) or not _task_side_counts() or not _ensure_emitter():
                 return
             _state.flushed = False
             instrument_context(task_instance, task_instance.get_template_context())

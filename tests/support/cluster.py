@@ -12,6 +12,7 @@ and ``airflow standalone`` tests copy whole).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -55,22 +56,16 @@ class Process:
         return f"--- {self.name} (exit {self.proc.poll()}) {self.log} ---\n{self.text()[-chars:]}"
 
     def stop(self, grace: float = 20) -> None:
-        """SIGTERM the whole process group, SIGKILL what is left after ``grace`` seconds."""
-        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.proc.wait(wait)
-            except subprocess.TimeoutExpired:
-                continue
-            # The leader is gone; children it left in the group get the same signal once more.
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            break
+        """SIGTERM the whole process group; after ``grace`` seconds, SIGKILL whatever is left of it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(grace)
+        # The leader may be gone while processes it started (same group) are not.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
         self._out.close()
 
 
@@ -153,7 +148,7 @@ class Cluster:
         return process
 
     def start(self, dag_ids: list[str], timeout: float = 180) -> None:
-        """Migrate the database, start the three components, wait until they are healthy and the DAGs parsed."""
+        """Migrate the database, start the three components, wait until healthy and the DAGs are parsed."""
         subprocess.run(
             [sys.executable, "-m", "airflow", "db", "migrate"],
             env=self.env,
@@ -164,7 +159,7 @@ class Cluster:
         self.spawn("api-server", ["api-server"])
         self.spawn("scheduler", ["scheduler"])
         self.spawn("dag-processor", ["dag-processor"])
-        self.wait(lambda: self._health_ok(), timeout, "api-server, scheduler and dag-processor healthy")
+        self.wait(self._health_ok, timeout, "api-server, scheduler and dag-processor healthy")
         self.wait(lambda: set(dag_ids) <= self.parsed_dags(), timeout, f"DAGs {dag_ids} parsed")
 
     def wait(self, condition: Any, timeout: float, what: str) -> None:
@@ -182,11 +177,9 @@ class Cluster:
         return "\n".join(p.tail(chars) for p in self.processes)
 
     def stop_processes(self, processes: list[Process]) -> None:
-        for process in processes:
-            try:
+        for process in processes:  # all at once first, then wait for each
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         for process in processes:
             process.stop()
             self.processes.remove(process)

@@ -6,13 +6,14 @@ pod (``airflow.providers.cncf.kubernetes.pod_generator.workload_to_command_args`
 
     python -m airflow.sdk.execution_time.execute_workload --json-string '<ExecuteTask JSON>'
 
-in a new session with the scheduler's environment plus ``AIRFLOW_IS_K8S_EXECUTOR_POD=True`` (as
+with the scheduler's environment plus ``AIRFLOW_IS_K8S_EXECUTOR_POD=True`` (as
 the KubernetesExecutor's pod spec sets) plus the variables in the JSON file named by
 ``$STORE_METRICS_TEST_POD_ENV``, read at each launch (the pod template's ``env``), and
 reports the task finished when that process exits, as the KubernetesExecutor does when the pod
 ends. Nothing is reused between tasks: no worker, no fork of a warm parent.
 
-Each "pod" appends one JSON line to ``$STORE_METRICS_TEST_PODS`` when its process has exited:
+Each "pod" appends one JSON line to ``STORE_METRICS_TEST_PODS`` (a file named in the pod's
+environment) when its process has exited:
 the task instance key, the pid, the exit code and when it started and exited
 (``time.time()``), for the test to compare with what the task itself recorded.
 """
@@ -39,7 +40,6 @@ class ProcessPerTaskExecutor(BaseExecutor):
         self._pods: dict[Any, subprocess.Popen[bytes]] = {}
         self._exited: list[tuple[Any, int]] = []
         self._lock = threading.Lock()
-        self._record = os.environ.get("STORE_METRICS_TEST_PODS", os.devnull)
         self._pod_logs = os.environ.get("STORE_METRICS_TEST_POD_LOGS", "")
 
     def start(self) -> None:
@@ -69,15 +69,21 @@ class ProcessPerTaskExecutor(BaseExecutor):
             out = open(os.path.join(self._pod_logs, f"{name}.log".replace("/", "_")), "wb")  # noqa: SIM115
         started = time.time()
         proc = subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            # In the scheduler's process group, so that stopping the scheduler's group ends them too.
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
         if out is not subprocess.DEVNULL:
             out.close()
         self._pods[key] = proc
         # A thread per pod notes the exit the moment it happens (sync() only runs every heartbeat).
-        threading.Thread(target=self._watch, args=(key, proc, started), daemon=True).start()
+        record = env.get("STORE_METRICS_TEST_PODS", os.devnull)
+        threading.Thread(target=self._watch, args=(key, proc, started, record), daemon=True).start()
 
-    def _watch(self, key: Any, proc: subprocess.Popen[bytes], started: float) -> None:
+    def _watch(self, key: Any, proc: subprocess.Popen[bytes], started: float, record: str) -> None:
         returncode = proc.wait()
         exited = time.time()
         line = json.dumps(
@@ -94,7 +100,7 @@ class ProcessPerTaskExecutor(BaseExecutor):
             }
         )
         with self._lock:
-            with open(self._record, "a") as f:
+            with open(record, "a") as f:
                 f.write(line + "\n")
             self._exited.append((key, returncode))
 
@@ -109,7 +115,7 @@ class ProcessPerTaskExecutor(BaseExecutor):
                 self.fail(key)
 
     def end(self) -> None:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 10
         while self._pods and time.monotonic() < deadline:
             self.sync()
             time.sleep(0.1)

@@ -13,11 +13,7 @@ would: it is not restarted, so the counts the tests expect are exact.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
@@ -83,91 +79,3 @@ class FailingStoreTrigger(_Watcher):
             raised["set"] = f"{type(exc).__module__}.{type(exc).__qualname__}: {exc}"
         yield TriggerEvent({"raised": raised})
         await self._wait_for_the_next_message()
-
-
-class StallProbeTrigger(_Watcher):
-    """benchmarks/triggerer.py: event-loop stall per state store call, bare vs instrumented.
-
-    Runs in the real triggerer, on its event loop, against its real asset state store (each call a
-    round trip to the triggerer's supervisor and its database). A 1 ms ticker on the loop records
-    its longest sleep while one call is in flight (benchmarks/stalls.py's method). The calls go
-    through the instrumented store (``wrapped``) and through the accessor inside it (``bare``, and
-    ``bare_aa`` again as the A/A control), interleaved call by call. Results are written as JSON to
-    ``$STORE_METRICS_TRIGGER_BENCH_OUT`` (``value`` names the run).
-    """
-
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        from store_metrics import unwrap
-        from store_metrics.accessors import is_instrumented
-
-        store = self.asset_state_store
-        assert store is not None
-        params = json.loads(os.environ.get("STORE_METRICS_TRIGGER_BENCH", "{}"))
-        rounds, warm = int(params.get("rounds", 3)), int(params.get("warm", 20))
-        variants = {"bare": unwrap(store), "wrapped": store, "bare_aa": unwrap(store)}
-        ticker = _Ticker()
-        tick_task = asyncio.create_task(ticker.run())
-        await store.aset("get-key", list(range(100)))
-        await ticker.next_tick()
-
-        async def one(variant: str, op: str, i: int) -> float:
-            s = variants[variant]
-            ticker.reset()
-            if op == "aget":
-                await s.aget("get-key")
-            elif op == "aset":
-                await s.aset(f"set-{i % 10}", i)
-            elif op == "get":
-                s.get("get-key")
-            else:
-                s.set(f"set-{i % 10}", i)
-            await ticker.next_tick()
-            return ticker.longest * 1000.0
-
-        names = list(variants)
-        results: dict[str, Any] = {"instrumented": is_instrumented(store), "cases": {}}
-        started = time.monotonic()
-        for op in ("aget", "aset", "get", "set"):
-            case: dict[str, list[float]] = {v: [] for v in names}
-            for r in range(rounds):
-                order = names[r % 3 :] + names[: r % 3]
-                for v in order:  # cold call, dropped
-                    await one(v, op, 0)
-                for i in range(warm):
-                    for v in order:
-                        case[v].append(await one(v, op, i))
-            results["cases"][op] = case
-        results["seconds"] = time.monotonic() - started
-        tick_task.cancel()
-        out = os.environ.get("STORE_METRICS_TRIGGER_BENCH_OUT")
-        if out:
-            Path(out).with_name(f"{Path(out).stem}-{self.value}.json").write_text(json.dumps(results))
-        yield TriggerEvent({"done": self.value})
-        await self._wait_for_the_next_message()
-
-
-class _Ticker:
-    """Sleeps 1 ms in a loop and keeps the longest sleep since :meth:`reset` (benchmarks/stalls.py)."""
-
-    def __init__(self) -> None:
-        self.longest = 0.0
-        self._waiters: list[asyncio.Future[None]] = []
-
-    def reset(self) -> None:
-        self.longest = 0.0
-
-    async def run(self) -> None:
-        clock = time.perf_counter
-        while True:
-            t0 = clock()
-            await asyncio.sleep(0.001)
-            self.longest = max(self.longest, clock() - t0)
-            waiters, self._waiters = self._waiters, []
-            for w in waiters:
-                if not w.done():
-                    w.set_result(None)
-
-    async def next_tick(self) -> None:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
-        await future

@@ -5,7 +5,8 @@ aggregate query per table. A failure never escapes it:
 
 * the store keeps the footprint of its last good reading, and is marked down (``up = 0``);
 * the problem is logged once (:func:`store_metrics.logs.once`), keyed by its kind
-  (``timeout``, ``unavailable``, ``failed``) and store, however many intervals it lasts;
+  (``timeout``, ``failed``: and the store; ``unavailable``: the database as a whole), however many
+  intervals it lasts;
 * when the database cannot be reached at all, the other table is not tried in that collection:
   one problem, one line;
 * the first good reading after a problem says so once (INFO) and lets the next problem be
@@ -92,7 +93,8 @@ class Collector:
         return snapshot
 
     def _say(self, store: Store, kind: str, exc: BaseException) -> None:
-        key = f"{LOG_KEY}{store.value}:{kind}"
+        # A database that cannot be reached is one problem, whichever table's query found out.
+        key = f"{LOG_KEY}{kind}" if kind == UNAVAILABLE else f"{LOG_KEY}{store.value}:{kind}"
         self._failing.add(key)
         what = {
             "timeout": f"took longer than its statement timeout ({self.database.timeout:g} s)",
@@ -103,7 +105,7 @@ class Collector:
             key,
             logging.WARNING,
             "store-metrics inventory: the %s query %s (%s): %s; the last footprint read is kept "
-            "and the query is retried every interval (said once until it works again)",
+            "and the query is retried every interval (said once until it recovers)",
             store.value,
             what,
             self.database.describe(),

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, Select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..catalogue import Store
@@ -45,6 +45,12 @@ class Reading:
     #: When the query was sent (UTC, wall clock): ages and expiry are relative to it.
     at: dt.datetime
     duration_ms: float
+
+
+def timed_statement(store: Store, ms: int) -> Select[Any]:
+    """``store``'s aggregate query; on MySQL with the ``MAX_EXECUTION_TIME`` hint (other dialects
+    ignore it: their timeout is set on the transaction or the connection)."""
+    return statement(store).prefix_with(f"/*+ MAX_EXECUTION_TIME({ms}) */", dialect="mysql")
 
 
 class Database:
@@ -76,10 +82,8 @@ class Database:
     def read(self, store: Store, now: dt.datetime | None = None) -> Reading:
         """Run ``store``'s aggregate query; raise what the database raised (see :func:`problem_of`)."""
         at = now or dt.datetime.now(dt.timezone.utc)
-        stmt = statement(store)
         ms = max(1, int(self.timeout * 1000))
-        if self.dialect == "mysql":
-            stmt = stmt.prefix_with(f"/*+ MAX_EXECUTION_TIME({ms}) */", dialect="mysql")
+        stmt = timed_statement(store, ms)
         params = {"now": at} if store is Store.TASK else {}
         with self.engine.connect() as conn:
             try:

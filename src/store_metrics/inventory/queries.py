@@ -15,7 +15,8 @@ Nothing reads ``value`` into Python. Per group, the database returns:
 * ``external`` — entries whose value is a reference written by a worker-side custom backend
   (``[workers] state_store_backend``): the Task SDK stores ``{"__airflow_state_ref__": "<ref>"}``
   instead of the value, so its size in the table is the reference's, not the value's. Detected by
-  the value's first 25 characters (``substr``: PostgreSQL reads only that slice of a TOASTed value);
+  the value's first 25 characters, for values of at most :data:`MAX_REF_BYTES` (larger ones are
+  data held in the table, and are never sliced);
 * ``oldest`` / ``newest`` — ``min``/``max`` of ``updated_at``;
 * ``expired`` (task store only) — entries whose ``expires_at`` is before ``now``, still in the
   table because retention (``airflow db clean`` / the state store cleanup) has not run yet.
@@ -36,6 +37,9 @@ from ..catalogue import Store
 #: How the Task SDK marks a value held by a worker-side backend (``_EXTERNAL_STATE_REF_KEY`` in
 #: ``airflow/sdk/execution_time/context.py``), as the Execution API's ``json.dumps`` writes it.
 REF_MARKER = '{"__airflow_state_ref__":'
+#: A stored value longer than this is data, not a reference (references are URIs or paths: an S3
+#: key is at most 1,024 bytes). Such a value is counted as held in the table, whatever it starts with.
+MAX_REF_BYTES = 2048
 
 
 class Column(str, enum.Enum):
@@ -76,10 +80,14 @@ def _tables() -> tuple[Any, Any, Any]:
 
 
 def _common(table: Any) -> list[Any]:
-    external = case((func.substr(table.c.value, 1, len(REF_MARKER)) == REF_MARKER, 1), else_=0)
+    size = value_bytes(table.c.value)
+    # The size test comes first and CASE evaluates lazily: a large value is never sliced (on
+    # PostgreSQL its TOAST chunks are not fetched); no reference is that long.
+    marked = func.substr(table.c.value, 1, len(REF_MARKER)) == REF_MARKER
+    external = case((size > MAX_REF_BYTES, 0), (marked, 1), else_=0)
     return [
         func.count().label(Column.ENTRIES.value),
-        func.coalesce(func.sum(value_bytes(table.c.value)), 0).label(Column.BYTES.value),
+        func.coalesce(func.sum(size), 0).label(Column.BYTES.value),
         func.coalesce(func.sum(external), 0).label(Column.EXTERNAL.value),
         func.min(table.c.updated_at).label(Column.OLDEST.value),
         func.max(table.c.updated_at).label(Column.NEWEST.value),

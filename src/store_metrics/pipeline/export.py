@@ -12,6 +12,11 @@ paths, and tests/test_export.py checks they are byte for byte what this writes):
     dashboards/store-metrics.json                          Grafana dashboard
     dashboards/provisioning/datasources/store-metrics.yml  Grafana data source
     dashboards/provisioning/dashboards/store-metrics.yml   Grafana dashboard provider
+    helm/values-store-metrics.yaml                         Airflow Helm chart values
+    helm/values-store-metrics-dev.yaml                     ... for a trial (pip-installs at start)
+    helm/Dockerfile                                        Airflow image with the package
+    datadog/dashboard.json                                 Datadog dashboard (DogStatsD series)
+    datadog/monitors/*.json                                Datadog monitors
 
 ``prometheus.yml`` loads the rule files by name from its own folder and the promtool tests load
 their rules the same way, so ``collector/`` works as it is written.
@@ -28,13 +33,18 @@ from pathlib import Path, PurePosixPath
 from store_metrics import catalogue
 from store_metrics.wire import is_valid_prefix
 
-from . import otel_collector, prometheus_config, rules, server_rules, statsd_mapping
+from . import helm, otel_collector, prometheus_config, rules, server_rules, statsd_mapping
+from .datadog import dashboard as datadog_dashboard
+from .datadog import monitors as datadog_monitors
 from .grafana import dashboard, provisioning
 
 __all__ = [
     "COLLECTOR",
     "DASHBOARDS",
+    "DATADOG",
     "FILES",
+    "FOLDERS",
+    "HELM",
     "folder_main",
     "render_all",
     "run",
@@ -45,7 +55,16 @@ __all__ = [
 
 COLLECTOR = PurePosixPath("collector")
 DASHBOARDS = PurePosixPath("dashboards")
+HELM = PurePosixPath("helm")
+DATADOG = PurePosixPath("datadog")
+#: The folders ``export`` writes; the repository keeps each at the same path.
+FOLDERS = (COLLECTOR, DASHBOARDS, HELM, DATADOG)
 _PROVISIONING = DASHBOARDS / "provisioning"
+
+
+def _monitor(name: str) -> Callable[[str], str]:
+    return lambda prefix: datadog_monitors.render(name, prefix)
+
 
 #: Relative path -> renderer (prefix -> file text), in the order the files are written.
 FILES: dict[PurePosixPath, Callable[[str], str]] = {
@@ -60,6 +79,11 @@ FILES: dict[PurePosixPath, Callable[[str], str]] = {
     DASHBOARDS / dashboard.FILENAME: dashboard.render,
     _PROVISIONING / "datasources" / "store-metrics.yml": provisioning.render_datasource,
     _PROVISIONING / "dashboards" / "store-metrics.yml": provisioning.render_dashboard_provider,
+    HELM / helm.FILENAME: helm.render,
+    HELM / helm.DEV_FILENAME: helm.render_dev,
+    HELM / helm.DOCKERFILE: helm.render_dockerfile,
+    DATADOG / datadog_dashboard.FILENAME: datadog_dashboard.render,
+    **{DATADOG / datadog_monitors.FOLDER / name: _monitor(name) for name in datadog_monitors.MONITORS},
 }
 
 
@@ -78,7 +102,7 @@ def render_all(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[PurePosixPath, st
 
 
 def subtree(folder: PurePosixPath, prefix: str = catalogue.DEFAULT_PREFIX) -> dict[PurePosixPath, str]:
-    """The files under ``folder`` (``COLLECTOR`` or ``DASHBOARDS``), by path relative to it."""
+    """The files under ``folder`` (one of :data:`FOLDERS`), by path relative to it."""
     return {
         path.relative_to(folder): text for path, text in render_all(prefix).items() if folder in path.parents
     }

@@ -124,6 +124,18 @@ def selector(matchers: dict[str, str]) -> str:
 DASHBOARD_SELECTOR = selector({label: f"${label}" for label in FILTER_LABELS})
 
 
+def dashboard_selector(only: Sequence[tuple[str, str]] = ()) -> str:
+    """The dashboard's filters, plus exact matchers ``label="value"`` that a panel always applies.
+
+    A label may appear twice (``run_type=~"$run_type",run_type="asset_watcher"``): a series must
+    match both, so the panel follows the dashboard's filter and keeps to its own value.
+    """
+    if not only:
+        return DASHBOARD_SELECTOR
+    exact = ",".join(f'{label}="{value}"' for label, value in only)
+    return f"{DASHBOARD_SELECTOR[:-1]},{exact}}}"
+
+
 #: The OTTL regular expression (RE2) the collector keeps: every catalogue metric (task side and
 #: API server side), any prefix.
 def collector_name_regex() -> str:

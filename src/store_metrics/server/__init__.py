@@ -20,6 +20,12 @@ with the Execution API mounted at ``/execution``:
   loop has usually finished by the time the ticker runs again), and logged (at most once per
   ``flush_interval``).
 
+With ``[store_metrics] count_at = api_server`` (:mod:`.attribution`) each worker also counts every
+answered state store request on the task side's own counters (``task_state_store.*``,
+``asset_state_store.*``), tagged dag_id, task_id, run_type, operator (and team_name) of the task
+instance whose token the Execution API verified: looked up once per task instance and worker, on a
+thread, through a bounded LRU cache. Task processes then count nothing.
+
 Each API server worker has its own emitter (cumulative temporality; the identity
 ``<host>-<pid>`` as the ``worker`` tag and OpenTelemetry ``service.instance.id``), made on first
 use in that worker, never at import and never in a task process.
@@ -27,6 +33,15 @@ use in that worker, never at import and never in a task process.
 
 from __future__ import annotations
 
+from .attribution import (
+    CACHE_SIZE,
+    UNKNOWN_TAGS,
+    WATCHER_TAGS,
+    AttributionStats,
+    StoreCalls,
+    lookup_task_instance,
+    requester,
+)
 from .loop_monitor import LoopMonitor
 from .metrics import STALL_FLOOR_MS, ServerMetrics, server_metrics, worker_identity
 from .middleware import StateStoreRouteMetrics
@@ -43,15 +58,22 @@ from .routes import (
 )
 
 __all__ = [
+    "CACHE_SIZE",
     "MARK",
     "NONE_ROUTE",
     "ROUTES",
     "STALL_FLOOR_MS",
+    "UNKNOWN_TAGS",
+    "WATCHER_TAGS",
+    "AttributionStats",
     "LoopMonitor",
     "Route",
     "ServerMetrics",
     "StateStoreRouteMetrics",
+    "StoreCalls",
+    "lookup_task_instance",
     "outcome_of",
+    "requester",
     "route_of",
     "route_path",
     "server_metrics",

@@ -26,6 +26,7 @@ from ..catalogue import (
     SERVER_RESPONSE_SIZE,
 )
 from ..emitter import AggregatingEmitter
+from .attribution import StoreCalls
 from .loop_monitor import LoopMonitor
 from .routes import (
     NONE_ROUTE,
@@ -51,7 +52,13 @@ def worker_identity() -> str:
 
 
 class ServerMetrics:
-    """One API server worker's metrics: its emitter, the in-flight table and the stall monitor."""
+    """One API server worker's metrics: its emitter, the in-flight table and the stall monitor.
+
+    With ``calls`` (``count_at = api_server``) it also counts every answered state store request
+    on the task side's counters, tagged as the task instance that made it
+    (:class:`~store_metrics.server.attribution.StoreCalls`). ``route_metrics = False``
+    (``server_metrics = false``) leaves out the route metrics and the stall monitor.
+    """
 
     def __init__(
         self,
@@ -61,9 +68,13 @@ class ServerMetrics:
         tick_ms: float,
         threshold_ms: float,
         log_interval: float = 10.0,
+        calls: StoreCalls | None = None,
+        route_metrics: bool = True,
     ) -> None:
         self.emitter = emitter
         self.worker = worker
+        self.calls = calls
+        self.route_metrics = route_metrics
         self.tick_ms = tick_ms
         self.threshold_ms = threshold_ms
         self.log_interval = log_interval
@@ -111,7 +122,10 @@ class ServerMetrics:
             self.in_flight[route] -= 1
             self.last_done[route] = time.monotonic()
             # No response started: the server answers 500 (an exception, or nothing sent).
-            self.record(route, status or 500, received, sent, (time.perf_counter() - start) * 1000.0)
+            if self.route_metrics:
+                self.record(route, status or 500, received, sent, (time.perf_counter() - start) * 1000.0)
+            if self.calls is not None:
+                self.calls.count(scope, route, status or 500, outcome_of(route[1], status or 500))
 
     def record(self, route: Route, status: int, request_bytes: int, response_bytes: int, ms: float) -> None:
         """Count one finished request. Never raises."""
@@ -157,6 +171,8 @@ class ServerMetrics:
 
     def watch(self, loop: asyncio.AbstractEventLoop) -> None:
         """Run the stall monitor on ``loop`` (idempotent; moves to ``loop`` if it ran on another)."""
+        if not self.route_metrics:
+            return
         monitor = self.monitor
         if monitor is not None and monitor.loop is loop and monitor.running:
             return
@@ -234,7 +250,8 @@ def _build() -> ServerMetrics | None:
 
     try:
         settings = load_settings()
-        if not (settings.enabled and settings.server_metrics):
+        count_calls = settings.enabled and settings.counts_at_api_server and not _airflow_counts_itself()
+        if not (settings.enabled and (settings.server_metrics or count_calls)):
             logs.once("server:off", logging.INFO, "store-metrics: API server metrics are off")
             return None
         worker = worker_identity()
@@ -245,20 +262,46 @@ def _build() -> ServerMetrics | None:
     except Exception:
         logs.once("server:config", logging.ERROR, "store-metrics API server metrics are off", exc_info=True)
         return None
-    logs.once(
-        "server:on",
-        logging.INFO,
-        "store-metrics: API server worker %s counts state store requests and watches its event loop "
-        "(tick %g ms, long stall %g ms), sending to %s",
-        worker,
-        settings.stall_tick_ms,
-        settings.stall_threshold_ms,
-        emitter.backend.describe(),
-    )
+    if settings.server_metrics:
+        logs.once(
+            "server:on",
+            logging.INFO,
+            "store-metrics: API server worker %s counts state store requests and watches its event loop "
+            "(tick %g ms, long stall %g ms), sending to %s",
+            worker,
+            settings.stall_tick_ms,
+            settings.stall_threshold_ms,
+            emitter.backend.describe(),
+        )
+    if count_calls:
+        logs.once(
+            "server:count_at",
+            logging.INFO,
+            "store-metrics: count_at = api_server: API server worker %s counts every task's state store "
+            "calls as their Execution API requests arrive (task processes count nothing), sending to %s",
+            worker,
+            emitter.backend.describe(),
+        )
     return ServerMetrics(
         emitter,
         worker,
         tick_ms=settings.stall_tick_ms,
         threshold_ms=settings.stall_threshold_ms,
         log_interval=settings.flush_interval,
+        calls=StoreCalls(emitter) if count_calls else None,
+        route_metrics=settings.server_metrics,
     )
+
+
+def _airflow_counts_itself() -> bool:
+    """Whether this Airflow counts state store calls itself: then neither side of the plugin does."""
+    from ..plugin import airflow_emits_state_store_metrics
+
+    if airflow_emits_state_store_metrics():
+        logs.once(
+            "server:native",
+            logging.INFO,
+            "store-metrics: this Airflow counts state store calls itself; the API server does not count them",
+        )
+        return True
+    return False

@@ -1,13 +1,16 @@
 """The FastAPI root middleware: pure ASGI, so every message passes through untouched.
 
 State store requests go through :meth:`ServerMetrics.serve`; every other request costs one
-substring test. The stall monitor starts at ASGI lifespan startup (or on the first request).
+substring test. The stall monitor starts at ASGI lifespan startup (or on the first request). At
+lifespan shutdown, requests still waiting for their task instance's tags (``count_at =
+api_server``) are counted before the last flush.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from .. import logs
 from .metrics import ServerMetrics, server_metrics
 from .routes import MARK, ASGIApp, Message, Receive, Scope, Send, route_of, route_path
 
@@ -60,6 +63,14 @@ class StateStoreRouteMetrics:
                 self._watching = None
                 if metrics is not None:
                     metrics.unwatch()
+                    calls = metrics.calls
+                    if calls is not None:
+                        # Requests still waiting for their task instance's tags are counted first.
+                        await calls.drain(metrics.emitter.flush_timeout)
+                        calls.close()
+                        logs.logger.info(
+                            "store-metrics: API server worker %s: %s", metrics.worker, calls.summary()
+                        )
                     # Hand the last counts on without holding the loop.
                     emitter = metrics.emitter
                     await asyncio.get_running_loop().run_in_executor(

@@ -1,8 +1,8 @@
 """``store-metrics.json``: the Grafana dashboard as JSON (schema 42), from the rows' specs.
 
-Lays the task-side rows out on Grafana's 24-column grid, adds the collapsed API server row, the
-data source and filter variables, and what the import dialog needs (``__inputs``,
-``__requires``).
+Lays the task-side rows out on Grafana's 24-column grid, adds the collapsed Triggers (asset
+watchers) and API server rows, the data source and filter variables, and what the import dialog
+needs (``__inputs``, ``__requires``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,20 @@ from store_metrics import catalogue
 
 from .. import promql
 from .queries import DS, Panel, Row, Target, ref_id
-from .rows import DAG_ID, OPERATOR, RUN_TYPE, TASK_ID, TEAM_NAME, build_rows
+from .rows import DAG_ID, OPERATOR, RUN_TYPE, TASK_ID, TEAM_NAME, build_rows, build_triggers_row
 from .server_row import server_row
 
-__all__ = ["FILENAME", "SCHEMA_VERSION", "TITLE", "UID", "dashboard", "render", "server_specs", "specs"]
+__all__ = [
+    "FILENAME",
+    "SCHEMA_VERSION",
+    "TITLE",
+    "UID",
+    "dashboard",
+    "render",
+    "server_specs",
+    "specs",
+    "trigger_specs",
+]
 
 FILENAME = "store-metrics.json"
 UID = "store-metrics-state-store"
@@ -216,7 +226,7 @@ def _place(panels: Sequence[Panel], first_id: int, y: int) -> tuple[list[dict[st
 
 
 def _layout(prefix: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The dashboard's top-level panels, and the panels nested in the collapsed API server row."""
+    """The dashboard's top-level panels, and the panels nested in the collapsed rows."""
     panels: list[dict[str, Any]] = []
     panel_id, y = 1, 0
     for row in build_rows(prefix):
@@ -224,10 +234,14 @@ def _layout(prefix: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         placed, y = _place(row.panels, panel_id + 1, y + 1)
         panels += placed
         panel_id += 1 + len(placed)
-    # The API server row, collapsed: its panels live inside the row and load when it is opened.
-    server = server_row(prefix)
-    nested, _ = _place(server.panels, panel_id + 1, y + 1)
-    panels.append(_row_json(server, panel_id, y, collapsed=True, nested=nested))
+    # The Triggers row and the API server row, collapsed: their panels live inside the row and
+    # load when it is opened.
+    nested: list[dict[str, Any]] = []
+    for row in (build_triggers_row(prefix), server_row(prefix)):
+        inside, _ = _place(row.panels, panel_id + 1, y + 1)
+        panels.append(_row_json(row, panel_id, y, collapsed=True, nested=inside))
+        nested += inside
+        panel_id, y = panel_id + 1 + len(inside), y + 1
     return panels, nested
 
 
@@ -309,6 +323,11 @@ def _targets(rows: Sequence[Row]) -> list[tuple[str, str, Target]]:
 def specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target]]:
     """(panel title, refId, target) for every query of the task-side rows, in JSON order."""
     return _targets(build_rows(prefix))
+
+
+def trigger_specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target]]:
+    """(panel title, refId, target) for every query of the collapsed Triggers row."""
+    return _targets([build_triggers_row(prefix)])
 
 
 def server_specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target]]:

@@ -46,9 +46,16 @@ class Measure:
     kind: str  # "count" | "rate"
     series: tuple[str, ...]
     by: tuple[str, ...] = ()
+    #: Exact ``(label, value)`` matchers added to the dashboard's filters (the Triggers row's
+    #: ``run_type="asset_watcher"``).
+    only: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def selector(self) -> str:
+        return promql.dashboard_selector(self.only)
 
     def expr(self) -> str:
-        sel = promql.DASHBOARD_SELECTOR
+        sel = self.selector
         if self.kind == "count":
             return promql.count_sum(self.series, sel, RANGE, self.by)
         return promql.rate_sum(self.series, sel, RATE_INTERVAL, self.by)
@@ -70,7 +77,7 @@ class Ratio:
         return self.num.kind
 
     def expr(self) -> str:
-        fill = promql.groups(self.den.series, promql.DASHBOARD_SELECTOR, self.den.by)
+        fill = promql.groups(self.den.series, self.den.selector, self.den.by)
         return promql.ratio(self.num.expr(), self.den.expr(), fill)
 
 

@@ -15,7 +15,15 @@ from store_metrics.catalogue import Outcome, Store
 from ..promql import ALL_OUTCOMES, READS
 from .queries import Measure, Panel, Ratio, Row, Target, TopK, series
 
-__all__ = ["ROW_BUILDERS", "Queries", "build_rows"]
+__all__ = [
+    "ROW_BUILDERS",
+    "TRIGGERS_ROW_TITLE",
+    "WATCHERS",
+    "Queries",
+    "build_rows",
+    "build_triggers_row",
+    "triggers_row",
+]
 
 DAG_ID, TASK_ID, RUN_TYPE, OPERATOR, TEAM_NAME, OPERATION = (
     catalogue.DAG_ID,
@@ -43,13 +51,18 @@ class Queries:
     prefix: str
 
     def m(
-        self, kind: str, stores: Sequence[Store], outcomes: Sequence[Outcome], by: Sequence[str] = ()
+        self,
+        kind: str,
+        stores: Sequence[Store],
+        outcomes: Sequence[Outcome],
+        by: Sequence[str] = (),
+        only: Sequence[tuple[str, str]] = (),
     ) -> Measure:
         """Calls of ``stores`` x ``outcomes``: in the range (``count``) or per second (``rate``)."""
-        return Measure(kind, series(stores, outcomes, self.prefix), tuple(by))
+        return Measure(kind, series(stores, outcomes, self.prefix), tuple(by), tuple(only))
 
-    def everything(self, kind: str, by: Sequence[str] = ()) -> Measure:
-        return self.m(kind, *EVERYTHING, by)
+    def everything(self, kind: str, by: Sequence[str] = (), only: Sequence[tuple[str, str]] = ()) -> Measure:
+        return self.m(kind, *EVERYTHING, by, only)
 
     def found(self, kind: str, store: Store, by: Sequence[str] = ()) -> Ratio:
         """read_found / (read_found + read_absent) of one store."""
@@ -308,8 +321,9 @@ def breakdowns_row(q: Queries) -> Row:
             Panel(
                 "bargauge",
                 "Calls by run type",
-                "State store calls per DAG run type (manual, "
-                "scheduled, backfill, asset_triggered)." + RANGE_NOTE,
+                "State store calls per run type: the DAG run's (manual, scheduled, backfill, "
+                "asset_triggered), or asset_watcher for the calls asset-watcher triggers make in the "
+                "triggerer (the Triggers row below has them by trigger)." + RANGE_NOTE,
                 [Target(q.everything("count", (RUN_TYPE,)), "{{run_type}}", instant=True)],
                 decimals=0,
             ),
@@ -371,6 +385,60 @@ def errors_row(q: Queries) -> Row:
     )
 
 
+#: The Triggers row's own matcher: the calls asset-watcher triggers make in the triggerer.
+WATCHERS: tuple[tuple[str, str], ...] = ((RUN_TYPE, catalogue.RUN_TYPE_ASSET_WATCHER),)
+TRIGGERS_ROW_TITLE = "Triggers: asset watchers in the triggerer (run_type asset_watcher)"
+_WATCHER_NOTE = (
+    " An asset watcher's trigger belongs to no DAG: its calls carry run_type=asset_watcher, "
+    f'dag_id="{catalogue.DAG_ID_NONE}", task_id = the watched asset\'s name and operator = the '
+    "trigger's class."
+)
+
+
+def triggers_row(q: Queries) -> Row:
+    """Calls asset-watcher triggers make (``run_type="asset_watcher"``): by trigger, by outcome, by asset.
+
+    Collapsed in the dashboard, like the API server row: most deployments have no watcher, and its
+    queries then run only when someone opens it.
+    """
+    return Row(
+        TRIGGERS_ROW_TITLE,
+        [
+            Panel(
+                "timeseries",
+                "Asset watcher calls per second by trigger",
+                "State store calls per second of asset-watcher triggers, per trigger class." + _WATCHER_NOTE,
+                [Target(q.everything("rate", (OPERATOR,), WATCHERS), "{{operator}}")],
+                unit="ops",
+            ),
+            Panel(
+                "timeseries",
+                "Asset watcher calls per second by operation",
+                "Asset store calls per second of asset-watcher triggers, one line per outcome: a "
+                "watermark read that found a value, one that did not, writes, deletes, clears and "
+                "calls that raised." + _WATCHER_NOTE,
+                [Target(q.m("rate", (Store.ASSET,), (o,), (), WATCHERS), o.value) for o in ALL_OUTCOMES],
+                unit="ops",
+            ),
+            Panel(
+                "bargauge",
+                "Asset watcher calls by trigger and asset (selected range)",
+                "State store calls of asset-watcher triggers per trigger class and watched asset."
+                + _WATCHER_NOTE
+                + RANGE_NOTE,
+                [
+                    Target(
+                        q.everything("count", (OPERATOR, TASK_ID), WATCHERS),
+                        "{{operator}} {{task_id}}",
+                        instant=True,
+                    )
+                ],
+                decimals=0,
+            ),
+        ],
+    )
+
+
 #: The task-side rows, top to bottom.
 ROW_BUILDERS: tuple[Callable[[Queries], Row], ...] = (
     overview_row,
@@ -387,3 +455,8 @@ def build_rows(prefix: str) -> list[Row]:
     """The task-side rows for ``prefix``, in dashboard order."""
     queries = Queries(prefix)
     return [build(queries) for build in ROW_BUILDERS]
+
+
+def build_triggers_row(prefix: str) -> Row:
+    """The collapsed Triggers row for ``prefix``."""
+    return triggers_row(Queries(prefix))

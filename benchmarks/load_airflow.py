@@ -1,0 +1,501 @@
+"""The load benchmark's real pieces: an Airflow home, ``airflow api-server`` processes, metric receivers.
+
+Nothing is simulated: the API server is Airflow's own command (uvicorn, the plugin's root
+middleware and stall monitor loaded from the installed entry point), the DogStatsD receiver is a
+UDP socket read in this process, the OTLP receiver a real HTTP endpoint that decodes what the
+OpenTelemetry SDK's exporter posts, and the "never answers" endpoint a TCP listener that accepts
+and sends nothing. Every process started here is started in its own session and stopped by its
+id (and its process group), never by name.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from .common import REPO_ROOT, free_port
+
+#: What the API server's request counter is called on the wire (prefix ``airflow``).
+REQUESTS = "airflow.api_server.state_store.requests"
+STALL_MAX = "airflow.api_server.event_loop.stall.max"
+LONG_STALLS = "airflow.api_server.event_loop.long_stalls"
+
+#: A 64-byte HMAC key (HS512 wants at least that many): the deployment's ``[api_auth] jwt_secret``.
+JWT_SECRET = "store-metrics-load-benchmark-" + "k" * 35
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.1) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+# -- the Airflow home ----------------------------------------------------------------------------
+
+
+class AirflowHome:
+    """A throw-away ``AIRFLOW_HOME`` (SQLite) with real task instances and tokens for the clients."""
+
+    def __init__(self, clients: int, db_url: str | None = None, root: Path | None = None) -> None:
+        self.root = root or Path(tempfile.mkdtemp(prefix="store-metrics-load-"))
+        self.dags = self.root / "dags"
+        self.db_url = db_url or f"sqlite:///{self.root / 'airflow.db'}"
+        self.clients_wanted = clients
+        self.clients: list[dict[str, str]] = []
+
+    def env(self, **settings: str) -> dict[str, str]:
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("AIRFLOW__", "AIRFLOW_HOME", "OTEL_", "DD_", "DATADOG_"))
+        }
+        env.update(
+            {
+                "AIRFLOW_HOME": str(self.root),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.db_url,
+                "AIRFLOW__API_AUTH__JWT_SECRET": JWT_SECRET,
+                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
+            }
+        )
+        env.update(settings)
+        return env
+
+    def prepare(self) -> float:
+        """db migrate, the DAG, reserialize, trigger, tokens (one subprocess); returns seconds taken."""
+        out = self.root / "clients.json"
+        t0 = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "benchmarks.load_setup", "prepare", str(self.clients_wanted), str(out)],
+            cwd=REPO_ROOT,
+            env=self.env(AIRFLOW__STORE_METRICS__BACKEND="none"),
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(f"load_setup failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        self.clients = json.loads(out.read_text(encoding="utf-8"))["clients"]
+        if len(self.clients) != self.clients_wanted:
+            raise RuntimeError(f"expected {self.clients_wanted} task instances, got {len(self.clients)}")
+        return time.monotonic() - t0
+
+
+# -- airflow api-server -------------------------------------------------------------------------
+
+
+class ApiServer:
+    """``airflow api-server`` in a session of its own, on a free port, logging to a file."""
+
+    def __init__(self, name: str, home: AirflowHome, settings: dict[str, str], workers: int = 1) -> None:
+        self.name = name
+        self.home = home
+        self.workers = workers
+        self.port = free_port()
+        self.log_path = home.root / f"api-server-{name}.log"
+        self.env = home.env(**settings)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started_at = 0.0
+        self.startup_s = 0.0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/execution"
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "airflow",
+                "api-server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+            ],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=self.home.root,
+        )
+        log.close()
+
+    def wait_ready(self, timeout: float = 180.0) -> None:
+        def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"api-server {self.name} exited:\n{self.log_tail()}")
+            return self.healthy()
+
+        if not wait_until(ready, timeout, 0.2):
+            raise RuntimeError(f"api-server {self.name} not ready in {timeout:.0f} s:\n{self.log_tail()}")
+        if self.workers > 1:
+            # Every worker up: uvicorn's workers each log this once their app has started.
+            wait_until(lambda: self.log_count("Application startup complete") >= self.workers, timeout, 0.2)
+        self.startup_s = time.monotonic() - self.started_at
+
+    def healthy(self) -> bool:
+        try:
+            url = f"http://127.0.0.1:{self.port}/api/v2/monitor/health"
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def processes(self) -> list[psutil.Process]:
+        """The server's processes: the command's own and, with several workers, its workers."""
+        if self.proc is None:
+            return []
+        try:
+            main = psutil.Process(self.proc.pid)
+            return [main, *main.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def worker_pids(self) -> list[int]:
+        """Pids of the uvicorn workers (the command's own pid when it serves alone)."""
+        if self.proc is None:
+            return []
+        if self.workers == 1:
+            return [self.proc.pid]
+        pids = []
+        for p in self.processes()[1:]:
+            try:
+                if any("spawn_main" in part for part in p.cmdline()):
+                    pids.append(p.pid)
+            except psutil.Error:
+                continue
+        return pids
+
+    def rss(self) -> int:
+        total = 0
+        for p in self.processes():
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                continue
+        return total
+
+    def cpu(self) -> float:
+        """User + system CPU seconds of the server's live processes."""
+        total = 0.0
+        for p in self.processes():
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                continue
+        return total
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_count(self, needle: str) -> int:
+        return self.log_text().count(needle)
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_text()[-chars:]
+
+    def stop(self, timeout: float = 30.0) -> None:
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+#: store-metrics' own log lines in a server log (the structlog renderer names the logger).
+_OURS = re.compile(r"^\S+\s+\[(warning|error|critical)\s*\].*\[store_metrics\]", re.MULTILINE)
+
+
+def problem_lines(text: str) -> list[str]:
+    """store-metrics' warning and error lines in an API server log."""
+    return [m.group(0)[:400] for m in _OURS.finditer(text)]
+
+
+# -- receivers ----------------------------------------------------------------------------------
+
+_LINE = re.compile(
+    r"^(?P<name>[A-Za-z0-9_.\-]+):(?P<value>[0-9.e+\-]+)\|(?P<kind>c|d|g|h|ms)"
+    r"(?:\|@(?P<rate>[0-9.e\-]+))?(?:\|#(?P<tags>[^|]*))?$"
+)
+
+
+class DogStatsdReceiver:
+    """A DogStatsD receiver on a UDP socket of 127.0.0.1, read by a thread of this process.
+
+    Keeps the API server's request counts by (store, operation, outcome) and by worker, the
+    largest ``event_loop.stall.max`` and the long stalls. :meth:`close` closes the socket (the
+    port is then closed: the kernel answers datagrams to it with ICMP port unreachable);
+    :meth:`reopen` binds the same port again.
+    """
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.lock = threading.Lock()
+        self.requests: Counter[tuple[str, str, str]] = Counter()
+        self.by_worker: Counter[str] = Counter()
+        self.status_classes: Counter[str] = Counter()
+        self.long_stalls = 0
+        self.stall_max_ms = 0.0
+        self.lines = 0
+        self.datagrams = 0
+        self.bad: list[str] = []
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self.reopen()
+
+    def reopen(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024 * 1024)
+        sock.bind(("127.0.0.1", self.port))
+        sock.settimeout(0.1)
+        self.port = sock.getsockname()[1]
+        self._sock = sock
+        self._thread = threading.Thread(target=self._run, args=(sock,), name="load-dogstatsd", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            sock.close()
+        if self._thread is not None:
+            self._thread.join(2)
+            self._thread = None
+
+    def _run(self, sock: socket.socket) -> None:
+        while self._sock is sock:
+            try:
+                data = sock.recv(65535)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self.lock:
+                self.datagrams += 1
+                for text in data.decode("utf-8", "replace").split("\n"):
+                    if text:
+                        self._take(text)
+
+    def _take(self, text: str) -> None:
+        self.lines += 1
+        m = _LINE.match(text)
+        if m is None:
+            self.bad.append(text[:200])
+            return
+        name = m["name"]
+        if not name.startswith("airflow.api_server."):
+            return
+        tags = dict(t.split(":", 1) for t in m["tags"].split(",")) if m["tags"] else {}
+        value = float(m["value"])
+        if name == REQUESTS:
+            n = int(value)
+            self.requests[(tags["store"], tags["operation"], tags["outcome"])] += n
+            self.by_worker[tags["worker"]] += n
+            self.status_classes[tags["status_class"]] += n
+        elif name == STALL_MAX:
+            self.stall_max_ms = max(self.stall_max_ms, value)
+        elif name == LONG_STALLS:
+            self.long_stalls += int(value)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {
+                "requests": Counter(self.requests),
+                "by_worker": Counter(self.by_worker),
+                "status_classes": Counter(self.status_classes),
+                "long_stalls": self.long_stalls,
+                "stall_max_ms": self.stall_max_ms,
+                "lines": self.lines,
+                "bad": list(self.bad),
+            }
+
+    def reset_stall_max(self) -> None:
+        with self.lock:
+            self.stall_max_ms = 0.0
+
+    def settle(self, quiet: float, timeout: float) -> None:
+        """Wait until no request count has changed for ``quiet`` seconds (at most ``timeout``)."""
+        deadline = time.monotonic() + timeout
+        last = self.snapshot()["requests"]
+        since = time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = self.snapshot()["requests"]
+            if now != last:
+                last, since = now, time.monotonic()
+            elif time.monotonic() - since >= quiet:
+                return
+
+
+class OtlpReceiver:
+    """A real OTLP/HTTP metrics endpoint on a fixed port of 127.0.0.1 that decodes every export.
+
+    Keeps, per worker (``worker`` attribute), the latest cumulative value of every
+    ``api_server.state_store.requests`` series; :meth:`close` and :meth:`reopen` take the port
+    down and bring it back (the same port: the exporter's endpoint does not change).
+    """
+
+    def __init__(self, port: int = 0) -> None:
+        self.port = port or free_port()
+        self.lock = threading.Lock()
+        self.posts = 0
+        #: (worker, store, operation, outcome, status_class) -> latest cumulative value
+        self.latest: dict[tuple[str, ...], int] = {}
+        self._server: ThreadingHTTPServer | None = None
+        self.reopen()
+
+    def reopen(self) -> None:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                receiver._take(body)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server.daemon_threads = True
+        self._server = server
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    def close(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1/metrics"
+
+    def _take(self, body: bytes) -> None:
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+            ExportMetricsServiceRequest,
+        )
+
+        request = ExportMetricsServiceRequest()
+        request.ParseFromString(body)
+        with self.lock:
+            self.posts += 1
+            for rm in request.resource_metrics:
+                for sm in rm.scope_metrics:
+                    for metric in sm.metrics:
+                        if metric.name != REQUESTS:
+                            continue
+                        for p in metric.sum.data_points:
+                            a = {kv.key: kv.value.string_value for kv in p.attributes}
+                            key = (a["worker"], a["store"], a["operation"], a["outcome"], a["status_class"])
+                            self.latest[key] = max(self.latest.get(key, 0), int(p.as_int))
+
+    def requests(self) -> Counter[tuple[str, str, str]]:
+        out: Counter[tuple[str, str, str]] = Counter()
+        with self.lock:
+            for (_worker, store, operation, outcome, _klass), value in self.latest.items():
+                out[(store, operation, outcome)] += value
+        return out
+
+
+class SilentTcpServer:
+    """A TCP listener on a given port of 127.0.0.1 that accepts connections and never answers."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(64)
+        self.sock.settimeout(0.05)
+        self.port = port
+        self.accepted = 0
+        self._held: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="load-silent-tcp", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted += 1
+            self._held.append(conn)  # never read, never answered
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        for conn in self._held:
+            conn.close()
+        self.sock.close()
+
+
+# -- the machine --------------------------------------------------------------------------------
+
+
+def busiest_other_processes(mine: set[int], sample: float = 1.0, top: int = 5) -> list[str]:
+    """The processes outside ``mine`` that used the most CPU over ``sample`` seconds (name, % of a core)."""
+    procs = []
+    for p in psutil.process_iter(["pid", "name"]):
+        if p.pid in mine or p.pid == os.getpid():
+            continue
+        try:
+            p.cpu_percent(None)
+            procs.append(p)
+        except psutil.Error:
+            continue
+    time.sleep(sample)
+    usage = []
+    for p in procs:
+        try:
+            pct = p.cpu_percent(None)
+            if pct >= 1.0:
+                cmd = " ".join(p.cmdline()[:4])[:80] or p.name()
+                usage.append((pct, f"{cmd} ({pct:.0f}%)"))
+        except psutil.Error:
+            continue
+    return [text for _, text in sorted(usage, reverse=True)[:top]]

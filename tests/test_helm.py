@@ -1,0 +1,241 @@
+"""``helm/``: the values for Airflow's official Helm chart, the trial values and the Dockerfile.
+
+* both values files (default prefix, and another one) are valid values of the chart: they pass its
+  ``values.schema.json`` (which Helm itself checks on install), and a misspelt key fails it;
+* ``statsd.extraMappings`` is exactly the statsd_exporter mappings ``export`` writes (task side,
+  then API server side), and none of the chart's own mappings, which come first, catches a
+  store-metrics name;
+* the ``config.store_metrics`` section, read as the plugin reads airflow.cfg next to the chart's
+  own ``[metrics]`` section, selects the ``statsd`` backend aimed at the chart's statsd_exporter;
+* the trial values and the Dockerfile install this very version on an Airflow the package supports.
+
+The chart's files in tests/data/ are copies from apache/airflow (Apache License 2.0), commit
+dda8d2786710c72791b821f70c8b6f43c19e0b1e of its main branch (2026-03-01, chart 1.20.0-dev), taken
+from a snapshot of the fork Miretpl/airflow whose main was at that commit (the apache/airflow
+snapshot is too large to fetch here): ``chart/values.schema.json`` (last changed there in
+94ece75ecbfb99d1ebde44637960c37ee5f1b026) and ``chart/files/statsd-mappings.yml`` (last changed in
+92fd810e01732b4670b63c8c6e339078cd4dc3af). CI cannot fetch them, so they are kept here; refresh
+them from a newer chart with ``git show <commit>:chart/values.schema.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+import store_metrics
+from store_metrics import catalogue
+from store_metrics.config import OPTIONS, load_settings
+from store_metrics.pipeline import helm, statsd_mapping
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+SCHEMA = DATA / "airflow-chart-values.schema.json"
+CHART_MAPPINGS = DATA / "airflow-chart-statsd-mappings.yml"
+PREFIX = "myco.airflow"
+
+
+@pytest.fixture(scope="module")
+def validator() -> jsonschema.Draft7Validator:
+    schema = json.loads(SCHEMA.read_text())
+    assert schema["$schema"] == "http://json-schema.org/draft-07/schema"
+    jsonschema.Draft7Validator.check_schema(schema)
+    return jsonschema.Draft7Validator(schema)
+
+
+@pytest.fixture(scope="module")
+def custom(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``store-metrics export --prefix myco.airflow``, written by the command."""
+    out = tmp_path_factory.mktemp("helm") / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "store_metrics.cli", "export", "--out", str(out), "--prefix", PREFIX],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def load(path: Path) -> Any:
+    return yaml.safe_load(path.read_text())
+
+
+def errors(validator: jsonschema.Draft7Validator, values: Any) -> list[str]:
+    return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(values)]
+
+
+def folders(custom: Path) -> list[tuple[str, Path]]:
+    return [(catalogue.DEFAULT_PREFIX, ROOT), (PREFIX, custom)]
+
+
+# -- the chart's schema ------------------------------------------------------------------------------
+
+
+def test_the_values_files_are_valid_chart_values(validator: jsonschema.Draft7Validator, custom: Path) -> None:
+    for _, root in folders(custom):
+        values = load(root / "helm" / helm.FILENAME)
+        dev = load(root / "helm" / helm.DEV_FILENAME)
+        assert errors(validator, values) == []
+        assert errors(validator, dev) == []
+        assert errors(validator, {**values, **dev}) == []  # -f values -f dev: top-level keys differ
+        assert not set(values) & set(dev)
+
+
+@pytest.mark.parametrize(
+    ("path", "bad"),
+    [
+        (("statsd", "extraMapping"), []),  # misspelt: the statsd section allows no other key
+        (("statsd", "extraMappings"), {"match": "x"}),  # a list, not one mapping
+        (("statsd", "enabled"), "true"),  # a boolean, not a string
+        (("config", "store_metrics", "backend"), ["statsd"]),  # airflow.cfg values are scalars
+        (("env",), [{"name": "A", "value": "b", "valueFrom": {}}]),  # env items are name/value only
+        (("images", "airflow", "tagg"), "x"),
+    ],
+    ids=lambda v: ".".join(v) if isinstance(v, tuple) else None,
+)
+def test_the_schema_rejects_what_the_chart_rejects(
+    validator: jsonschema.Draft7Validator, path: tuple[str, ...], bad: object
+) -> None:
+    """The schema is strict where the values are written, so passing it proves the names."""
+    values = copy.deepcopy(load(ROOT / "helm" / helm.FILENAME))
+    node = values
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = bad
+    assert errors(validator, values)
+
+
+# -- statsd_exporter ------------------------------------------------------------------------------
+
+
+def test_extra_mappings_are_exactly_the_exported_statsd_mappings(custom: Path) -> None:
+    for prefix, root in folders(custom):
+        extra = load(root / "helm" / helm.FILENAME)["statsd"]["extraMappings"]
+        task = load(root / "collector" / statsd_mapping.FILENAME)["mappings"]
+        server = load(root / "collector" / statsd_mapping.SERVER_FILENAME)["mappings"]
+        assert extra == task + server
+        names = {m.full_name(prefix) for m in (*catalogue.counters(), *catalogue.SERVER_METRICS)}
+        assert [m["match"] for m in extra] == [*(m["match"] for m in task), *(m["match"] for m in server)]
+        assert {m["match"] for m in extra} == names
+
+
+def _chart_mappings() -> list[dict[str, Any]]:
+    # A Helm template (`tpl`), but only its comments are template syntax.
+    text = CHART_MAPPINGS.read_text()
+    assert "{{" not in re.sub(r"(?m)^#.*$", "", text)
+    mappings: list[dict[str, Any]] = yaml.safe_load(text)["mappings"]
+    assert len(mappings) > 10
+    return mappings
+
+
+def _catches(mapping: dict[str, Any], name: str) -> bool:
+    """statsd_exporter's matching (pkg/mapper): a glob's ``*`` is ``[^.]*``, anchored; a regex is not."""
+    if mapping.get("match_type") == "regex":
+        return re.search(mapping["match"], name) is not None
+    pattern = re.escape(mapping["match"]).replace(r"\*", "[^.]*")
+    return re.fullmatch(pattern, name) is not None
+
+
+def test_no_default_chart_mapping_catches_a_store_metrics_name() -> None:
+    """The chart writes its own mappings first and statsd_exporter takes the first that matches."""
+    defaults = _chart_mappings()
+    assert _catches(defaults[0], "airflow.dagrun.dependency-check.d.t")  # the emulation matches at all
+    for prefix in (catalogue.DEFAULT_PREFIX, PREFIX, ""):
+        for metric in (*catalogue.counters(), *catalogue.SERVER_METRICS):
+            name = metric.full_name(prefix)
+            assert not [m["match"] for m in defaults if _catches(m, name)], name
+
+
+# -- the plugin's configuration --------------------------------------------------------------------------
+
+
+#: The chart's own `[metrics]` section (values.yaml `config.metrics`), as rendered for a release
+#: called `airflow`.
+CHART_METRICS = {
+    "statsd_on": "True",
+    "statsd_port": "9125",
+    "statsd_prefix": "airflow",
+    "statsd_host": "airflow-statsd",
+}
+
+
+@pytest.mark.parametrize("prefix", [catalogue.DEFAULT_PREFIX, PREFIX])
+def test_the_config_section_selects_statsd_aimed_at_the_chart_s_exporter(prefix: str, custom: Path) -> None:
+    root = dict(folders(custom))[prefix]
+    section = load(root / "helm" / helm.FILENAME)["config"]["store_metrics"]
+    assert set(section) <= set(OPTIONS)
+    assert all(isinstance(v, str) for v in section.values())  # the chart writes `key = value`
+    cfg = {"metrics": CHART_METRICS, "store_metrics": section}
+
+    def read(sect: str, option: str) -> str | None:
+        return cfg.get(sect, {}).get(option)
+
+    settings = load_settings(read, environ={})
+    assert (settings.backend, settings.host, settings.port, settings.prefix) == (
+        "statsd",
+        "airflow-statsd",
+        9125,
+        prefix,
+    )
+    assert settings.sources["host"] == "[metrics] statsd_host"
+
+
+def test_an_empty_prefix_is_left_out_and_said_so() -> None:
+    text = helm.render("")
+    assert "prefix" not in yaml.safe_load(text)["config"]["store_metrics"]
+    assert "store_metrics.configure(prefix='')" in text
+
+
+# -- installing the package ------------------------------------------------------------------------------
+
+
+def _pyproject(pattern: str) -> str:
+    """One value of pyproject.toml (Python 3.10 has no tomllib)."""
+    found = re.search(pattern, (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
+    assert found, pattern
+    return found.group(1)
+
+
+def test_the_requirement_is_this_version() -> None:
+    assert _pyproject(r'^name = "([^"]+)"$') == helm.PACKAGE
+    assert _pyproject(r'^version = "([^"]+)"$') == store_metrics.__version__
+    assert helm.requirement() == f"{helm.PACKAGE}=={store_metrics.__version__}"
+
+
+def test_the_airflow_version_is_one_the_package_supports() -> None:
+    spec = Requirement(_pyproject(r'^airflow = \["([^"]+)"\]$'))
+    assert spec.name == "apache-airflow"
+    assert Version(helm.AIRFLOW_VERSION) in spec.specifier
+    assert f"apache/airflow:{helm.AIRFLOW_VERSION}" == helm.AIRFLOW_IMAGE
+
+
+def test_the_dev_values_pip_install_this_version_on_that_airflow() -> None:
+    dev = load(ROOT / "helm" / helm.DEV_FILENAME)
+    assert dev["defaultAirflowTag"] == dev["airflowVersion"] == helm.AIRFLOW_VERSION
+    assert dev["env"] == [{"name": "_PIP_ADDITIONAL_REQUIREMENTS", "value": helm.requirement()}]
+
+
+def test_the_dockerfile_extends_the_official_image_and_pins_airflow() -> None:
+    lines = [
+        line
+        for line in (ROOT / "helm" / helm.DOCKERFILE).read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert lines == [
+        f"FROM {helm.AIRFLOW_IMAGE}",
+        f'RUN pip install --no-cache-dir "apache-airflow==${{AIRFLOW_VERSION}}" "{helm.requirement()}"',
+    ]
+    assert not re.search(r"@\w+@", (ROOT / "helm" / helm.DOCKERFILE).read_text())  # every token filled

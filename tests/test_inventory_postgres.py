@@ -1,0 +1,146 @@
+"""``store-metrics inventory`` on a real PostgreSQL: exact footprint, a slow database, a stopped one.
+
+The test starts its own PostgreSQL (Debian's ``postgresql`` binaries: ``initdb`` and ``pg_ctl`` on
+a free port, its own data directory under /tmp, as user ``postgres`` when run as root), gives it
+Airflow 3.3's schema with ``airflow db migrate``, fills it with the same real DAG runs and
+Airflow-side writes as the SQLite tests (:mod:`test_inventory_support`), and runs
+``store-metrics inventory --serve`` against it in its own process:
+
+* the scraped gauges equal the hand-computed entries, bytes and expired counts exactly;
+* a slow database (a session holding ``ACCESS EXCLUSIVE`` on ``task_state_store`` through a
+  ``pg_sleep`` longer than the statement timeout) costs one log line, the loop keeps serving the
+  last footprint with ``up = 0`` and recovers by itself;
+* a stopped database (``pg_ctl stop``) costs one log line, the loop keeps going, and after
+  ``pg_ctl start`` it reads the same footprint again.
+
+Skipped, with the reason, only when the PostgreSQL binaries (or psycopg2) are not installed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.waiting import wait_until
+from test_inventory_support import (
+    EXPECTED_TASKS,
+    Served,
+    ThrowawayPostgres,
+    World,
+    build_world,
+    check_footprint,
+    inventory,
+    task_labels,
+)
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+WHY_NOT = ThrowawayPostgres.unavailable()
+if WHY_NOT:
+    pytest.skip(WHY_NOT, allow_module_level=True)
+
+#: Read every 0.5 s, give up on a statement after 1 s.
+FAST = {
+    "AIRFLOW__STORE_METRICS__INVENTORY_INTERVAL": "0.5",
+    "AIRFLOW__STORE_METRICS__INVENTORY_TIMEOUT": "1",
+}
+WRITER = ("airflow_task_state_store_footprint_entries", task_labels("inventory_footprint", "writer"))
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[ThrowawayPostgres]:
+    pg = ThrowawayPostgres()
+    try:
+        pg.init()
+        yield pg
+    finally:
+        pg.close()
+
+
+@pytest.fixture(scope="module")
+def world(postgres: ThrowawayPostgres, tmp_path_factory: pytest.TempPathFactory) -> World:
+    return build_world(tmp_path_factory.mktemp("inventory-postgres"), postgres.url)
+
+
+def test_the_footprint_on_postgres_equals_the_hand_computed_one(world: World, tmp_path: Path) -> None:
+    with Served(world, tmp_path / "serve.log", **FAST) as served:
+        samples = served.wait_up(1.0)
+        check_footprint(samples, world)
+        assert served.lines("WARNING") == []
+    proc = inventory(world)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("task state store: 14 entries, unknown bytes in 5 DAG tasks (")
+    assert "asset state store: 5 entries, unknown bytes in 3 assets (" in proc.stdout
+
+
+def _hold_lock(postgres: ThrowawayPostgres, seconds: float, locked: threading.Event) -> None:
+    conn = postgres.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("LOCK TABLE task_state_store IN ACCESS EXCLUSIVE MODE")
+            locked.set()
+            cur.execute("SELECT pg_sleep(%s)", (seconds,))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def test_a_slow_database_costs_one_line_and_the_loop_recovers(
+    world: World, postgres: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    with Served(world, tmp_path / "serve.log", **FAST) as served:
+        served.wait_up(1.0)
+        locked = threading.Event()
+        holder = threading.Thread(target=_hold_lock, args=(postgres, 8.0, locked))
+        holder.start()
+        assert locked.wait(30)
+        # The task query waits on the lock until its 1 s statement timeout cancels it, every interval.
+        wait_until(lambda: served.alive() and served.up("task") == 0.0, 30, 0.2)
+        during = served.samples()
+        assert during[("airflow_state_store_inventory_up", (("store", "asset"),))] == 1.0
+        assert (
+            during[WRITER] == EXPECTED_TASKS[("inventory_footprint", "writer")].entries
+        )  # the last footprint
+        time.sleep(3)  # several more intervals, each timing out
+        assert served.alive() and served.up("task") == 0.0
+        holder.join(30)
+        samples = served.wait_up(1.0, timeout=30)
+        check_footprint(samples, world)
+        warnings = served.lines("WARNING")
+        assert len(warnings) == 1, served.text()
+        assert "the task_state_store query took longer than its statement timeout (1 s)" in warnings[0]
+        assert "QueryCanceled" in warnings[0]
+        assert len(served.lines("works again")) == 1, served.text()
+        assert served.lines("ERROR") == []
+
+
+def test_a_stopped_database_costs_one_line_and_the_loop_recovers(
+    world: World, postgres: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    with Served(world, tmp_path / "serve.log", **FAST) as served:
+        served.wait_up(1.0)
+        postgres.stop()
+        try:
+            wait_until(
+                lambda: served.alive() and served.up("task") == 0.0 and served.up("asset") == 0.0, 60, 0.2
+            )
+            time.sleep(3)  # several more intervals against a database that is not there
+            down = served.samples()
+            assert served.alive()
+            assert down[WRITER] == EXPECTED_TASKS[("inventory_footprint", "writer")].entries
+            age = down[("airflow_state_store_inventory_footprint_age_seconds", (("store", "task"),))]
+            assert age >= 3.0  # the footprint shown is the last one read, and says how old it is
+            warnings = served.lines("WARNING")
+            assert len(warnings) == 1, served.text()
+            assert "could not reach the database" in warnings[0] and "OperationalError" in warnings[0]
+        finally:
+            postgres.start()
+        samples = served.wait_up(1.0, timeout=60)
+        check_footprint(samples, world)
+        assert len(served.lines("WARNING")) == 1
+        assert len(served.lines("works again")) == 1, served.text()
+        assert served.lines("ERROR") == []

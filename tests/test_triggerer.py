@@ -1,0 +1,477 @@
+"""The triggerer hook in process: Airflow 3.3.2's own ``TriggerRunner.run_trigger`` runs each trigger.
+
+What is real here: Airflow's ``TriggerRunner`` (its ``run_trigger`` coroutine, with the greenback
+portal, span, logging and event queue it sets up), Airflow's ``BaseEventTrigger``, and Airflow's
+``AssetStateStoreAccessors`` / ``AssetStateStoreAccessor`` (how they build messages, treat a
+not-found answer and raise on an error answer). What is not: the round trip behind
+``SUPERVISOR_COMMS``. In the triggerer it is a socket to the ``TriggerRunnerSupervisor`` process
+and its database, which cannot exist inside the test process; :class:`InMemorySupervisor` answers
+the same messages from a dict instead. The real round trip is tested under ``airflow standalone``
+in tests/test_triggerer_standalone.py.
+
+Counts go to :func:`store_metrics.testing.capture_metrics` (an in-memory emitter), except where a
+test runs a fresh process to see what a triggerer process logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from store_metrics import logs, triggers
+from store_metrics.accessors import is_instrumented
+from store_metrics.testing import capture_metrics
+from support.airflow import clean_environ
+from support.stores import DictStore
+
+pytestmark = pytest.mark.airflow
+
+TESTS = Path(__file__).parent
+ASSET = "store_metrics_test/in_process"
+WATCHER_TAGS = {"dag_id": "none", "task_id": ASSET, "run_type": "asset_watcher"}
+
+
+class InMemorySupervisor:
+    """Answers the asset store messages the triggerer's supervisor answers, from a dict.
+
+    ``fail_with``: raise this very exception object from the round trip instead (a broken pipe,
+    say), so a test can check the trigger sees the same object.
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str], Any] = {}
+        self.fail_with: BaseException | None = None
+        self.messages: list[str] = []
+
+    def send(self, msg: Any) -> Any:
+        return self._answer(msg)
+
+    async def asend(self, msg: Any) -> Any:
+        await asyncio.sleep(0)
+        return self._answer(msg)
+
+    def _answer(self, msg: Any) -> Any:
+        from airflow.sdk.exceptions import ErrorType
+        from airflow.sdk.execution_time import comms
+
+        self.messages.append(type(msg).__name__)
+        if self.fail_with is not None:
+            raise self.fail_with
+        if isinstance(msg, comms.GetAssetStateStoreByName):
+            if (msg.name, msg.key) in self.values:
+                return comms.AssetStateStoreResult(value=self.values[(msg.name, msg.key)])
+            return comms.ErrorResponse(error=ErrorType.ASSET_STORE_NOT_FOUND)
+        if isinstance(msg, comms.SetAssetStateStoreByName):
+            self.values[(msg.name, msg.key)] = msg.value
+        elif isinstance(msg, comms.DeleteAssetStateStoreByName):
+            self.values.pop((msg.name, msg.key), None)
+        elif isinstance(msg, comms.ClearAssetStateStoreByName):
+            self.values = {k: v for k, v in self.values.items() if k[0] != msg.name}
+        else:
+            raise AssertionError(f"unexpected message {msg!r}")
+        return comms.OKResponse(ok=True)
+
+
+@pytest.fixture
+def supervisor(monkeypatch: pytest.MonkeyPatch) -> InMemorySupervisor:
+    from airflow.sdk.execution_time import task_runner
+
+    answering = InMemorySupervisor()
+    monkeypatch.setattr(task_runner, "SUPERVISOR_COMMS", answering, raising=False)
+    return answering
+
+
+@pytest.fixture
+def hooked() -> Iterator[None]:
+    """Airflow's TriggerRunner with the hook installed, as the plugin's on_starting leaves it."""
+    import airflow.jobs.triggerer_job_runner  # noqa: F401 - the triggerer has it loaded
+
+    logs.forget("trigger")
+    assert triggers.install(lambda: True)
+    yield
+    triggers.uninstall()
+    logs.forget("trigger")
+
+
+def _watched_store() -> Any:
+    from airflow.sdk import Asset
+    from airflow.sdk.execution_time.context import AssetStateStoreAccessors
+
+    # Exactly what the triggerer sets (triggerer_job_runner.py, TriggerRunner.create_triggers).
+    return AssetStateStoreAccessors(inlets=[Asset(name=ASSET, uri="s3://store-metrics-test/in-process")])
+
+
+def _event_trigger_class() -> type:
+    from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+
+    class Watermarks(BaseEventTrigger):
+        """aget absent, aset, aget found (with a default equal to the value), then the sync trio."""
+
+        def serialize(self) -> tuple[str, dict[str, Any]]:
+            return "tests.Watermarks", {}
+
+        async def run(self) -> AsyncIterator[TriggerEvent]:
+            store = self.asset_state_store
+            seen = [await store.aget("w"), await store.aset("w", "v1"), await store.aget("w", "v1")]
+            seen += [store.get("s", "dflt"), store.set("s", 2), store.get("s")]
+            await store.adelete("w")
+            store.clear()
+            yield TriggerEvent({"seen": seen, "wrapped": is_instrumented(store)})
+
+    return Watermarks
+
+
+async def _run_in_airflows_runner(trigger: Any, trigger_id: int = 7, context: Any = None) -> list[Any]:
+    """Run one trigger through Airflow's own TriggerRunner.run_trigger; return its event payloads."""
+    from airflow.jobs.triggerer_job_runner import TriggerRunner
+
+    runner = TriggerRunner()
+    runner.triggers[trigger_id] = {"task": None, "is_watcher": True, "name": f"ID {trigger_id}", "events": 0}
+    await runner.run_trigger(trigger_id, trigger, None, context)
+    return [entry.event.payload for entry in runner.events]
+
+
+def _watcher(cls: type | None = None) -> Any:
+    trigger = (cls or _event_trigger_class())()
+    trigger.asset_state_store = _watched_store()
+    return trigger
+
+
+# -- the hook points ----------------------------------------------------------------------------------
+
+
+def test_airflow_3_3_2_has_the_two_methods_the_hook_wraps() -> None:
+    from airflow.jobs.triggerer_job_runner import TriggerRunner
+
+    points = triggers.hook_points(TriggerRunner)
+    assert not isinstance(points, str), points
+    run, run_trigger = points
+    assert run is TriggerRunner.__dict__["run"] and run_trigger is TriggerRunner.__dict__["run_trigger"]
+
+
+def test_install_wraps_once_and_uninstall_puts_airflows_methods_back() -> None:
+    from airflow.jobs.triggerer_job_runner import TriggerRunner
+
+    run, run_trigger = TriggerRunner.__dict__["run"], TriggerRunner.__dict__["run_trigger"]
+    try:
+        assert triggers.install(lambda: True) and triggers.install(lambda: True)
+        assert TriggerRunner.__dict__["run_trigger"].__wrapped__ is run_trigger
+        assert TriggerRunner.__dict__["run"].__wrapped__ is run
+        assert asyncio.iscoroutinefunction(TriggerRunner.run_trigger)
+    finally:
+        triggers.uninstall()
+    assert TriggerRunner.__dict__["run"] is run and TriggerRunner.__dict__["run_trigger"] is run_trigger
+
+
+def test_processes_without_the_triggerer_are_left_alone(tmp_path: Path) -> None:
+    """The scheduler, the DAG processor and task processes call on_starting too: nothing happens there."""
+    script = textwrap.dedent(
+        """
+        import json, sys
+        from store_metrics import plugin, triggers
+        plugin.listener.on_starting(component=object())
+        print(json.dumps({"loaded": "airflow.jobs.triggerer_job_runner" in sys.modules,
+                          "installed": triggers._hook.installed}))
+        """
+    )
+    result, _ = _fresh_process(script, tmp_path)
+    assert result == {"loaded": False, "installed": False}
+
+
+# -- counting, through Airflow's run_trigger -----------------------------------------------------------
+
+
+def test_a_watchers_calls_are_counted_exactly_with_the_watcher_tags(
+    hooked: None, supervisor: InMemorySupervisor
+) -> None:
+    with capture_metrics() as metrics:
+        (payload,) = asyncio.run(_run_in_airflows_runner(_watcher()))
+    # The trigger saw what Airflow's accessor returns, untouched: None for absent, the caller's
+    # default, the stored value (also when it equals the default), None from set.
+    assert payload == {"seen": [None, None, "v1", "dflt", None, 2], "wrapped": True}
+    tags = {**WATCHER_TAGS, "operator": "Watermarks"}
+    assert metrics.counts(**tags) == {
+        "asset_state_store.read_absent": 2,
+        "asset_state_store.read_found": 2,
+        "asset_state_store.write": 2,
+        "asset_state_store.delete": 1,
+        "asset_state_store.clear": 1,
+    }
+    assert {dict(t)["dag_id"] for _, t in metrics.series()} == {"none"}
+    assert {tuple(sorted(dict(t))) for _, t in metrics.series()} == {
+        ("dag_id", "operator", "run_type", "task_id")
+    }
+    # The supervisor got the same messages it gets without the plugin.
+    assert supervisor.messages.count("GetAssetStateStoreByName") == 4
+
+
+def test_an_exception_from_the_store_reaches_the_trigger_unchanged_and_counts_as_error(
+    hooked: None, supervisor: InMemorySupervisor
+) -> None:
+    from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+
+    broken = BrokenPipeError("supervisor went away")
+    supervisor.fail_with = broken
+    seen: list[BaseException] = []
+
+    class Raising(BaseEventTrigger):
+        def serialize(self) -> tuple[str, dict[str, Any]]:
+            return "tests.Raising", {}
+
+        async def run(self) -> AsyncIterator[TriggerEvent]:
+            try:
+                store: Any = self.asset_state_store
+                store.set("w", 1)
+            except BrokenPipeError as exc:
+                seen.append(exc)
+            await self.asset_state_store.aget("w")  # raises out of the trigger
+            yield TriggerEvent({})
+
+    with capture_metrics() as metrics, pytest.raises(BrokenPipeError) as raised:
+        asyncio.run(_run_in_airflows_runner(_watcher(Raising)))
+    assert raised.value is broken and seen == [broken]
+    assert metrics.series() == {
+        ("asset_state_store.error", (*_tags("Raising"), ("operation", "set"))): 1,
+        ("asset_state_store.error", (*_tags("Raising"), ("operation", "get"))): 1,
+    }
+
+
+def test_airflows_error_answer_raises_airflows_error_and_counts_as_error(
+    hooked: None, supervisor: InMemorySupervisor
+) -> None:
+    """An error answer from the supervisor (as for the API server's 422) is Airflow's own exception."""
+    from airflow.sdk.exceptions import AirflowRuntimeError, ErrorType
+    from airflow.sdk.execution_time import comms
+    from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+
+    answer = comms.ErrorResponse(error=ErrorType.API_SERVER_ERROR, detail={"status_code": 422})
+    supervisor._answer = lambda msg: answer  # type: ignore[method-assign]
+
+    class Rejected(BaseEventTrigger):
+        def serialize(self) -> tuple[str, dict[str, Any]]:
+            return "tests.Rejected", {}
+
+        async def run(self) -> AsyncIterator[TriggerEvent]:
+            try:
+                await self.asset_state_store.aget("")
+            except AirflowRuntimeError as exc:
+                yield TriggerEvent({"error": exc.error.error.value})
+
+    with capture_metrics() as metrics:
+        (payload,) = asyncio.run(_run_in_airflows_runner(_watcher(Rejected)))
+    assert payload == {"error": "API_SERVER_ERROR"}
+    assert metrics.counts(operator="Rejected") == {"asset_state_store.error": 1}
+    assert metrics.value("asset_state_store.error", operation="get") == 1
+
+
+def test_a_trigger_watching_several_assets_names_them_all_sorted(
+    hooked: None, supervisor: InMemorySupervisor
+) -> None:
+    from airflow.sdk import Asset
+    from airflow.sdk.execution_time.context import AssetStateStoreAccessors
+
+    b, a = Asset(name="queue/b", uri="s3://q/b"), Asset(name="queue/a", uri="s3://q/a")
+    trigger = _event_trigger_class()()
+    trigger.asset_state_store = AssetStateStoreAccessors(inlets=[b, a])
+    with capture_metrics() as metrics:
+        triggers.instrument_trigger(trigger)
+        trigger.asset_state_store[a].set("k", 1)
+        trigger.asset_state_store[b].get("k")
+    assert metrics.counts(task_id="queue/a,queue/b") == {
+        "asset_state_store.write": 1,
+        "asset_state_store.read_absent": 1,
+    }
+    assert metrics.series().keys() == {
+        ("asset_state_store.write", (("dag_id", "none"), ("task_id", "queue_a_queue_b"),
+                                     ("run_type", "asset_watcher"), ("operator", "Watermarks"))),
+        ("asset_state_store.read_absent", (("dag_id", "none"), ("task_id", "queue_a_queue_b"),
+                                           ("run_type", "asset_watcher"), ("operator", "Watermarks"))),
+    }  # fmt: skip
+
+
+def test_a_deferred_tasks_trigger_counts_under_the_tasks_own_tags(hooked: None) -> None:
+    """Airflow 3.3.2 gives a deferred task's trigger no task store; a later Airflow may.
+
+    The hook wraps ``trigger.task_state_store`` wherever an Airflow sets it, tagged as the task.
+    The store here is :class:`~support.stores.DictStore` (no Airflow sets a real one on a trigger
+    yet); the task instance is the real ``TaskInstanceDTO`` the triggerer gives a deferred trigger,
+    and the context the kind Airflow builds for ``start_from_trigger`` tasks.
+    """
+    from airflow.executors.workloads.task import TaskInstanceDTO
+    from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+    class WaitForJob(BaseTrigger):
+        def serialize(self) -> tuple[str, dict[str, Any]]:
+            return "tests.WaitForJob", {}
+
+        async def run(self) -> AsyncIterator[TriggerEvent]:
+            store = self.task_state_store
+            yield TriggerEvent({"job": store.get("job_id"), "wrapped": is_instrumented(store)})
+
+    class KubernetesPodOperator:
+        task_type = "KubernetesPodOperator"
+        template_ext: tuple[str, ...] = ()
+        template_fields: tuple[str, ...] = ()
+        start_trigger_args = None
+
+    class DagRun:
+        run_type = "scheduled"
+
+    trigger = WaitForJob()
+    trigger.task_instance = TaskInstanceDTO(
+        id=uuid.uuid4(), task_id="wait", dag_id="etl", run_id="r1", try_number=1,
+        dag_version_id=uuid.uuid4(), pool_slots=1, priority_weight=1,
+    )  # fmt: skip
+    trigger.task_state_store = DictStore()
+    with capture_metrics() as metrics:
+        (payload,) = asyncio.run(_run_in_airflows_runner(trigger, context={"dag_run": DagRun()}))
+    assert payload == {"job": None, "wrapped": True}
+    assert metrics.series() == {
+        ("task_state_store.read_absent", (("dag_id", "etl"), ("task_id", "wait"),
+                                          ("run_type", "scheduled"), ("operator", "unknown"))): 1,
+    }  # fmt: skip
+    # With the task the triggerer deserialises for start_from_trigger (a RuntimeTaskInstance, here
+    # a stand-in with the attributes read), the operator is known: the task's task_type.
+    trigger.task_instance = SimpleNamespace(dag_id="etl", task_id="wait", task=KubernetesPodOperator())
+    assert triggers.deferred_task_tags(trigger, None) == {
+        "dag_id": "etl", "task_id": "wait", "run_type": "unknown", "operator": "KubernetesPodOperator",
+    }  # fmt: skip
+
+
+def test_with_no_emitter_configured_triggers_keep_their_own_store(
+    hooked: None, supervisor: InMemorySupervisor
+) -> None:
+    """``enabled = false``, bad configuration, or an Airflow that counts itself: nothing is wrapped."""
+    (payload,) = asyncio.run(_run_in_airflows_runner(_watcher()))
+    assert payload["wrapped"] is False
+
+
+# -- never break a trigger ---------------------------------------------------------------------------
+
+
+def test_a_store_that_cannot_be_replaced_leaves_the_trigger_running_with_one_log_line(
+    hooked: None, supervisor: InMemorySupervisor, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A trigger that only accepts Airflow's exact accessor type: the hook's assignment raises."""
+    from airflow.sdk.execution_time.context import AssetStateStoreAccessors
+
+    base = _event_trigger_class()
+
+    class Strict(base):  # type: ignore[misc, valid-type]
+        @property
+        def asset_state_store(self) -> Any:
+            return self.__dict__.get("_store")
+
+        @asset_state_store.setter
+        def asset_state_store(self, value: Any) -> None:
+            if value is not None and type(value) is not AssetStateStoreAccessors:
+                raise TypeError(f"not an AssetStateStoreAccessors: {type(value).__name__}")
+            self.__dict__["_store"] = value
+
+    caplog.set_level(logging.INFO, logger="store_metrics")
+    with capture_metrics() as metrics:
+        first = asyncio.run(_run_in_airflows_runner(_watcher(Strict), trigger_id=1))
+        second = asyncio.run(_run_in_airflows_runner(_watcher(Strict), trigger_id=2))
+    assert first == second == [{"seen": [None, None, "v1", "dflt", None, 2], "wrapped": False}]
+    assert metrics.series() == {}
+    lines = [r.getMessage() for r in caplog.records if r.name == "store_metrics"]
+    assert len(lines) == 1, lines
+    assert "could not instrument trigger" in lines[0] and "runs uninstrumented" in lines[0]
+    assert "Strict" in lines[0] and "TypeError" in lines[0]
+
+
+def test_an_airflow_without_the_hook_points_gets_one_log_line_and_triggers_run_as_usual(
+    monkeypatch: pytest.MonkeyPatch, supervisor: InMemorySupervisor, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Airflow changed: ``run_trigger`` no longer takes ``(trigger_id, trigger, ...)``.
+
+    The change is made here by replacing Airflow's method with one of another shape that does the
+    same (a later Airflow would ship its own); tests/test_triggerer_standalone.py does the same in a
+    real triggerer.
+    """
+    from airflow.jobs.triggerer_job_runner import TriggerRunner
+
+    original = TriggerRunner.run_trigger
+
+    async def run_trigger(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(TriggerRunner, "run_trigger", run_trigger)
+    logs.forget("trigger")
+    caplog.set_level(logging.INFO, logger="store_metrics")
+    try:
+        assert triggers.install(lambda: True) is False
+        assert triggers.install(lambda: True) is False
+        assert TriggerRunner.__dict__["run_trigger"] is run_trigger
+        assert not hasattr(TriggerRunner.__dict__["run"], "__wrapped__")
+        with capture_metrics() as metrics:
+            (payload,) = asyncio.run(_run_in_airflows_runner(_watcher()))
+    finally:
+        triggers.uninstall()
+        logs.forget("trigger")
+    assert payload == {"seen": [None, None, "v1", "dflt", None, 2], "wrapped": False}
+    assert metrics.series() == {}
+    lines = [r.getMessage() for r in caplog.records if r.name == "store_metrics"]
+    assert lines == [
+        "store-metrics: triggers' state store calls are not counted in this triggerer: TriggerRunner."
+        "run_trigger does not take (trigger_id, trigger, ...) (the hook fits Airflow 3.3's trigger "
+        "runner); triggers run as usual"
+    ]
+
+
+def test_the_runner_entry_point_configures_before_the_loop_and_passes_airflows_errors_on(
+    tmp_path: Path,
+) -> None:
+    """Airflow's real ``TriggerRunner.run`` in a fresh process whose stdin is no socket.
+
+    The wrapper configures the emitter from ``[store_metrics]`` first (here a bad value: one line,
+    counting off), then Airflow's ``run`` fails to open its comms exactly as it would without the
+    plugin, and the same exception leaves ``run``.
+    """
+    script = textwrap.dedent(
+        """
+        import json, logging, sys
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+        import airflow.jobs.triggerer_job_runner as m
+        from store_metrics import plugin, runtime
+        plugin.listener.on_starting(component=object())
+        try:
+            m.TriggerRunner().run()
+        except Exception as exc:
+            raised = type(exc).__name__
+        print(json.dumps({"raised": raised, "configured": runtime.is_configured(),
+                          "wrapped": hasattr(m.TriggerRunner.run, "__wrapped__")}))
+        """
+    )
+    result, output = _fresh_process(script, tmp_path, AIRFLOW__STORE_METRICS__BACKEND="prometheus")
+    assert result == {"raised": "OSError", "configured": False, "wrapped": True}
+    off = [line for line in output.splitlines() if "store-metrics is off for this process" in line]
+    assert len(off) == 1 and "backend = 'prometheus' is not valid" in off[0], output
+
+
+def _fresh_process(script: str, home: Path, **env: str) -> tuple[Any, str]:
+    """Run ``script`` in a fresh interpreter (stdin a pipe); return its last stdout line as JSON, and
+    everything it printed (Airflow's logging may go to either stream)."""
+    environ = {**clean_environ(), "AIRFLOW_HOME": str(home), **env}
+    proc = subprocess.run(
+        [sys.executable, "-c", script], env=environ, input="", capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1]), proc.stdout + proc.stderr
+
+
+def _tags(operator: str) -> tuple[tuple[str, str], ...]:
+    return (("dag_id", "none"), ("task_id", "store_metrics_test_in_process"),
+            ("run_type", "asset_watcher"), ("operator", operator))  # fmt: skip
