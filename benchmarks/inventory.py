@@ -17,8 +17,8 @@ foreign key), then ``VACUUM ANALYZE``. Then, through the product's own code path
 * for contrast, one read of every ``value`` into Python (what the inventory never does).
 
 The section is written between ``<!-- inventory:start -->`` and ``<!-- inventory:end -->`` at the
-end of ``docs/performance.md``; ``python -m benchmarks`` keeps that block when it rewrites the page
-(:func:`keep_section`).
+end of ``docs/performance.md`` (replaced in place when it is there); ``python -m benchmarks`` keeps
+that block, and every other marked block, when it rewrites the page (:func:`keep_section`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import pwd
+import re
 import shutil
 import statistics
 import subprocess
@@ -265,8 +266,11 @@ def _plan_nodes(node: dict[str, Any], depth: int = 0) -> Iterator[tuple[int, dic
         yield from _plan_nodes(child, depth + 1)
 
 
-def explain(database: Any, store: Any) -> dict[str, Any]:
-    """``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` of the exact statement the inventory sends."""
+def explain(database: Any, store: Any, *, no_seqscan: bool = False) -> dict[str, Any]:
+    """``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` of the exact statement the inventory sends.
+
+    ``no_seqscan``: with ``SET LOCAL enable_seqscan = off``, to see what an index would cost.
+    """
     from store_metrics.inventory.queries import statement
 
     engine = database.engine
@@ -275,6 +279,8 @@ def explain(database: Any, store: Any) -> dict[str, Any]:
         {"now": dt.datetime.now(dt.timezone.utc)} if "now" in compiled.params else {}
     )
     with engine.connect() as conn:
+        if no_seqscan:
+            conn.exec_driver_sql("SET LOCAL enable_seqscan = off")
         raw = conn.exec_driver_sql(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {compiled}", params).scalar()
         conn.rollback()
     plan = (raw if isinstance(raw, list) else json.loads(raw))[0]
@@ -295,6 +301,7 @@ def explain(database: Any, store: Any) -> dict[str, Any]:
                 "label": label,
                 "rows": node.get("Actual Rows"),
                 "ms": node.get("Actual Total Time"),
+                "loops": node.get("Actual Loops"),
                 "workers": node.get("Workers Launched"),
             }
         )
@@ -338,6 +345,7 @@ def measure(url: str, repeat: int) -> dict[str, Any]:
     groups = {s.value: len(f.groups) for s, f in snapshot.footprints.items()}
     distinct = {s.value: f.distinct for s, f in snapshot.footprints.items()}
     plans = {s.value: explain(database, s) for s in Store}
+    forced = explain(database, Store.TASK, no_seqscan=True)
     # The contrast: every value into Python, sizes computed there (what the inventory never does).
     t0 = time.perf_counter()
     with database.engine.connect() as conn:
@@ -353,6 +361,7 @@ def measure(url: str, repeat: int) -> dict[str, Any]:
         "groups": groups,
         "distinct": distinct,
         "plans": plans,
+        "forced": forced,
         "full_read_ms": full_read_ms,
         "full_read_bytes": total,
     }
@@ -363,6 +372,7 @@ def run(quick: bool) -> dict[str, Any]:
     reason = ThrowawayPostgres.unavailable()
     if reason:
         return {"skipped": reason}
+    load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
     pg = ThrowawayPostgres()
     home = Path(tempfile.mkdtemp(prefix="store-metrics-bench-inventory-"))
     try:
@@ -377,7 +387,15 @@ def run(quick: bool) -> dict[str, Any]:
     finally:
         pg.close()
         shutil.rmtree(home, ignore_errors=True)
-    return {"sizes": sizes, "data": data, "migrate_s": migrate_s, **results}
+    load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    return {
+        "sizes": sizes,
+        "data": data,
+        "migrate_s": migrate_s,
+        "load_start": load_start,
+        "load_end": load_end,
+        **results,
+    }
 
 
 # -- the page section ----------------------------------------------------------------------------------
@@ -396,14 +414,16 @@ def render(r: dict[str, Any]) -> str:
         return f"## 5. State store footprint: the inventory's queries\n\nNot measured: {r['skipped']}.\n"
     d, s = r["data"], r["sizes"]
     task_plan, asset_plan = r["plans"]["task_state_store"], r["plans"]["asset_state_store"]
+    forced = r["forced"]
     lines = [
         "## 5. State store footprint: the inventory's queries on PostgreSQL",
         "",
         f"What `store-metrics inventory` costs the metadata database. Method and module: "
         f"`benchmarks/inventory.py` (`python -m benchmarks.inventory`), run "
         f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node() or 'this machine'} "
-        f"({os.cpu_count()} CPUs, shared). A throwaway PostgreSQL {d['server_version']} (Debian's "
-        f"package, default settings but `fsync=off`; shared_buffers {d['shared_buffers']}) with Airflow "
+        f"({os.cpu_count()} CPUs, shared with other work: load average {r['load_start']} at the start, "
+        f"{r['load_end']} at the end). A throwaway PostgreSQL {d['server_version']}, default settings "
+        f"but `fsync=off` (shared_buffers {d['shared_buffers']}), with Airflow "
         f"3.3's schema from `airflow db migrate` ({r['migrate_s']:.1f} s); rows made with "
         "`generate_series`, then `VACUUM ANALYZE`.",
         "",
@@ -469,6 +489,7 @@ def render(r: dict[str, Any]) -> str:
             [
                 ("&nbsp;&nbsp;" * n["depth"]) + n["label"],
                 f"{n['rows']:,}",
+                f"{n['loops']:,}",
                 f"{n['ms']:,.1f}",
                 n["workers"] or "",
             ]
@@ -479,9 +500,10 @@ def render(r: dict[str, Any]) -> str:
             f"buffers {plan['shared_hit']:,} hit / {plan['shared_read']:,} read (8 KiB pages); index used: "
             f"{', '.join(f'`{i}`' for i in plan['indexes']) or '**none**'}.",
             "",
-            md_table(["plan node", "actual rows", "actual ms", "workers"], rows, "lrrr"),
+            md_table(["plan node", "rows per loop", "loops", "ms", "workers launched"], rows, "lrrrr"),
             "",
         ]
+    workers = max((n["workers"] or 0) for n in task_plan["nodes"])
     lines += [
         f"The heap of `task_state_store` has {d['heap_size'] // 8192:,} pages of 8 KiB, its TOAST table "
         f"(with its index) {d['toast_size'] // 8192:,}; the task query touched "
@@ -491,28 +513,42 @@ def render(r: dict[str, Any]) -> str:
         "expiry), so the planner reads the whole heap once with a sequential scan and aggregates in a "
         "hash table (in parallel workers when it sees fit); `idx_task_state_store_lookup` "
         "(`dag_id, run_id, task_id, map_index`) cannot help, because `value`, `updated_at` and "
-        "`expires_at` are not in it, so an index scan would visit the same heap pages in a worse order. "
+        "`expires_at` are not in it, so an index scan visits the same heap pages in a worse order. "
+        f"Forced off the sequential scan (`SET LOCAL enable_seqscan = off`), PostgreSQL takes "
+        f"{' > '.join(n['label'] for n in forced['nodes'])} and {forced['execution_ms']:,.0f} ms "
+        f"({forced['shared_hit'] + forced['shared_read']:,} buffers) instead of "
+        f"{task_plan['execution_ms']:,.0f} ms. "
         "`octet_length(value)` takes the size from the value's TOAST pointer: the 20 KB out-of-line values "
         "are neither fetched nor decompressed, and the reference check (`substr(value, 1, 25)`) only runs "
         "on values of at most 2 KiB, so the scan reads the heap pages and no TOAST page. The cost grows "
         "linearly with the rows; at the default `inventory_interval` of 300 s this is one such scan per "
-        "table every 5 minutes, from one process per deployment.",
+        "table every 5 minutes, from one process per deployment, with the default `inventory_timeout` "
+        f"(30 s) far above it. PostgreSQL chose {workers} parallel worker(s) for the scan (its own "
+        f"`max_parallel_workers_per_gather`): {workers + 1} backend(s) for "
+        f"{task_plan['execution_ms']:,.0f} ms; a database that must not do that can lower the setting for "
+        "the inventory's role (`ALTER ROLE ... SET max_parallel_workers_per_gather = 0`).",
     ]
     return "\n".join(lines).rstrip() + "\n"
 
 
+_BLOCK = re.compile(r"<!-- (\w+):start\b.*?-->.*?<!-- \1:end -->", re.DOTALL)
+
+
 def keep_section(page_path: Path, page: str) -> str:
-    """``page`` with the inventory block of the file at ``page_path`` (if it has one) appended."""
+    """``page`` with the marked blocks of the file at ``page_path`` that it lacks, appended in order.
+
+    ``python -m benchmarks`` renders sections 1-4 and rewrites the page: the blocks other commands
+    write there (``<!-- NAME:start ... -->`` to ``<!-- NAME:end -->``: this module's, the
+    triggerer's, ...) are kept as they were instead of being dropped.
+    """
     try:
         old = page_path.read_text(encoding="utf-8")
     except OSError:
         return page
-    if START not in old or START in page:
+    kept = [m.group(0) for m in _BLOCK.finditer(old) if f"<!-- {m.group(1)}:start" not in page]
+    if not kept:
         return page
-    block = old[old.index(START) :]
-    end = block.find(END)
-    block = block[: end + len(END)] if end >= 0 else block
-    return page.rstrip("\n") + "\n\n" + block.rstrip("\n") + "\n"
+    return page.rstrip("\n") + "\n\n" + "\n\n".join(kept) + "\n"
 
 
 def write_section(page_path: Path, section: str) -> None:

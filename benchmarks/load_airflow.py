@@ -247,6 +247,24 @@ def problem_lines(text: str) -> list[str]:
     return [m.group(0)[:400] for m in _OURS.finditer(text)]
 
 
+#: The stall monitor's report of a long stall (at most one per worker and ``flush_interval``):
+#: the monitor doing its job, not a problem of the plugin's own.
+STALL_REPORT = "event loop of API server worker"
+
+
+def problem_kinds(lines: list[str]) -> Counter[str]:
+    """How many lines of each kind of problem: the message without its numbers, addresses and ids."""
+    kinds: Counter[str] = Counter()
+    for line in lines:
+        message = line.split("] ", 1)[-1]
+        if STALL_REPORT in message:
+            kinds["stall report"] += 1
+            continue
+        message = re.sub(r"[0-9]+", "N", message.split(";")[0])
+        kinds[message[:120]] += 1
+    return kinds
+
+
 # -- receivers ----------------------------------------------------------------------------------
 
 _LINE = re.compile(
@@ -269,6 +287,8 @@ class DogStatsdReceiver:
         self.lock = threading.Lock()
         self.requests: Counter[tuple[str, str, str]] = Counter()
         self.by_worker: Counter[str] = Counter()
+        #: When each worker's last request counts arrived (time.monotonic()): its last flush.
+        self.last_seen: dict[str, float] = {}
         self.status_classes: Counter[str] = Counter()
         self.long_stalls = 0
         self.stall_max_ms = 0.0
@@ -326,6 +346,7 @@ class DogStatsdReceiver:
             n = int(value)
             self.requests[(tags["store"], tags["operation"], tags["outcome"])] += n
             self.by_worker[tags["worker"]] += n
+            self.last_seen[tags["worker"]] = time.monotonic()
             self.status_classes[tags["status_class"]] += n
         elif name == STALL_MAX:
             self.stall_max_ms = max(self.stall_max_ms, value)
@@ -343,6 +364,12 @@ class DogStatsdReceiver:
                 "lines": self.lines,
                 "bad": list(self.bad),
             }
+
+    def last_flush_of(self, pid: int) -> float | None:
+        """When the request counts of the worker with this pid last arrived (None: never)."""
+        with self.lock:
+            times = [t for worker, t in self.last_seen.items() if worker.endswith(f"-{pid}")]
+        return max(times) if times else None
 
     def reset_stall_max(self) -> None:
         with self.lock:

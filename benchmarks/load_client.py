@@ -85,12 +85,24 @@ def outcome(operation: str, status: int) -> str:
     return "error"
 
 
+def _json_length(n: int) -> int:
+    """Length of the compact JSON text of ``list(range(n))``."""
+    if n == 0:
+        return 2
+    digits, lo, width = 0, 0, 1
+    while lo < n:
+        hi = min(n, 10**width)
+        digits += (hi - lo) * width
+        lo, width = hi, width + 1
+    return 2 + digits + (n - 1)
+
+
 def int_array(json_bytes: int) -> list[int]:
     """An integer array whose compact JSON is as close as possible to ``json_bytes`` long."""
     lo, hi = 1, max(1, json_bytes)
     while lo < hi:
         mid = (lo + hi) // 2
-        if len(json.dumps(list(range(mid)), separators=(",", ":"))) < json_bytes:
+        if _json_length(mid) < json_bytes:
             lo = mid + 1
         else:
             hi = mid

@@ -63,12 +63,11 @@ def _cli(*argv: str) -> None:
 
 def tokens(dag_id: str, valid_for: float) -> list[dict[str, str]]:
     """One entry per task instance of the latest run of ``dag_id``: id, task id, asset, token."""
-    from sqlalchemy import select
-
     from airflow.api_fastapi.auth.tokens import JWTGenerator, get_signing_args
     from airflow.configuration import conf
     from airflow.models import DagRun, TaskInstance
     from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     generator = JWTGenerator(
         valid_for=valid_for,
@@ -109,7 +108,9 @@ def prepare(clients: int, valid_for: float) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--valid-for", type=float, default=3600.0)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("prepare")

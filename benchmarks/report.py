@@ -58,6 +58,8 @@ class Page:
     stall_floor: dict[int, float] = field(default_factory=dict)
     #: Pooled stall figures per (operation, value size).
     stall_pooled: dict[tuple[str, int], StallStats] = field(default_factory=dict)
+    #: "Why" notes of the load section (section 6), added after the others.
+    load_findings: list[str] = field(default_factory=list)
 
     def render(self) -> str:
         body = [
@@ -68,6 +70,7 @@ class Page:
             histogram_export_section(self),
             exit_delay_section(self),
             server_section(self),
+            load_section(self),
         ]
         explain(self)
         parts = [*_head(self), "", environment_section(self.r), ""]
@@ -690,6 +693,24 @@ def server_section(page: Page) -> str:
     return text
 
 
+# -- 6. the API server under load ---------------------------------------------------------------------------
+
+
+def load_section(page: Page) -> str:
+    """Section 6, rendered by benchmarks/load.py (the API server under load, and faults)."""
+    lo = page.r.get("load")
+    if not lo:
+        return ""
+    from .load import render_section as render_load
+
+    ip = (page.r.get("server") or {}).get("in_process") or {}
+    middleware_ns = ip.get("cases", {}).get("state store request (task get)", {}).get("added_ns")
+    text, verdicts, why = render_load(lo, middleware_ns)
+    page.summary += verdicts
+    page.load_findings += why
+    return text
+
+
 # -- why ---------------------------------------------------------------------------------------------------
 
 
@@ -802,6 +823,7 @@ def explain(page: Page) -> None:
     page.findings += _stall_findings(page)
     page.findings += _early_exit_findings(ex)
     page.findings += _otlp_down_findings(ex)
+    page.findings += page.load_findings
 
 
 # -- the page ------------------------------------------------------------------------------------------------

@@ -208,8 +208,7 @@ def run_dags(airflow: Standalone, dag_ids: tuple[str, ...], tag: str) -> None:
 
     wait_until(
         lambda: (
-            all(s in ("success", "failed") for s in states().values())
-            and len(states()) == len(run_ids)
+            (all(s in ("success", "failed") for s in states().values()) and len(states()) == len(run_ids))
             or airflow._died()
         ),
         300,
@@ -263,6 +262,30 @@ PHASES = (
 )
 
 
+def run_phase(
+    airflow: Standalone, receiver: UdpReceiver, calls: Calls, phase: str, dag_ids: tuple[str, ...]
+) -> tuple[tuple[Counter[Key], Counter[Key]], str]:
+    """Start, run ``dag_ids``, stop: (what the runs call, what the socket received), and the logs."""
+    airflow.start(DAG_IDS)
+    start = len(receiver.lines_before_marker())
+    if dag_ids is SECOND_WAVE:
+        expected = calls.runs(FIRST_WAVE)
+        run_dags(airflow, FIRST_WAVE, f"{phase}-a")
+        expected += calls.runs(dag_ids)
+        run_dags(airflow, dag_ids, f"{phase}-b")
+    else:
+        expected = calls.runs(dag_ids)
+        run_dags(airflow, dag_ids, phase)
+    # The tasks have exited; the API server flushes every second: wait for the expected number
+    # of calls, then a little more, for anything counted twice to arrive too.
+    wanted = sum(expected.values())
+    wait_until(lambda: sum(ours(receiver.lines()[start:]).values()) >= wanted, 30)
+    time.sleep(3)
+    airflow.stop()
+    received = ours(receiver.lines_before_marker()[start:])
+    return (expected, received), task_logs(airflow.home, phase) + airflow.log_path.read_text(errors="replace")
+
+
 @pytest.fixture(scope="module")
 def switching(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Switching]:
     root = tmp_path_factory.mktemp("count-at-switching")
@@ -277,28 +300,10 @@ def switching(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Switching]:
     logs: dict[str, str] = {}
     airflow: Standalone | None = None
     try:
-        for phase, settings, dag_ids in PHASES:
-            settings = {**dogstatsd, **settings}
+        for phase, count_at, dag_ids in PHASES:
+            settings = {**dogstatsd, **count_at}
             airflow = deployment(root, settings) if airflow is None else restarted(airflow, settings, phase)
-            airflow.start(DAG_IDS)
-            start = len(receiver.lines_before_marker())
-            if dag_ids is SECOND_WAVE:
-                expected = calls.runs(FIRST_WAVE)
-                run_dags(airflow, FIRST_WAVE, f"{phase}-a")
-                expected += calls.runs(dag_ids)
-                run_dags(airflow, dag_ids, f"{phase}-b")
-            else:
-                expected = calls.runs(dag_ids)
-                run_dags(airflow, dag_ids, phase)
-            # The tasks have exited; the API server flushes every second: wait for the expected
-            # number of calls, then a little more for anything counted twice to arrive too.
-            wanted = sum(expected.values())
-            wait_until(lambda: sum(ours(receiver.lines()[start:]).values()) >= wanted, 30)
-            time.sleep(3)
-            airflow.stop()  # the API server's last flush happens at its shutdown
-            received = ours(receiver.lines_before_marker()[start:])
-            phases[phase] = (expected, received)
-            logs[phase] = task_logs(airflow.home, phase) + airflow.log_path.read_text(errors="replace")
+            phases[phase], logs[phase] = run_phase(airflow, receiver, calls, phase, dag_ids)
         yield Switching(airflow.home if airflow else AirflowHome(root), phases, logs)
     finally:
         if airflow is not None:
@@ -333,3 +338,312 @@ def test_switching_to_api_server_counts_each_call_once_on_the_api_server(switchi
 def test_switching_back_to_tasks_counts_each_call_once_on_the_task_side(switching: Switching) -> None:
     expected, received = switching.phases["tasks_again"]
     assert received == expected
+
+
+# -- the scraped deployment: OpenTelemetry's Prometheus exporter on each API server worker --------------
+
+WORKERS = 2
+
+
+class Prometheus(e2e.Prometheus):
+    """A real Prometheus with the ``store-metrics-api-server`` job of collector/prometheus.yml,
+    pointed at every API server worker's endpoint, and collector/rules.yml loaded."""
+
+    def __init__(self, tmp: Path, targets: list[str]) -> None:
+        base = yaml.safe_load((e2e.COLLECTOR / "prometheus.yml").read_text())
+        (job,) = [j for j in base["scrape_configs"] if j["job_name"] == JOB]
+        config = {
+            "global": {
+                **base["global"],
+                "scrape_interval": "1s",
+                "scrape_timeout": "900ms",
+                "evaluation_interval": "1s",
+            },
+            "rule_files": [str(e2e.COLLECTOR / "rules.yml")],
+            "scrape_configs": [{**job, "static_configs": [{"targets": targets}]}],
+        }
+        self.config = tmp / "prometheus.yml"
+        self.config.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = (tmp / "prometheus.log").open("w")
+        self.started = time.time()
+        self.proc = subprocess.Popen(
+            [
+                e2e.require_binary("prometheus"),
+                f"--config.file={self.config}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=1h",
+                "--log.level=warn",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        e2e.wait_for(self._ready, 30, "Prometheus /-/ready")
+
+
+def free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports that are free on 127.0.0.1 now."""
+    for _ in range(50):
+        first = free_port()
+        try:
+            for port in range(first, first + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return first
+    raise AssertionError("no free consecutive ports")
+
+
+STATE_STORE_SERIES = '{__name__=~"airflow_(task|asset)_state_store_[a-z_]+_total"}'
+#: Labels Prometheus or the exporter add: the target, and the instrumentation scope.
+TARGET_LABELS = ("__name__", "job", "instance")
+
+
+def series_key(metric: Mapping[str, str]) -> tuple[str, frozenset[tuple[str, str]]]:
+    labels = frozenset(
+        (k, v) for k, v in metric.items() if v and k not in TARGET_LABELS and not k.startswith("otel_scope_")
+    )
+    return metric["__name__"], labels
+
+
+def as_prometheus(counts: Mapping[Key, float]) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """DogStatsD totals as Prometheus series: ``airflow.task_state_store.write`` -> ``..._write_total``."""
+    out: dict[tuple[str, frozenset[tuple[str, str]]], float] = defaultdict(float)
+    for (name, tags), value in counts.items():
+        metric = catalogue.get(name.removeprefix("airflow."))
+        out[(metric.prometheus_name(), frozenset(tags))] += value
+    return dict(out)
+
+
+def held(prom: Prometheus, at: float | None = None) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """What Prometheus holds now, summed across the workers (instances) that hold each series."""
+    out: dict[tuple[str, frozenset[tuple[str, str]]], float] = defaultdict(float)
+    for sample in prom.query(STATE_STORE_SERIES, at):
+        out[series_key(sample["metric"])] += float(sample["value"][1])
+    return dict(out)
+
+
+@dataclass
+class Scraped:
+    airflow: Standalone
+    prom: Prometheus
+    calls: e2e.Model
+    end: float
+    first_port: int
+
+
+@pytest.fixture(scope="module")
+def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
+    root = tmp_path_factory.mktemp("count-at-scraped")
+    first = free_ports(WORKERS)
+    airflow = deployment(
+        root,
+        {
+            "AIRFLOW__STORE_METRICS__COUNT_AT": "api_server",
+            "AIRFLOW__STORE_METRICS__BACKEND": "otel",
+            "AIRFLOW__STORE_METRICS__OTEL_EXPORTER": "prometheus",
+            "AIRFLOW__STORE_METRICS__PROMETHEUS_HOST": "127.0.0.1",
+            "AIRFLOW__STORE_METRICS__PROMETHEUS_PORT": str(free_port()),
+            "AIRFLOW__STORE_METRICS__SERVER_PROMETHEUS_PORT": str(first),
+            "AIRFLOW__API__WORKERS": str(WORKERS),
+        },
+    )
+    prom = Prometheus(root, [f"127.0.0.1:{port}" for port in range(first, first + WORKERS)])
+    try:
+        airflow.start(DAG_IDS)
+        calls = Calls()
+        expected = calls.runs(FIRST_WAVE) + calls.runs(SECOND_WAVE)
+        run_waves(airflow, "scraped")
+        model = e2e.Model()
+        for key, value in as_prometheus(expected).items():
+            model.counts[key] = value
+        total = sum(model.counts.values())
+        every = f"sum({STATE_STORE_SERIES})"
+        e2e.wait_for(lambda: prom.scalar(every) == total, 60, f"Prometheus to hold all {total} calls")
+        scraped_at = "max(timestamp(airflow_task_state_store_write_total))"
+        evaluated = "min(timestamp(dag_id:store_metrics_calls:rate5m))"
+        holding = prom.scalar(scraped_at)
+        assert holding is not None
+        e2e.wait_for(
+            lambda: (prom.scalar(evaluated) or 0) > holding + 1.5, 30, "a rule evaluation on the totals"
+        )
+        end = time.time()
+        e2e.wait_for(
+            lambda: min(prom.scalar(scraped_at) or 0, prom.scalar(evaluated) or 0) > end,
+            30,
+            "a scrape and a rule evaluation after the end",
+        )
+        yield Scraped(airflow, prom, model, end, first)
+    finally:
+        airflow.stop()
+        prom.stop()
+
+
+def test_each_worker_serves_its_own_endpoint_and_prometheus_scrapes_them_directly(scraped: Scraped) -> None:
+    up = {s["metric"]["instance"]: s["value"][1] for s in scraped.prom.query(f'up{{job="{JOB}"}}')}
+    ports = range(scraped.first_port, scraped.first_port + WORKERS)
+    assert up == {f"127.0.0.1:{port}": "1" for port in ports}
+    log = scraped.airflow.log_path.read_text(errors="replace")
+    workers = set(re.findall(r"count_at = api_server: API server worker (\S+) counts", log))
+    assert len(workers) == WORKERS, workers
+
+
+def test_the_api_server_gives_exactly_the_series_the_task_side_gave(
+    scraped: Scraped, switching: Switching
+) -> None:
+    """The same runs: summed across workers, the series and values equal the task side's own totals."""
+    task_side = as_prometheus(switching.phases["tasks"][1])
+    assert held(scraped.prom, scraped.end) == task_side == scraped.calls.counts
+    # Every call was attributed to its task instance: no unknown caller.
+    assert scraped.prom.query('{__name__=~"airflow_.*_state_store_.*", dag_id="unknown"}') == []
+
+
+@pytest.mark.prometheus
+@pytest.mark.parametrize(
+    "variables", [*e2e.DEMO_VARIABLES, pytest.param({"operator": [MOCK]}, id="operator")]
+)
+def test_every_dashboard_query_returns_the_calls(scraped: Scraped, variables: dict[str, list[str]]) -> None:
+    """Counts over the whole run are the calls; rates are those of the raw samples, summed over workers."""
+    prom, model = scraped.prom, scraped.calls
+    rng = f"{math.ceil(scraped.end - prom.started) + 60}s"
+    filters = e2e.filters_of(variables)
+    rates = worker_rates(prom, model, e2e.range_seconds(rng), scraped.end)
+    rate_groups = 0
+    for title, target, spec in e2e.dashboard_targets():
+        expr = e2e.interpolate(target["expr"], variables, rng=rng, rate_interval=rng)
+        actual = e2e.as_groups(prom.query(expr, scraped.end), spec.by)
+        what = f"{title} [{target['refId']}] with {variables or 'All'}"
+        if spec.kind == "count":
+            e2e.assert_groups(actual, e2e.expected(spec, model, filters), rel=1e-9, what=what)
+        else:
+            wanted = e2e.expected(spec, rates, filters, seconds=1.0)
+            e2e.assert_exact_groups(actual, wanted, what)
+            rate_groups += len(wanted)
+    assert rate_groups > 0
+
+
+def worker_rates(prom: Prometheus, model: e2e.Model, range_seconds: int, at: float) -> e2e.Model:
+    """Per-series ``rate(series[range])`` from the raw samples of every worker, summed over workers."""
+    data = prom.api("query", query=f"{STATE_STORE_SERIES}[{range_seconds}s]", time=f"{at:.3f}")
+    rates = e2e.Model()
+    last: dict[tuple[str, frozenset[tuple[str, str]]], float] = defaultdict(float)
+    for series in data["result"]:
+        key = series_key(series["metric"])
+        samples = [(float(t), float(v)) for t, v in series["values"]]
+        last[key] += samples[-1][1]
+        rate = e2e.prometheus_rate(samples, at, range_seconds)
+        if rate is not None:
+            rates.counts[key] += rate
+    assert dict(last) == model.counts
+    return rates
+
+
+# -- any Execution API client with a task token ----------------------------------------------------
+
+
+def mint_token(airflow: Standalone, ti_id: str) -> str:
+    """A task token for ``ti_id``, signed by Airflow's own generator with the deployment's secret."""
+    code = (
+        "from airflow.api_fastapi.execution_api.app import _jwt_generator\n"
+        f"print(_jwt_generator().generate(extras={{'sub': {ti_id!r}}}))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=airflow.env, capture_output=True, text=True, timeout=120, check=True
+    )
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def test_a_raw_http_client_with_a_task_token_is_counted_as_that_task(scraped: Scraped) -> None:
+    airflow, prom = scraped.airflow, scraped.prom
+    rows = airflow._query(
+        "select id, task_id from task_instance where dag_id = 'state_store_metrics_01' and state = 'success'"
+    )
+    assert rows, "no task instance of state_store_metrics_01"
+    ti_id = str(uuid_of(rows[0][0]))
+    other = airflow._query("select id from task_instance where dag_id = 'state_store_metrics_03'")[0][0]
+    token = mint_token(airflow, ti_id)
+    before = held(prom)
+    asset = {"name": "state_store_metrics/asset"}
+    with httpx.Client(
+        base_url=f"http://127.0.0.1:{airflow.api_port}/execution/",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    ) as client:
+        answers = [
+            client.put(f"store/ti/{ti_id}/raw", json={"value": {"n": 1}}).status_code,
+            client.get(f"store/ti/{ti_id}/raw").status_code,
+            client.get(f"store/ti/{ti_id}/raw-missing").status_code,
+            client.delete(f"store/ti/{ti_id}/raw").status_code,
+            client.delete(f"store/ti/{ti_id}").status_code,
+            client.put(
+                "store/asset/by-name/value", params={**asset, "key": "raw"}, json={"value": 1}
+            ).status_code,
+            client.get("store/asset/by-name/value", params={**asset, "key": "raw"}).status_code,
+            client.delete("store/asset/by-name/value", params={**asset, "key": "raw"}).status_code,
+            client.get("store/asset/by-name/value", params={"name": "no/such/asset", "key": "k"}).status_code,
+            client.put(f"store/ti/{ti_id}/bad", json={"not_value": 1}).status_code,  # 422
+            client.get(f"store/ti/{uuid_of(other)}/k").status_code,  # another task's path: 403
+            client.get(f"store/ti/{ti_id}/k", headers={"Authorization": "Bearer nonsense"}).status_code,
+        ]
+    assert answers == [204, 200, 404, 204, 204, 204, 200, 204, 404, 422, 403, 403]
+    tags = dict(_series("state_store_metrics_01", "touch_store", PYOP))
+    unknown = {"dag_id": "unknown", "task_id": "unknown", "run_type": "unknown", "operator": "unknown"}
+
+    def key(store: str, outcome: str, labels: dict[str, str]) -> tuple[str, frozenset[tuple[str, str]]]:
+        return catalogue.get(f"{store}_state_store.{outcome}").prometheus_name(), frozenset(labels.items())
+
+    wanted = {
+        key("task", "write", tags): 1,
+        key("task", "read_found", tags): 1,
+        key("task", "read_absent", tags): 1,
+        key("task", "delete", tags): 1,
+        key("task", "clear", tags): 1,
+        key("asset", "write", tags): 1,
+        key("asset", "read_found", tags): 1,
+        key("asset", "delete", tags): 1,
+        key("asset", "read_absent", tags): 1,
+        key("task", "error", {**tags, "operation": "set"}): 1,
+        # The token is valid but names another task instance than the path: its own task's error.
+        key("task", "error", {**tags, "operation": "get"}): 1,
+        # No valid token: no task instance to name.
+        key("task", "error", {**unknown, "operation": "get"}): 1,
+    }
+
+    def delta() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        now = held(prom)
+        return {k: v - before.get(k, 0.0) for k, v in now.items() if v != before.get(k, 0.0)}
+
+    e2e.wait_for(lambda: sum(delta().values()) >= sum(wanted.values()), 30, "the raw calls in Prometheus")
+    time.sleep(2)
+    assert delta() == wanted
+
+
+def uuid_of(value: Any) -> Any:
+    import uuid
+
+    return uuid.UUID(str(value))
+
+
+# -- under dag.test() there is no API server -------------------------------------------------------
+
+
+def test_under_dag_test_count_at_api_server_counts_nothing(tmp_path: Path) -> None:
+    home = make_home(tmp_path / "home")
+    receiver = UdpReceiver()
+    try:
+        env = home.env(
+            AIRFLOW__STORE_METRICS__COUNT_AT="api_server",
+            AIRFLOW__STORE_METRICS__BACKEND="dogstatsd",
+            AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
+            AIRFLOW__STORE_METRICS__PORT=str(receiver.port),
+        )
+        result = home.run(tmp_path, ["state_store_metrics_01"], env)
+        assert result["runs"] == [["state_store_metrics_01", "success"]]
+        assert result["configured"] is False
+        assert "the task process counts nothing" in result["log"]
+        assert receiver.lines_before_marker() == []
+    finally:
+        receiver.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,9 @@ import pytest
 import yaml
 
 from store_metrics import catalogue
+from store_metrics.pipeline.grafana.dashboard import trigger_specs
+from store_metrics.pipeline.grafana.rows import TRIGGERS_ROW_TITLE
+from store_metrics.pipeline.grafana.server_row import SERVER_ROW_TITLE
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
@@ -270,3 +274,147 @@ def test_provisioning_dashboard_provider() -> None:
         "options",
     }
     assert set(provider["options"]) <= {"path", "foldersFromFilesStructure"}
+
+
+# -- the Triggers row: asset watchers (run_type="asset_watcher") ------------------------------------
+
+
+def triggers_row() -> dict[str, Any]:
+    rows = [p for p in panels() if p["type"] == "row" and p["title"] == TRIGGERS_ROW_TITLE]
+    assert len(rows) == 1
+    return rows[0]
+
+
+def test_the_triggers_row_is_collapsed_just_above_the_server_row() -> None:
+    row = triggers_row()
+    top = panels()
+    assert top[-2] == row and top[-1]["title"] == SERVER_ROW_TITLE  # the API server row stays last
+    assert row["collapsed"] is True and len(row["panels"]) == 3
+    ids = [p["id"] for p in top] + [p["id"] for r in top[-2:] for p in r["panels"]]
+    assert len(ids) == len(set(ids))
+    cells: set[tuple[int, int]] = set()
+    for panel in row["panels"]:
+        g = panel["gridPos"]
+        assert g["y"] > row["gridPos"]["y"] and g["x"] + g["w"] <= 24
+        area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
+        assert not area & cells
+        cells |= area
+        assert panel["type"] in PANEL_TYPES and panel["datasource"] == DS
+        assert "asset_watcher" in panel["description"]
+
+
+def test_triggers_queries_keep_every_filter_and_only_watcher_calls() -> None:
+    known = {m.prometheus_name() for m in catalogue.STATE_STORE_METRICS}
+    for panel in triggers_row()["panels"]:
+        for target in panel["targets"]:
+            assert target["datasource"] == DS
+            selectors = re.findall(r"\w+\{([^}]*)\}", target["expr"])
+            assert selectors
+            for selector in selectors:
+                for name in VARIABLES:
+                    assert f'{name}=~"${name}"' in selector, (panel["title"], selector)
+                assert selector.endswith(',run_type="asset_watcher"'), selector
+            assert set(NAME.findall(target["expr"])) <= known
+            assert ("$__range" in target["expr"]) == target["instant"] == (panel["type"] == "bargauge")
+
+
+#: Two watchers and, with the same trigger class and store, a task's calls that must not count.
+WATCHER_INPUT = [
+    (
+        'airflow_asset_state_store_read_found_total{dag_id="none",task_id="s3_bucket",'
+        'run_type="asset_watcher",operator="S3KeyTrigger"}',
+        "0+6x20",
+    ),
+    (
+        'airflow_asset_state_store_write_total{dag_id="none",task_id="s3_bucket",'
+        'run_type="asset_watcher",operator="S3KeyTrigger"}',
+        "0+6x20",
+    ),
+    (
+        'airflow_asset_state_store_read_absent_total{dag_id="none",task_id="orders",'
+        'run_type="asset_watcher",operator="SqsTrigger"}',
+        "0+30x20",
+    ),
+    (
+        'airflow_asset_state_store_read_found_total{dag_id="d",task_id="t",'
+        'run_type="scheduled",operator="S3KeyTrigger"}',
+        "0+60x20",
+    ),
+    (
+        'airflow_task_state_store_write_total{dag_id="d",task_id="t",run_type="manual",operator="X"}',
+        "0+60x20",
+    ),
+]
+#: (panel title, refId, variables) -> samples at 10m, by hand: 6 a minute is 0.1/s; the series
+#: start inside the range ($__range = 1h), so the range panel counts them in full (10 minutes' worth).
+WATCHER_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
+    (
+        "Asset watcher calls per second by trigger",
+        "A",
+        {},
+        {'{operator="S3KeyTrigger"}': 0.2, '{operator="SqsTrigger"}': 0.5},
+    ),
+    (
+        "Asset watcher calls per second by trigger",
+        "A",
+        {"operator": "SqsTrigger"},
+        {'{operator="SqsTrigger"}': 0.5},
+    ),
+    ("Asset watcher calls per second by trigger", "A", {"run_type": "scheduled"}, {}),
+    ("Asset watcher calls per second by operation", "A", {}, {"{}": 0.1}),
+    ("Asset watcher calls per second by operation", "B", {}, {"{}": 0.5}),
+    ("Asset watcher calls per second by operation", "C", {}, {"{}": 0.1}),
+    ("Asset watcher calls per second by operation", "F", {}, {}),
+    (
+        "Asset watcher calls by trigger and asset (selected range)",
+        "A",
+        {},
+        {
+            '{operator="S3KeyTrigger",task_id="s3_bucket"}': 120,
+            '{operator="SqsTrigger",task_id="orders"}': 300,
+        },
+    ),
+]
+
+
+def _interpolate(expr: str, variables: dict[str, str]) -> str:
+    for name in VARIABLES:
+        expr = expr.replace(f"${name}", variables.get(name, ".*"))
+    return expr.replace("$__rate_interval", "5m").replace("$__range", "1h")
+
+
+@pytest.mark.prometheus
+def test_triggers_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
+    committed = {(p["title"], t["refId"]): t["expr"] for p in triggers_row()["panels"] for t in p["targets"]}
+    assert set(committed) == {(title, ref) for title, ref, _ in trigger_specs()}
+    tests = [
+        {
+            "expr": _interpolate(committed[(title, ref)], variables),
+            "eval_time": "10m",
+            "exp_samples": [{"labels": labels, "value": value} for labels, value in samples.items()],
+        }
+        for title, ref, variables, samples in WATCHER_EXPECTED
+    ]
+    doc = {
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": s, "values": v} for s, v in WATCHER_INPUT],
+                "promql_expr_test": tests,
+            }
+        ],
+    }
+    (tmp_path / "triggers.test.yml").write_text(yaml.safe_dump(doc, width=10_000))
+    tested = subprocess.run(
+        [promtool, "test", "rules", "triggers.test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr

@@ -151,6 +151,62 @@ def test_ages_read_compactly() -> None:
     ]
 
 
+def test_the_table_shows_the_largest_first_with_other_last_and_exact_totals() -> None:
+    from store_metrics.inventory.table import render_store
+
+    groups = {("small", "t"): _g(1, 10), (OTHER, OTHER): _g(9, 9000), ("big", "t"): _g(2, 2000, expired=1)}
+    fp = footprint_of(Store.TASK, [], NOW, 3.4, top=2)
+    fp = type(fp)(Store.TASK, groups, NOW, 3.4, distinct=12)
+    lines = render_store(fp, NOW, top=2)
+    assert lines[0] == (
+        "task state store: 12 entries, 11,010 bytes, in 12 DAG tasks; read in 3 ms; "
+        "the top 2 by bytes shown, the rest under 'other'"
+    )
+    assert [line.split()[:4] for line in lines[1:]] == [
+        ["dag_id", "task_id", "entries", "bytes"],
+        ["big", "t", "2", "2,000"],
+        ["small", "t", "1", "10"],
+        ["other", "other", "9", "9,000"],
+    ]
+    assert lines[2].split()[4:] == ["2h", "0s", "1", "0"]
+
+
+def test_the_benchmark_section_survives_a_rewrite_of_the_performance_page(tmp_path: Path) -> None:
+    from benchmarks.inventory import END, START, keep_section, write_section
+
+    page = tmp_path / "performance.md"
+    page.write_text("# Performance\n\n## 1. Per call\n\nold figures\n")
+    write_section(page, "## 5. State store footprint\n\nfirst")
+    write_section(page, "## 5. State store footprint\n\nsecond")
+    text = page.read_text()
+    assert text.count(START) == 1 and text.count(END) == 1 and "first" not in text
+    assert text.startswith("# Performance\n\n## 1. Per call\n\nold figures\n\n" + START)
+    rewritten = keep_section(page, "# Performance\n\n## 1. Per call\n\nnew figures\n")
+    assert rewritten == "# Performance\n\n## 1. Per call\n\nnew figures\n\n" + text[text.index(START) :]
+    # Other commands' blocks (the triggerer's, ...) stay too, in their order; a block the new page
+    # has is not doubled.
+    other = "<!-- triggerer:start -->\n## 6. Triggerer\n<!-- triggerer:end -->"
+    page.write_text(text.replace(START, other + "\n\n" + START))
+    rewritten = keep_section(page, "# Performance\n")
+    assert rewritten.index(other) < rewritten.index(START) and rewritten.count(START) == 1
+    assert keep_section(page, "# Performance\n\n" + other + "\n").count(other) == 1
+
+
+def test_neither_the_plugin_nor_the_api_server_side_loads_the_inventory(tmp_path: Path) -> None:
+    # One inventory per deployment: what every task process and every API server worker loads must
+    # not query the tables (each would report the same totals).
+    script = (
+        "import sys\n"
+        "import store_metrics.plugin, store_metrics.server, store_metrics.server.metrics\n"
+        "print(sorted(m for m in sys.modules if m.startswith('store_metrics.inventory')))\n"
+    )
+    env = {**clean_environ(), "AIRFLOW_HOME": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
 def test_sizes_are_computed_in_sql_for_each_dialect(tmp_path: Path) -> None:
     # Compiled against each dialect with Airflow's own table definitions (in a fresh process: importing
     # Airflow's models configures Airflow from its environment).
@@ -223,11 +279,11 @@ def test_one_shot_prints_the_footprint_largest_first(world: World) -> None:
     out = proc.stdout
     tasks, expired, assets = expected_totals()
     task_bytes = sum(w.bytes or 0 for w in EXPECTED_TASKS.values())
-    assert out.startswith(f"task state store: {tasks} entries, unknown bytes in 5 DAG tasks ("), out
-    assert (
-        f"; {sum(w.external for w in EXPECTED_TASKS.values())} entries hold a custom backend's reference"
-        in out
-    )
+    external = sum(w.external for w in EXPECTED_TASKS.values())
+    assert out.startswith(
+        f"task state store: {tasks} entries in 5 DAG tasks, {external} entries hold a custom backend's "
+        "reference (bytes unknown); read in "
+    ), out
     rows = [line.split() for line in out.split("asset state store")[0].splitlines()[2:] if line.strip()]
     # Largest first by stored bytes: 5,054 B; two references; 67 B; 18 B; 13 B.
     assert [r[:2] for r in rows] == [
@@ -246,7 +302,9 @@ def test_one_shot_prints_the_footprint_largest_first(world: World) -> None:
     assert by_key[("inventory_footprint", "admin_note")][4] == "2d"  # its oldest entry: two days old
     assert sum(int(by_key[k][-2]) for k in by_key) == expired
     assert task_bytes == 5054 + 67 + 18 + 13
-    assert f"asset state store: {assets} entries, unknown bytes in 3 assets (" in out
+    assert (
+        f"asset state store: {assets} entries in 3 assets, 1 entry holds a custom backend's reference" in out
+    )
     asset_rows = [line.split() for line in out.split("asset state store")[1].splitlines()[2:] if line.strip()]
     assert [r[0] for r in asset_rows] == ["inventory_orders", "inventory_offloaded", "inventory_events"]
     assert proc.stderr.count("WARNING") == 0
@@ -325,6 +383,41 @@ def test_export_through_the_statsd_backend_sends_the_same_gauges(
 
 @pytest.mark.airflow
 @pytest.mark.slow
+def test_export_through_the_otel_backend_gives_the_catalogue_series(world: World, tmp_path: Path) -> None:
+    settings = {
+        "AIRFLOW__STORE_METRICS__INVENTORY_EXPORT": "backend",
+        "AIRFLOW__STORE_METRICS__BACKEND": "otel",
+        "AIRFLOW__STORE_METRICS__OTEL_EXPORTER": "prometheus",
+        "AIRFLOW__STORE_METRICS__FLUSH_INTERVAL": "0.5",
+        **FAST,
+    }
+    with Served(world, tmp_path / "serve.log", **settings) as served:
+
+        def read() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+            try:
+                raw = served.samples()
+            except OSError:
+                return {}
+            # The OpenTelemetry exporter adds its scope labels; the series are otherwise the same.
+            return {
+                (name, tuple(kv for kv in labels if not kv[0].startswith("otel_"))): value
+                for (name, labels), value in raw.items()
+            }
+
+        wait_until(
+            lambda: (
+                served.alive() and read().get(("airflow_state_store_inventory_up", (("store", "asset"),)))
+            ),
+            60,
+            0.2,
+        )
+        samples = read()
+    check_footprint(samples, world)
+    assert samples[("airflow_state_store_inventory_up", (("store", "task"),))] == 1.0
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
 def test_a_statement_timeout_on_sqlite_costs_one_line_and_exit_code_3(world: World, tmp_path: Path) -> None:
     # A copy of the database with 200,000 more rows: the aggregate takes far longer than 1 ms.
     db = tmp_path / "big.db"
@@ -348,12 +441,13 @@ def test_a_statement_timeout_on_sqlite_costs_one_line_and_exit_code_3(world: Wor
     # With a realistic timeout the same database reads fine.
     proc = inventory(copy, "--top", "1")
     assert proc.returncode == 0, proc.stderr
-    assert "task state store: 200,014 entries" in proc.stdout
+    assert "task state store: 200,014 entries in 6 DAG tasks, 2 entries hold" in proc.stdout
     assert proc.stdout.splitlines()[2].split()[:3] == ["bulk_dag", "bulk", "200,000"]
 
 
-@pytest.mark.airflow
-def test_bad_inventory_options_are_refused_naming_the_option(world: World) -> None:
+def test_bad_inventory_options_are_refused_naming_the_option(tmp_path: Path) -> None:
+    # Refused before any database is touched: this one does not even exist.
+    world = World(tmp_path, f"sqlite:///{tmp_path / 'absent.db'}")
     proc = inventory(world, AIRFLOW__STORE_METRICS__INVENTORY_TOP="0")
     assert proc.returncode == 1
     assert (
@@ -362,3 +456,52 @@ def test_bad_inventory_options_are_refused_naming_the_option(world: World) -> No
     proc = inventory(world, AIRFLOW__STORE_METRICS__INVENTORY_EXPORT="pushgateway")
     assert proc.returncode == 1
     assert "accepted values are prometheus, backend" in proc.stderr
+
+
+class _BlackHole:
+    """A TCP port that accepts connections and never answers (a database host that swallows packets)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        for conn in self.held:
+            conn.close()
+        self.sock.close()
+
+
+@pytest.mark.slow
+def test_a_query_that_never_returns_is_said_once_and_the_endpoint_keeps_answering(tmp_path: Path) -> None:
+    pytest.importorskip("psycopg2")
+    hole = _BlackHole()
+    try:
+        world = World(tmp_path, f"postgresql+psycopg2://airflow@127.0.0.1:{hole.port}/airflow")
+        settings = {"AIRFLOW__STORE_METRICS__INVENTORY_TIMEOUT": "0.5", **FAST}
+        with Served(world, tmp_path / "serve.log", **settings) as served:
+            # No statement timeout can fire while the connection is still being opened: the watchdog
+            # says so once, after twice the timeout plus its grace (11 s here).
+            wait_until(lambda: served.alive() and served.lines("has not returned"), 40, 0.2)
+            assert served.samples() == {}  # nothing read yet, and nothing made up; the endpoint answers
+            time.sleep(2)
+            assert len(served.lines("has not returned")) == 1
+            assert served.lines("ERROR") == []
+            served.close()
+            assert served.proc.returncode == 0
+    finally:
+        hole.close()

@@ -460,6 +460,35 @@ def test_the_runner_entry_point_configures_before_the_loop_and_passes_airflows_e
     assert len(off) == 1 and "backend = 'prometheus' is not valid" in off[0], output
 
 
+def test_the_triggerer_counts_its_triggers_also_with_count_at_api_server(tmp_path: Path) -> None:
+    """``count_at = api_server`` silences task processes: the API server counts their requests.
+
+    A trigger's calls never reach the API server: the triggerer's supervisor answers them through
+    an Execution API app of its own, in process (``TriggerRunnerSupervisor.make_client``), which has
+    no plugin middleware. So the triggerer keeps counting them itself.
+    """
+    script = textwrap.dedent(
+        """
+        import json
+        import airflow.jobs.triggerer_job_runner as m
+        from store_metrics import plugin, runtime
+        plugin.listener.on_starting(component=object())
+        try:
+            m.TriggerRunner().run()
+        except OSError:
+            pass
+        print(json.dumps({"configured": runtime.is_configured()}))
+        """
+    )
+    result, _ = _fresh_process(
+        script,
+        tmp_path,
+        AIRFLOW__STORE_METRICS__COUNT_AT="api_server",
+        AIRFLOW__STORE_METRICS__BACKEND="none",
+    )
+    assert result == {"configured": True}
+
+
 def _fresh_process(script: str, home: Path, **env: str) -> tuple[Any, str]:
     """Run ``script`` in a fresh interpreter (stdin a pipe); return its last stdout line as JSON, and
     everything it printed (Airflow's logging may go to either stream)."""

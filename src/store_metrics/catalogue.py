@@ -286,9 +286,8 @@ SERVER_METRICS: tuple[Metric, ...] = (
 OTHER = "other"
 _FOOTPRINT_WHAT = {Store.TASK: "the task state store", Store.ASSET: "the asset state store"}
 _FOOTPRINT_PER = {
-    Store.TASK: "per DAG and task (top inventory_top DAGs by bytes, and their top tasks; the rest "
-    "under other)",
-    Store.ASSET: "per asset name (top inventory_top by bytes; the rest under other)",
+    Store.TASK: "per DAG and task (the largest inventory_top, the rest under other)",
+    Store.ASSET: "per asset name (the largest inventory_top, the rest under other)",
 }
 
 

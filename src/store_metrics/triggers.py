@@ -28,6 +28,15 @@ the trigger runner subprocess is forked from that process: the child inherits th
 In every other process (scheduler, DAG processor, task processes) the trigger runner module is not
 loaded and :func:`install` does nothing.
 
+What would make this hook unnecessary: a listener spec for triggers (say
+``on_trigger_starting(trigger, trigger_id, task_instance)``, called by the trigger runner in its
+own subprocess before ``trigger.run()``, with ``on_starting``/``before_stopping`` there too), or a
+configurable factory for the accessors the triggerer hands out.
+
+The triggerer counts its triggers' calls whatever ``[store_metrics] count_at`` says: they reach
+Airflow's Execution API inside the triggerer (its supervisor's in-process client), never the API
+server.
+
 **Never breaks a trigger.** If this Airflow's ``TriggerRunner`` lacks either method, or their shape
 changed, nothing is wrapped and one line is logged; triggers then run exactly as without the
 plugin. If wrapping one trigger's store fails, that trigger runs with its own store, and one line

@@ -22,7 +22,7 @@ import datetime as dt
 import sqlite3
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,7 +92,9 @@ class Database:
                     rows = [tuple(row) for row in conn.execute(stmt, params)]
                 duration_ms = (time.perf_counter() - start) * 1000.0
             finally:
-                conn.rollback()
+                # Read-only: nothing to keep. A broken connection must not hide the query's own error.
+                with suppress(Exception):
+                    conn.rollback()
         return Reading(store, rows, at, duration_ms)
 
     @contextmanager

@@ -67,20 +67,28 @@ def _grid(headers: list[str], rows: list[list[str]], text_columns: int) -> list[
     return [line(headers), *(line(r) for r in rows)]
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n:,} {one if n == 1 else many}"
+
+
 def render_store(footprint: StoreFootprint, now: dt.datetime, top: int) -> list[str]:
     store = footprint.store
     total = footprint.total
     title = _TITLES[store]
     took = f"read in {footprint.duration_ms:,.0f} ms"
     if total is None:
-        return [f"{title}: empty ({took})"]
-    what = "DAG tasks" if store is Store.TASK else "assets"
-    summary = (
-        f"{title}: {total.entries:,} entries, {_bytes(total)} bytes in {footprint.distinct:,} {what} "
-        f"({took}; top {top} by bytes, the rest under 'other')"
-    )
+        return [f"{title}: empty; {took}"]
+    what = ("DAG task", "DAG tasks") if store is Store.TASK else ("asset", "assets")
+    summary = f"{title}: {_count(total.entries, 'entry', 'entries')}"
+    if total.value_bytes is not None:
+        summary += f", {total.value_bytes:,} bytes,"
+    summary += f" in {_count(footprint.distinct, *what)}"
     if total.external:
-        summary += f"; {total.external:,} entries hold a custom backend's reference: bytes unknown"
+        summary += (
+            f", {_count(total.external, 'entry holds', 'entries hold')} a custom backend's reference "
+            "(bytes unknown)"
+        )
+    summary += f"; {took}; the top {top} by bytes shown, the rest under 'other'"
     headers = [*_KEY_HEADERS[store], "entries", "bytes", "oldest", "newest"]
     if store is Store.TASK:
         headers.append("expired")

@@ -1,0 +1,72 @@
+"""Smoke test of the load benchmark (section 6): ``--quick --only load`` runs end to end.
+
+Real ``airflow api-server`` processes, a real load generator, real receivers, every fault; only
+the durations are short. No timing is asserted (the page judges those, from the full run); what
+is asserted is what must hold however busy the machine is: every table is there, and the counts
+add up (the server counted exactly what the load generator got back, and nothing twice).
+
+About 90 s on an idle 2-core machine (three API servers with two workers each start, and a
+fresh worker's first requests are slow); longer when other jobs share the cores.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parent.parent
+FAULTS = (
+    "DogStatsD receiver down (closed UDP port), then back",
+    "one API server worker killed (SIGKILL), plugin on",
+    "one API server worker killed (SIGKILL), plugin off",
+    "OTLP endpoint refuses, then back",
+    "OTLP endpoint accepts and never answers, then back",
+)
+
+
+@pytest.mark.timeout(360)
+def test_quick_load_section_runs_and_its_counts_add_up() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--only", "load", "--no-write"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=350,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = proc.stdout
+    for heading in (
+        "## 6. The API server under sustained load, and faults",
+        "### Plugin on vs off",
+        "### Exactness under load",
+        "### Faults under load",
+    ):
+        assert heading in out
+    # One block per arm and concurrency, alternating: on, off at 8 clients; off, on at 32.
+    for row in ("| 1 | on | 8 |", "| 2 | off | 8 |", "| 3 | off | 32 |", "| 4 | on | 32 |"):
+        assert row in out
+    assert re.search(r"^\| 8 \| [0-9.]+ / [0-9.]+ \|", out, re.MULTILINE)
+    assert re.search(r"^\| 32 \| [0-9.]+ / [0-9.]+ \|", out, re.MULTILINE)
+    # The server's request counts equal the load generator's, per store/operation/outcome.
+    assert "| equal per key | yes | yes |" in out
+    rows = {name: _row(out, name) for name in FAULTS}
+    for name in ("OTLP endpoint refuses, then back", "OTLP endpoint accepts and never answers, then back"):
+        assert "(lost 0, twice 0)" in rows[name], rows[name]  # cumulative: everything, once
+    for name in FAULTS[:2]:
+        assert "twice 0)" in rows[name], rows[name]  # UDP and a killed worker lose, never double
+    verdicts = out.split("## Verdicts", 1)[1].split("## Environment", 1)[0]
+    assert verdicts.count("| 6. ") == 17
+    assert "| 6. load: server totals = client totals per (store, operation, outcome), every block |" in out
+
+
+def _row(page: str, name: str) -> str:
+    faults = page.split("### Faults under load", 1)[1]
+    (row,) = [line for line in faults.splitlines() if line.startswith(f"| {name} |")]
+    return row
