@@ -1,4 +1,4 @@
-"""6. The API server under sustained load, and faults while under load.
+"""7. The API server under sustained load, and faults while under load.
 
 A real ``airflow api-server`` (uvicorn, ``--workers 2``; the plugin's root middleware and stall
 monitor loaded from the installed entry point) on a throw-away PostgreSQL (SQLite when no
@@ -135,6 +135,11 @@ class ClientRun:
     measuring: float
     stopped: float
     result: dict[str, Any]
+
+    @property
+    def stop_at(self) -> float:
+        """When the clients stopped sending (the last answers came in until ``stopped``)."""
+        return float(self.result["stop_at"])
 
     def window(self, start: float, end: float) -> dict[str, Any]:
         """Requests that started in [start, end): rate, latency percentiles, status classes."""
@@ -328,7 +333,9 @@ def main_block(dep: Deployment, arm: str, concurrency: int, index: int) -> dict[
     load_end = os.getloadavg()[0]
     dep.dogstatsd.settle(cfg.settle, 30)
     after = dep.dogstatsd.snapshot()
-    window = run.window(run.measuring, run.stopped)
+    # Requests sent in the measured window (the last ones are answered after it: their time counts
+    # in CPU and latency, not in the window's length).
+    window = run.window(run.measuring, run.stop_at)
     rss0, cpu0 = samples["start"]
     rss1, cpu1 = end
     block: dict[str, Any] = {
@@ -397,7 +404,7 @@ class Fault:
 def fault_block(dep: Deployment, fault: Fault) -> dict[str, Any]:
     cfg = dep.cfg
     server = dep.servers[fault.server]
-    log_before = len(server.log_text())
+    log_before = server.log_size()
     before = dep.dogstatsd.snapshot()
     times: dict[str, float] = {}
 
@@ -421,7 +428,7 @@ def fault_block(dep: Deployment, fault: Fault) -> dict[str, Any]:
     phases = {
         "before": run.window(run.measuring, times["fault"]),
         "during": run.window(times["fault"], times["recover"]),
-        "after": run.window(times["recover"], run.stopped),
+        "after": run.window(times["recover"], run.stop_at),
     }
     client_counts = run.counts()
     out: dict[str, Any] = {
@@ -458,7 +465,7 @@ def fault_block(dep: Deployment, fault: Fault) -> dict[str, Any]:
         out["counts_compared"] = "latest cumulative values received over OTLP, all blocks of this server"
     if server_counts is not None:
         out.update(_compare(client_counts, server_counts))
-    text = server.log_text()[log_before:]
+    text = server.log_since(log_before)
     out["log_lines"] = problem_lines(text)
     out["problems"] = dict(problem_kinds(out["log_lines"]))
     out["died_lines"] = text.count("died")
@@ -527,14 +534,16 @@ def kill_a_worker(server: ApiServer, record: dict[str, Any]) -> Callable[[], Non
 
     def apply() -> None:
         pids = sorted(server.worker_pids())
-        started = server.log_count("Application startup complete")
+        offset = server.log_size()
         victim = pids[-1]
         os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
         record.update({"killed_pid": victim, "workers_before": pids})
 
         def watch() -> None:
-            if wait_until(lambda: server.log_count("Application startup complete") > started, 120, 0.1):
+            # uvicorn's supervisor notices the dead worker and starts a new one, which logs this
+            # once its app has started (only the log since the kill is read, every 0.2 s).
+            if wait_until(lambda: "Application startup complete" in server.log_since(offset), 120, 0.2):
                 record["replaced_after_s"] = time.monotonic() - killed_at
 
         threading.Thread(target=watch, daemon=True).start()
@@ -697,6 +706,10 @@ def run(quick: bool) -> dict[str, Any]:
         dep.close()
     result["stages"] = stages.times
     result["duration_s"] = time.monotonic() - started
+    # The raw figures and the servers' logs stay next to each other, for a second look.
+    saved = dep.home.root / "load-result.json"
+    saved.write_text(json.dumps(result, default=str, indent=1), encoding="utf-8")
+    log(f"  load: figures in {saved}, server logs in {dep.home.root}")
     return result
 
 
@@ -748,7 +761,7 @@ def _growth(b: dict[str, Any]) -> float:
 def render_section(
     result: dict[str, Any], middleware_ns: float | None = None
 ) -> tuple[str, list[list[str]], list[str]]:
-    """The page's section 6, its verdict rows and its "why" notes.
+    """The page's section 7, its verdict rows and its "why" notes.
 
     ``middleware_ns``: the middleware's added time per state store request from section 4, if run.
     """
@@ -761,14 +774,14 @@ def render_section(
     for c, s in sums.items():
         verdicts.append(
             [
-                f"6. load, {c} clients: throughput plugin on / off ≥ {TARGET_THROUGHPUT}",
+                f"7. load, {c} clients: throughput plugin on / off ≥ {TARGET_THROUGHPUT}",
                 f"{s['rps_ratio']:.3f} ({s['on_rps']:.1f} / {s['off_rps']:.1f} req/s)",
                 _verdict(s["rps_ratio"] >= TARGET_THROUGHPUT),
             ]
         )
         verdicts.append(
             [
-                f"6. load, {c} clients: p99 latency on / off ≤ {TARGET_P99}",
+                f"7. load, {c} clients: p99 latency on / off ≤ {TARGET_P99}",
                 f"{s['p99_ratio']:.3f} ({s['on_p99_ms']:.0f} / {s['off_p99_ms']:.0f} ms)",
                 _verdict(s["p99_ratio"] <= TARGET_P99),
             ]
@@ -780,7 +793,7 @@ def render_section(
     through_plugin = result.get("plugin_in_tracebacks", 0)
     verdicts.append(
         [
-            "6. load: zero 5xx caused by the plugin",
+            "7. load: zero 5xx caused by the plugin",
             f"5xx on {on_5xx}, off {off_5xx}; server log lines naming store_metrics/ code: {through_plugin}",
             _verdict(on_5xx == 0 and through_plugin == 0),
         ]
@@ -790,7 +803,7 @@ def render_section(
     noise = max(abs(_growth(b)) for b in off_blocks) if off_blocks else 0.0
     verdicts.append(
         [
-            f"6. load: RSS growth over a {cfg['seconds']:g} s block within the noise of off",
+            f"7. load: RSS growth over a {cfg['seconds']:g} s block within the noise of off",
             f"median on {growth_on / MiB:+.1f} MiB, off {growth_off / MiB:+.1f} MiB "
             f"(largest |growth| of an off block {noise / MiB:.1f} MiB)",
             _verdict(growth_on - growth_off <= max(noise, MiB)),
@@ -799,7 +812,7 @@ def render_section(
     exact = [b for b in on_blocks if b["exact"]]
     verdicts.append(
         [
-            "6. load: server totals = client totals per (store, operation, outcome), every block",
+            "7. load: server totals = client totals per (store, operation, outcome), every block",
             f"{len(exact)} of {len(on_blocks)} blocks exact "
             f"({sum(b['counted'] for b in on_blocks):,} requests)",
             _verdict(len(exact) == len(on_blocks)),
@@ -808,7 +821,7 @@ def render_section(
     for f in result["faults"]:
         verdicts.append(
             [
-                f"6. fault, {f['name']}: throughput during ≥ {TARGET_FAULT_THROUGHPUT} of before",
+                f"7. fault, {f['name']}: throughput during ≥ {TARGET_FAULT_THROUGHPUT} of before",
                 f"{f['ratio_during']:.3f} ({f['phases']['during']['rps']:.1f} / "
                 f"{f['phases']['before']['rps']:.1f} req/s)",
                 _verdict(f["ratio_during"] >= TARGET_FAULT_THROUGHPUT),
@@ -817,7 +830,7 @@ def render_section(
     worst = {f["name"]: (_worst_problem(f), _processes(f)) for f in result["faults"]}
     verdicts.append(
         [
-            "6. faults: at most one store-metrics log line per problem (and worker process)",
+            "7. faults: at most one store-metrics log line per problem (and worker process)",
             "; ".join(f"{n}: {k} ({p} worker processes)" for n, (k, p) in worst.items()),
             _verdict(all(k <= p for k, p in worst.values())),
         ]
@@ -828,7 +841,7 @@ def render_section(
         verdicts.append(_delivery_verdict(f))
 
     text = [
-        "## 6. The API server under sustained load, and faults",
+        "## 7. The API server under sustained load, and faults",
         "",
         "A real `airflow api-server` driven over HTTP by a real asynchronous load generator; method and "
         "modules: `benchmarks/load.py`, `load_client.py`, `load_setup.py`, `load_airflow.py`.",
@@ -869,7 +882,7 @@ def _problem_text(f: dict[str, Any]) -> str:
 
 
 def _delivery_verdict(f: dict[str, Any]) -> list[str]:
-    name = f"6. fault, {f['name']}: counts after recovery"
+    name = f"7. fault, {f['name']}: counts after recovery"
     if "UDP" in f["name"]:
         closed = f["phases"]["during"]["requests"]
         measured = (
@@ -1085,6 +1098,12 @@ def _fault_tables(result: dict[str, Any]) -> list[str]:
             )
         said = [line.split("] ", 1)[-1][:300] for line in f["log_lines"] if STALL_REPORT not in line]
         logged = "; ".join(f"`{t}`" for t in said) if said else "nothing about it"
+        if not said and f["server"] == "otel":
+            extra += (
+                " The API server does not say so while it runs: its emitter pushes on its interval "
+                "without an explicit flush, and the OTel backend reports a failed export only on an "
+                "explicit flush (a task's end; in an API server worker, only its shutdown)."
+            )
         notes.append(f"- *{f['name']}*: {f['promise']}. Logged: {logged}.{extra}")
     cfg = result["config"]
     return [
@@ -1194,10 +1213,17 @@ def _fault_finding(result: dict[str, Any], f: dict[str, Any]) -> str:
             f"({_replaced(f)}: a new process importing Airflow on the same 2 cores), and requests in "
             "flight on the killed worker get no answer." + compare
         )
+    spreads = [x for v in summary(result).values() for x in (v["off_rps_spread"], v["on_rps_spread"])]
+    spreads = [x for x in spreads if not math.isnan(x)]
+    spread = f"{max(spreads):.3f}x" if spreads else "not measured (one block per arm)"
+    p99 = " / ".join(f"{ph[p]['p99_ms']:.0f}" for p in ("before", "during", "after"))
     return (
-        head + " The phases are short and this machine's throughput moves by itself (see the off "
-        "spread above); the plugin's work for a receiver that is down runs on the emitter's own thread, "
-        "never on the event loop."
+        head + f" Phases of {result['config']['phase']:g} s; two identical {result['config']['seconds']:g} s "
+        f"blocks of this run differ by up to {spread} in throughput. The plugin's work for a receiver "
+        "that is down runs on its emitter's thread, never on the event loop: the stall monitor's "
+        "reports and the p99 per phase "
+        f"({p99} ms) say "
+        "whether the loop was held."
     )
 
 

@@ -220,6 +220,21 @@ class ApiServer:
     def log_count(self, needle: str) -> int:
         return self.log_text().count(needle)
 
+    def log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def log_since(self, offset: int) -> str:
+        """What the server logged after byte ``offset`` (cheap: the log grows by every request)."""
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(offset)
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_text()[-chars:]
 

@@ -58,7 +58,7 @@ class Page:
     stall_floor: dict[int, float] = field(default_factory=dict)
     #: Pooled stall figures per (operation, value size).
     stall_pooled: dict[tuple[str, int], StallStats] = field(default_factory=dict)
-    #: "Why" notes of the load section (section 6), added after the others.
+    #: "Why" notes of the load section (section 7), added after the others.
     load_findings: list[str] = field(default_factory=list)
 
     def render(self) -> str:
@@ -693,11 +693,11 @@ def server_section(page: Page) -> str:
     return text
 
 
-# -- 6. the API server under load ---------------------------------------------------------------------------
+# -- 7. the API server under load ---------------------------------------------------------------------------
 
 
 def load_section(page: Page) -> str:
-    """Section 6, rendered by benchmarks/load.py (the API server under load, and faults)."""
+    """Section 7, rendered by benchmarks/load.py (the API server under load, and faults)."""
     lo = page.r.get("load")
     if not lo:
         return ""

@@ -1,4 +1,4 @@
-"""Smoke test of the load benchmark (section 6): ``--quick --only load`` runs end to end.
+"""Smoke test of the load benchmark (section 7): ``--quick --only load`` runs end to end.
 
 Real ``airflow api-server`` processes, a real load generator, real receivers, every fault; only
 the durations are short. No timing is asserted (the page judges those, from the full run); what
@@ -43,7 +43,7 @@ def test_quick_load_section_runs_and_its_counts_add_up() -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     out = proc.stdout
     for heading in (
-        "## 6. The API server under sustained load, and faults",
+        "## 7. The API server under sustained load, and faults",
         "### Plugin on vs off",
         "### Exactness under load",
         "### Faults under load",
@@ -62,8 +62,8 @@ def test_quick_load_section_runs_and_its_counts_add_up() -> None:
     for name in FAULTS[:2]:
         assert "twice 0)" in rows[name], rows[name]  # UDP and a killed worker lose, never double
     verdicts = out.split("## Verdicts", 1)[1].split("## Environment", 1)[0]
-    assert verdicts.count("| 6. ") == 17
-    assert "| 6. load: server totals = client totals per (store, operation, outcome), every block |" in out
+    assert verdicts.count("| 7. ") == 17
+    assert "| 7. load: server totals = client totals per (store, operation, outcome), every block |" in out
 
 
 def _row(page: str, name: str) -> str:

@@ -1,21 +1,22 @@
 """An executor with the KubernetesExecutor's process shape, without Kubernetes: one fresh process per task.
 
 ``AIRFLOW__CORE__EXECUTOR=support.pod_executor.ProcessPerTaskExecutor`` (``tests/`` on
-``PYTHONPATH``). For each task it starts exactly the command the KubernetesExecutor puts in a
-pod (``airflow.providers.cncf.kubernetes.pod_generator.workload_to_command_args``)::
+``PYTHONPATH``). For each task it starts the command the KubernetesExecutor puts in a pod
+(``airflow.providers.cncf.kubernetes.pod_generator.workload_to_command_args``), with this
+interpreter as ``python``::
 
     python -m airflow.sdk.execution_time.execute_workload --json-string '<ExecuteTask JSON>'
 
-with the scheduler's environment plus ``AIRFLOW_IS_K8S_EXECUTOR_POD=True`` (as
-the KubernetesExecutor's pod spec sets) plus the variables in the JSON file named by
-``$STORE_METRICS_TEST_POD_ENV``, read at each launch (the pod template's ``env``), and
-reports the task finished when that process exits, as the KubernetesExecutor does when the pod
+Its environment: the scheduler's, plus ``AIRFLOW_IS_K8S_EXECUTOR_POD=True`` (as the
+KubernetesExecutor's pod spec sets), plus the variables in the JSON file named by
+``$STORE_METRICS_TEST_POD_ENV``, read at each launch (the pod template's ``env``). The task is
+reported finished when that process exits, as the KubernetesExecutor reports it when the pod
 ends. Nothing is reused between tasks: no worker, no fork of a warm parent.
 
-Each "pod" appends one JSON line to ``STORE_METRICS_TEST_PODS`` (a file named in the pod's
-environment) when its process has exited:
-the task instance key, the pid, the exit code and when it started and exited
-(``time.time()``), for the test to compare with what the task itself recorded.
+When a "pod" process has exited, one JSON line goes to the file named by
+``STORE_METRICS_TEST_PODS`` in the pod's environment: the task instance key, the pid, the exit
+code and when it started and exited (``time.time()``), for the test to compare with what the
+task itself recorded.
 """
 
 from __future__ import annotations
