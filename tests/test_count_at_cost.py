@@ -314,7 +314,10 @@ the A/A control). A task instance's first request is answered before its query r
 (one lookup by primary key, joined to its DAG run) runs on one of two threads of the store-metrics
 lookup pool, and requests of the same task instance that arrive meanwhile wait for that one query
 (the "misses" above), so a task instance costs one query per API server worker whatever its
-number of calls. Under the CeleryExecutor (tests/test_count_at_celery.py, one API server worker)
+number of calls. The first request's extra time in process is that query's thread sharing the GIL
+with the end of the request (httpx's ASGI transport hands the response over only when the app
+returns); over HTTP, uvicorn has written the response to the socket before the query starts.
+Under the CeleryExecutor (tests/test_count_at_celery.py, one API server worker)
 18 task instances making 156 calls cost exactly 18 queries. The hit rate of a deployment is about
 `1 - 1 / (calls per task instance)` per worker.
 {END}
@@ -362,6 +365,8 @@ def test_the_docs_carry_the_section() -> None:
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--measure":
         _measure_main(Path(sys.argv[2]), sys.argv[3] == "quick")
+    elif len(sys.argv) == 3 and sys.argv[1] == "--write-docs-from":  # a --measure result
+        write_docs(json.loads(Path(sys.argv[2]).read_text()))
     elif sys.argv[1:] == ["--write-docs"]:
         import tempfile
 

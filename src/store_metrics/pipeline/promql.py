@@ -124,16 +124,30 @@ def selector(matchers: dict[str, str]) -> str:
 DASHBOARD_SELECTOR = selector({label: f"${label}" for label in FILTER_LABELS})
 
 
-def dashboard_selector(only: Sequence[tuple[str, str]] = ()) -> str:
-    """The dashboard's filters, plus exact matchers ``label="value"`` that a panel always applies.
+def dashboard_selector(
+    only: Sequence[tuple[str, str]] = (), exclude: Sequence[tuple[str, str]] = ()
+) -> str:
+    """The dashboard's filters, plus exact matchers that a panel always applies.
 
-    A label may appear twice (``run_type=~"$run_type",run_type="asset_watcher"``): a series must
-    match both, so the panel follows the dashboard's filter and keeps to its own value.
+    ``only`` adds ``label="value"``, ``exclude`` adds ``label!="value"``. A label may appear twice
+    (``run_type=~"$run_type",run_type="asset_watcher"``): a series must match both, so the panel
+    follows the dashboard's filter and keeps to (or away from) its own value.
     """
-    if not only:
+    exact = [f'{label}="{value}"' for label, value in only]
+    exact += [f'{label}!="{value}"' for label, value in exclude]
+    if not exact:
         return DASHBOARD_SELECTOR
-    exact = ",".join(f'{label}="{value}"' for label, value in only)
-    return f"{DASHBOARD_SELECTOR[:-1]},{exact}}}"
+    return f"{DASHBOARD_SELECTOR[:-1]},{','.join(exact)}}}"
+
+
+#: Labels that tell replicas of one exporter apart (``store-metrics inventory --serve`` during a
+#: rollout, or two of them by mistake): the footprint rules and panels take the ``max`` across them.
+REPLICA_LABELS: tuple[str, ...] = ("instance", "pod", "job")
+
+
+def one_replica(expr: str) -> str:
+    """``max without (instance, pod, job) (expr)``: the same gauge from several replicas counts once."""
+    return f"max without ({', '.join(REPLICA_LABELS)}) ({expr})"
 
 
 #: The OTTL regular expression (RE2) the collector keeps: every catalogue metric (task side and

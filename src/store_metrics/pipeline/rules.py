@@ -1,11 +1,18 @@
 """``rules.yml`` and ``rules.test.yml``: the task side's Prometheus recording and alerting rules.
 
 Recording rules: per-DAG state store call rates (one series family, labels ``store`` and
-``outcome``), reads per write, found ratio, error ratio and errors by method. Alerting rules: a
-task writing task state it never reads back, a DAG's error ratio above a threshold, errors in
-many DAGs at once. The rules are built from the catalogue; their promtool unit tests are
-hand-written (``templates/rules.test.yml``, worked out by hand) with the catalogue's series names
-filled in for the prefix.
+``outcome``), reads per write, found ratio, error ratio and errors by method; the same calls of
+asset watchers per trigger class and watched asset. Alerting rules: a task writing task state it
+never reads back, a DAG's error ratio above a threshold, errors in many DAGs at once, an asset
+watcher's error ratio above the threshold. The rules are built from the catalogue; their promtool
+unit tests are hand-written (``templates/rules.test.yml``, worked out by hand) with the
+catalogue's series names filled in for the prefix.
+
+**Asset watchers** (``run_type="asset_watcher"``, :mod:`store_metrics.triggers`) belong to no DAG:
+their calls carry ``dag_id="none"``. The per-DAG rules leave them out (otherwise every watcher
+would merge into one DAG called ``none``, and ``StateStoreFailingAcrossDags`` would count it as a
+DAG); the ``operator_task_id:`` rules have them by trigger class (``operator``) and watched asset
+(``task_id``).
 """
 
 from __future__ import annotations
@@ -24,9 +31,15 @@ __all__ = [
     "ERRORS_RATIO",
     "FILENAME",
     "FOUND",
+    "NOT_WATCHERS",
     "READS_PER_WRITE",
     "RECORDED",
     "TESTS_FILENAME",
+    "WATCHERS",
+    "WATCHER_CALLS",
+    "WATCHER_ERRORS_RATIO",
+    "WATCHER_FOUND",
+    "WATCHER_LEVEL",
     "alerting_rules",
     "recording_rules",
     "render",
@@ -43,7 +56,26 @@ READS_PER_WRITE = "dag_id:store_metrics_reads_per_write:ratio_rate5m"
 FOUND = "dag_id:store_metrics_found:ratio_rate5m"
 ERRORS_RATIO = "dag_id:store_metrics_errors:ratio_rate5m"
 ERRORS_BY_OPERATION = "dag_id_operation:store_metrics_errors:rate5m"
-RECORDED = (CALLS, READS_PER_WRITE, FOUND, ERRORS_RATIO, ERRORS_BY_OPERATION)
+#: The asset watchers' calls, by trigger class and watched asset (labels store, outcome).
+WATCHER_CALLS = "operator_task_id:store_metrics_watcher_calls:rate5m"
+WATCHER_FOUND = "operator_task_id:store_metrics_watcher_found:ratio_rate5m"
+WATCHER_ERRORS_RATIO = "operator_task_id:store_metrics_watcher_errors:ratio_rate5m"
+RECORDED = (
+    CALLS,
+    READS_PER_WRITE,
+    FOUND,
+    ERRORS_RATIO,
+    ERRORS_BY_OPERATION,
+    WATCHER_CALLS,
+    WATCHER_FOUND,
+    WATCHER_ERRORS_RATIO,
+)
+
+#: Aggregation level of the watcher rules: the trigger class and the watched asset(s).
+WATCHER_LEVEL: tuple[str, ...] = (catalogue.OPERATOR, catalogue.TASK_ID)
+#: The selector of the asset watchers' calls, and of everything else (the tasks' calls).
+WATCHERS = f'{{{catalogue.RUN_TYPE}="{catalogue.RUN_TYPE_ASSET_WATCHER}"}}'
+NOT_WATCHERS = f'{{{catalogue.RUN_TYPE}!="{catalogue.RUN_TYPE_ASSET_WATCHER}"}}'
 
 #: Alert thresholds (edit here, then re-export).
 ERROR_RATIO_THRESHOLD = 0.05
@@ -51,8 +83,11 @@ DAGS_WITH_ERRORS_THRESHOLD = 3
 
 _HEADER = """\
 # Recording rules: per-DAG state store call rates (one series family, labels store + outcome),
-# reads per write, found ratio, error ratio and errors by method. Alerting rules: a task writing
-# task state it never reads back, a DAG's error ratio above a threshold, errors in many DAGs.
+# reads per write, found ratio, error ratio and errors by method; asset watchers' calls by trigger
+# class and watched asset. Alerting rules: a task writing task state it never reads back, a DAG's
+# error ratio above a threshold, errors in many DAGs, an asset watcher's error ratio.
+# Asset watchers (run_type="asset_watcher", dag_id="none") are left out of the per-DAG rules and
+# have their own (operator_task_id:...): a watcher belongs to an asset, not to a DAG.
 # Unit tests: promtool test rules collector/rules.test.yml
 """
 
@@ -68,12 +103,12 @@ def _outcomes(values: tuple[Outcome, ...]) -> str:
     return f'outcome=~"{"|".join(o.value for o in values)}"'
 
 
-def _calls_rules(prefix: str) -> list[dict[str, Any]]:
-    """Per-DAG calls per second, one series per store and outcome (errors included)."""
+def _calls_rules(prefix: str, record: str, level: tuple[str, ...], sel: str) -> list[dict[str, Any]]:
+    """Calls per second at ``level`` of the series ``sel`` selects, one per store and outcome."""
     return [
         {
-            "record": CALLS,
-            "expr": f"sum {by(DAG_LEVEL)}(rate({name(store, outcome, prefix)}[5m]))",
+            "record": record,
+            "expr": f"sum {by(level)}(rate({name(store, outcome, prefix)}{sel}[5m]))",
             "labels": {"store": store_label(store), "outcome": outcome.value},
         }
         for store in Store
@@ -81,30 +116,37 @@ def _calls_rules(prefix: str) -> list[dict[str, Any]]:
     ]
 
 
-def _ratio_rules() -> list[dict[str, Any]]:
-    """Reads per write, found ratio and error ratio, from the recorded call rates."""
-    level = (*DAG_LEVEL, "store")
+def _ratio_rules(
+    calls_record: str, level: tuple[str, ...], records: dict[str, str]
+) -> list[dict[str, Any]]:
+    """Reads per write, found ratio and error ratio, from the recorded call rates ``calls_record``.
+
+    ``records`` maps ``reads_per_write``, ``found`` and ``errors`` to the names to record (a name
+    left out is not recorded).
+    """
+    grouping = (*level, "store")
 
     def calls(outcomes: tuple[Outcome, ...]) -> str:
-        return f"sum {by(level)}({CALLS}{{{_outcomes(outcomes)}}})"
+        return f"sum {by(grouping)}({calls_record}{{{_outcomes(outcomes)}}})"
 
-    return [
-        # Reads (found + absent) per write, where the DAG wrote in the window.
-        {"record": READS_PER_WRITE, "expr": ratio(calls(READS), calls((Outcome.WRITE,)))},
-        # read_found / (read_found + read_absent), where the DAG read in the window.
-        {"record": FOUND, "expr": ratio(calls((Outcome.READ_FOUND,)), calls(READS))},
+    exprs = {
+        # Reads (found + absent) per write, where the group wrote in the window.
+        "reads_per_write": ratio(calls(READS), calls((Outcome.WRITE,))),
+        # read_found / (read_found + read_absent), where the group read in the window.
+        "found": ratio(calls((Outcome.READ_FOUND,)), calls(READS)),
         # Calls that raised / all calls (completed + raised).
-        {"record": ERRORS_RATIO, "expr": ratio(calls((Outcome.ERROR,)), calls((*COMPLETED, Outcome.ERROR)))},
-    ]
+        "errors": ratio(calls((Outcome.ERROR,)), calls((*COMPLETED, Outcome.ERROR))),
+    }
+    return [{"record": records[key], "expr": expr} for key, expr in exprs.items() if key in records]
 
 
 def _errors_by_operation_rules(prefix: str) -> list[dict[str, Any]]:
-    """Errors per second by the method that raised."""
+    """Errors per second by the method that raised (the tasks' calls)."""
     operation_level = (*DAG_LEVEL, catalogue.OPERATION)
     return [
         {
             "record": ERRORS_BY_OPERATION,
-            "expr": f"sum {by(operation_level)}(rate({name(store, Outcome.ERROR, prefix)}[5m]))",
+            "expr": f"sum {by(operation_level)}(rate({name(store, Outcome.ERROR, prefix)}{NOT_WATCHERS}[5m]))",
             "labels": {"store": store_label(store)},
         }
         for store in Store
@@ -112,7 +154,17 @@ def _errors_by_operation_rules(prefix: str) -> list[dict[str, Any]]:
 
 
 def recording_rules(prefix: str) -> list[dict[str, Any]]:
-    return [*_calls_rules(prefix), *_ratio_rules(), *_errors_by_operation_rules(prefix)]
+    per_dag = {"reads_per_write": READS_PER_WRITE, "found": FOUND, "errors": ERRORS_RATIO}
+    per_watcher = {"found": WATCHER_FOUND, "errors": WATCHER_ERRORS_RATIO}
+    return [
+        # The tasks' calls per DAG: every run type but the asset watchers'.
+        *_calls_rules(prefix, CALLS, DAG_LEVEL, NOT_WATCHERS),
+        *_ratio_rules(CALLS, DAG_LEVEL, per_dag),
+        *_errors_by_operation_rules(prefix),
+        # The asset watchers' calls, by trigger class and watched asset.
+        *_calls_rules(prefix, WATCHER_CALLS, WATCHER_LEVEL, WATCHERS),
+        *_ratio_rules(WATCHER_CALLS, WATCHER_LEVEL, per_watcher),
+    ]
 
 
 def _never_read_alert(prefix: str) -> dict[str, Any]:
@@ -182,8 +234,36 @@ def _failing_across_dags_alert() -> dict[str, Any]:
     }
 
 
+def _watcher_error_rate_alert() -> dict[str, Any]:
+    return {
+        "alert": "StateStoreWatcherErrorRateHigh",
+        "expr": f"{WATCHER_ERRORS_RATIO} > {ERROR_RATIO_THRESHOLD}",
+        "for": "10m",
+        "labels": {"severity": "warning"},
+        "annotations": {
+            "summary": (
+                "Asset watcher {{ $labels.operator }} on {{ $labels.task_id }}: "
+                "{{ $value | humanizePercentage }} of {{ $labels.store }} store calls fail"
+            ),
+            "description": (
+                "More than "
+                f"{ERROR_RATIO_THRESHOLD:.0%}"
+                " of the {{ $labels.store }} state store calls of the asset-watcher trigger "
+                "{{ $labels.operator }} watching {{ $labels.task_id }} raised for 10 minutes, in the "
+                "triggerer: the watcher cannot keep its watermark and may miss or repeat events. The "
+                "dashboard's Triggers row shows which method fails (errors by trigger and operation)."
+            ),
+        },
+    }
+
+
 def alerting_rules(prefix: str) -> list[dict[str, Any]]:
-    return [_never_read_alert(prefix), _error_rate_alert(), _failing_across_dags_alert()]
+    return [
+        _never_read_alert(prefix),
+        _error_rate_alert(),
+        _failing_across_dags_alert(),
+        _watcher_error_rate_alert(),
+    ]
 
 
 def rules_document(prefix: str) -> dict[str, Any]:
