@@ -302,8 +302,10 @@ class DogStatsdReceiver:
         self.lock = threading.Lock()
         self.requests: Counter[tuple[str, str, str]] = Counter()
         self.by_worker: Counter[str] = Counter()
-        #: When each worker's last request counts arrived (time.monotonic()): its last flush.
-        self.last_seen: dict[str, float] = {}
+        #: Per worker, when each of its flushes began to arrive (time.monotonic(); the datagrams of
+        #: one flush arrive together, a flush interval after the previous one).
+        self.flushes: dict[str, list[float]] = {}
+        self._last_line: dict[str, float] = {}
         self.status_classes: Counter[str] = Counter()
         self.long_stalls = 0
         self.stall_max_ms = 0.0
@@ -361,7 +363,7 @@ class DogStatsdReceiver:
             n = int(value)
             self.requests[(tags["store"], tags["operation"], tags["outcome"])] += n
             self.by_worker[tags["worker"]] += n
-            self.last_seen[tags["worker"]] = time.monotonic()
+            self._arrived(tags["worker"])
             self.status_classes[tags["status_class"]] += n
         elif name == STALL_MAX:
             self.stall_max_ms = max(self.stall_max_ms, value)
@@ -380,11 +382,17 @@ class DogStatsdReceiver:
                 "bad": list(self.bad),
             }
 
-    def last_flush_of(self, pid: int) -> float | None:
-        """When the request counts of the worker with this pid last arrived (None: never)."""
+    def _arrived(self, worker: str) -> None:
+        # Caller holds the lock. Lines more than 0.1 s after the worker's previous line: a new flush.
+        now = time.monotonic()
+        if now - self._last_line.get(worker, -1e9) > 0.1:
+            self.flushes.setdefault(worker, []).append(now)
+        self._last_line[worker] = now
+
+    def flushes_of(self, pid: int) -> list[float]:
+        """When each flush of the worker with this pid began to arrive, oldest first."""
         with self.lock:
-            times = [t for worker, t in self.last_seen.items() if worker.endswith(f"-{pid}")]
-        return max(times) if times else None
+            return sorted(t for worker, ts in self.flushes.items() if worker.endswith(f"-{pid}") for t in ts)
 
     def reset_stall_max(self) -> None:
         with self.lock:

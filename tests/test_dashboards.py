@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from store_metrics import catalogue
-from store_metrics.pipeline.grafana.dashboard import trigger_specs
-from store_metrics.pipeline.grafana.rows import TRIGGERS_ROW_TITLE
+from store_metrics.pipeline.grafana.dashboard import footprint_specs, specs, trigger_specs
+from store_metrics.pipeline.grafana.footprint_row import FOOTPRINT_ROW_TITLE
+from store_metrics.pipeline.grafana.rows import NO_WATCHERS_NOTE, TRIGGERS_ROW_TITLE
 from store_metrics.pipeline.grafana.server_row import SERVER_ROW_TITLE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,11 +37,13 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 
 
 def dashboard() -> dict[str, Any]:
-    return json.loads(JSON_PATH.read_text())
+    data: dict[str, Any] = json.loads(JSON_PATH.read_text())
+    return data
 
 
 def panels() -> list[dict[str, Any]]:
-    return dashboard()["panels"]
+    found: list[dict[str, Any]] = dashboard()["panels"]
+    return found
 
 
 def targets() -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -289,7 +292,7 @@ def test_the_triggers_row_is_collapsed_just_above_the_server_row() -> None:
     row = triggers_row()
     top = panels()
     assert top[-2] == row and top[-1]["title"] == SERVER_ROW_TITLE  # the API server row stays last
-    assert row["collapsed"] is True and len(row["panels"]) == 3
+    assert row["collapsed"] is True and len(row["panels"]) == 5
     ids = [p["id"] for p in top] + [p["id"] for r in top[-2:] for p in r["panels"]]
     assert len(ids) == len(set(ids))
     cells: set[tuple[int, int]] = set()
@@ -316,6 +319,11 @@ def test_triggers_queries_keep_every_filter_and_only_watcher_calls() -> None:
                 assert selector.endswith(',run_type="asset_watcher"'), selector
             assert set(NAME.findall(target["expr"])) <= known
             assert ("$__range" in target["expr"]) == target["instant"] == (panel["type"] == "bargauge")
+    titles = {p["title"] for p in triggers_row()["panels"]}
+    assert {
+        "Asset watcher found ratio by trigger and asset",
+        "Asset watcher errors per second by trigger and method",
+    } <= titles
 
 
 #: Two watchers and, with the same trigger class and store, a task's calls that must not count.
@@ -418,3 +426,278 @@ def test_triggers_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) -
         timeout=60,
     )
     assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+@pytest.mark.prometheus
+def test_new_triggers_panels_evaluate_to_the_hand_computed_values(tmp_path: Path) -> None:
+    """The watermark found ratio by trigger and asset, and errors by trigger and method."""
+    watcher = 'run_type="asset_watcher",dag_id="none"'
+    inputs = [
+        # S3KeyTrigger on s3_bucket: 6 found and 2 absent reads a minute -> 0.75; 3 get() errors a minute.
+        (
+            f'airflow_asset_state_store_read_found_total{{task_id="s3_bucket",operator="S3KeyTrigger",{watcher}}}',
+            "0+6x20",
+        ),
+        (
+            f'airflow_asset_state_store_read_absent_total{{task_id="s3_bucket",operator="S3KeyTrigger",{watcher}}}',
+            "0+2x20",
+        ),
+        (
+            f'airflow_asset_state_store_error_total{{task_id="s3_bucket",operator="S3KeyTrigger",{watcher},'
+            'operation="get"}',
+            "0+3x20",
+        ),
+        # SqsTrigger on orders never finds its watermark -> 0.
+        (
+            f'airflow_asset_state_store_read_absent_total{{task_id="orders",operator="SqsTrigger",{watcher}}}',
+            "0+30x20",
+        ),
+        # A task with the same operator class: not a watcher, counted nowhere in this row.
+        (
+            'airflow_asset_state_store_read_found_total{dag_id="d",task_id="t",run_type="scheduled",operator="S3KeyTrigger"}',
+            "0+60x20",
+        ),
+        (
+            'airflow_asset_state_store_error_total{dag_id="d",task_id="t",run_type="scheduled",operator="S3KeyTrigger",'
+            'operation="set"}',
+            "0+60x20",
+        ),
+    ]
+    found, errors = (
+        "Asset watcher found ratio by trigger and asset",
+        "Asset watcher errors per second by trigger and method",
+    )
+    expected: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
+        (
+            found,
+            "A",
+            {},
+            {
+                '{operator="S3KeyTrigger",task_id="s3_bucket"}': 0.75,
+                '{operator="SqsTrigger",task_id="orders"}': 0,
+            },
+        ),
+        (found, "A", {"task_id": "orders"}, {'{operator="SqsTrigger",task_id="orders"}': 0}),
+        (errors, "A", {}, {'{operator="S3KeyTrigger",operation="get"}': 0.05}),
+        (errors, "A", {"run_type": "scheduled"}, {}),
+    ]
+    committed = {(p["title"], t["refId"]): t["expr"] for p in triggers_row()["panels"] for t in p["targets"]}
+    run_promtool_test(
+        tmp_path, "1m", inputs, [(committed[(title, ref)], v, s) for title, ref, v, s in expected], "10m"
+    )
+
+
+def run_promtool_test(
+    tmp_path: Path,
+    interval: str,
+    inputs: list[tuple[str, str]],
+    cases: list[tuple[str, dict[str, str], dict[str, float]]],
+    eval_time: str,
+) -> None:
+    """``promtool test rules`` of ``cases`` (expression, dashboard variables, expected samples)."""
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
+    doc = {
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": interval,
+                "input_series": [{"series": s, "values": v} for s, v in inputs],
+                "promql_expr_test": [
+                    {
+                        "expr": _interpolate(expr, variables),
+                        "eval_time": eval_time,
+                        "exp_samples": [
+                            {"labels": labels, "value": value} for labels, value in samples.items()
+                        ],
+                    }
+                    for expr, variables, samples in cases
+                ],
+            }
+        ],
+    }
+    (tmp_path / "panels.test.yml").write_text(yaml.safe_dump(doc, width=10_000))
+    tested = subprocess.run(
+        [promtool, "test", "rules", "panels.test.yml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+# -- asset watchers in the DAG panels ----------------------------------------------------------------
+
+
+def test_per_dag_panels_leave_asset_watchers_out_and_say_so() -> None:
+    """A watcher belongs to no DAG: every query grouped by dag_id drops run_type="asset_watcher"."""
+    by_dag = {(title, ref) for title, ref, target in specs() if "dag_id" in getattr(target.spec, "by", ())}
+    assert len({title for title, _ in by_dag}) >= 8
+    for panel, target in targets():
+        excludes = 'run_type!="asset_watcher"' in target["expr"]
+        selectors = re.findall(r"\{([^}]*)\}", target["expr"])
+        if (panel["title"], target["refId"]) in by_dag:
+            assert all(s.endswith(',run_type!="asset_watcher"') for s in selectors), (
+                panel["title"],
+                target["expr"],
+            )
+            assert NO_WATCHERS_NOTE in panel["description"], panel["title"]
+        else:
+            assert not excludes, panel["title"]
+    # Panels not grouped by DAG count the watchers with the rest, and never say they are left out.
+    for panel in panels():
+        if panel["type"] != "row" and not any(
+            (panel["title"], t["refId"]) in by_dag for t in panel["targets"]
+        ):
+            assert NO_WATCHERS_NOTE not in panel["description"], panel["title"]
+
+
+# -- the Footprint row: store-metrics inventory's gauges ---------------------------------------------
+
+
+def footprint_row() -> dict[str, Any]:
+    rows = [p for p in panels() if p["type"] == "row" and p["title"] == FOOTPRINT_ROW_TITLE]
+    assert len(rows) == 1
+    return rows[0]
+
+
+FOOTPRINT_GAUGES = {m.prometheus_name() for m in catalogue.INVENTORY_METRICS}
+TASK_FOOTPRINT = {m.prometheus_name() for m in catalogue.FOOTPRINT_METRICS if m.tags == ("dag_id", "task_id")}
+GAUGE_NAME = re.compile(r"\b(airflow_[a-z0-9_]+)\b")
+
+
+def test_the_footprint_row_is_collapsed_above_the_triggers_row() -> None:
+    top = panels()
+    row = footprint_row()
+    assert top[-3] == row and top[-2]["title"] == TRIGGERS_ROW_TITLE
+    assert row["collapsed"] is True and len(row["panels"]) >= 10
+    titles = {p["title"] for p in row["panels"]}
+    for wanted in (
+        "Task store bytes by DAG (top 10)",
+        "Task store entries by DAG (top 10)",
+        "Asset store bytes by asset (top 10)",
+        "Asset store entries by asset (top 10)",
+        "Top growers by bytes (last 24 h)",
+        "Top growers by entries (last 24 h)",
+        "Expired entries not cleaned up, by DAG",
+        "Task store footprint by DAG and task",
+        "Inventory up, by store",
+        "Footprint age, by store",
+        "Inventory query duration, by store",
+    ):
+        assert wanted in titles, wanted
+    ids = [p["id"] for p in top] + [p["id"] for r in top[-3:] for p in r["panels"]]
+    assert len(ids) == len(set(ids))
+    cells: set[tuple[int, int]] = set()
+    for panel in row["panels"]:
+        g = panel["gridPos"]
+        assert g["y"] > row["gridPos"]["y"] and g["x"] + g["w"] <= 24
+        area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
+        assert not area & cells
+        cells |= area
+        assert panel["type"] in PANEL_TYPES and panel["datasource"] == DS and panel["description"]
+
+
+def test_footprint_queries_take_one_replica_and_only_the_dag_and_task_filters() -> None:
+    used: set[str] = set()
+    for panel in footprint_row()["panels"]:
+        assert panel["targets"]
+        for target in panel["targets"]:
+            expr = target["expr"]
+            names = set(GAUGE_NAME.findall(expr))
+            assert names and names <= FOOTPRINT_GAUGES, (panel["title"], expr)
+            used |= names
+            for name in names:
+                if name in TASK_FOOTPRINT:  # the DAG and task filters, nothing else
+                    assert f'{name}{{dag_id=~"$dag_id",task_id=~"$task_id"}}' in expr, expr
+                else:
+                    assert f"{name}{{" not in expr, expr
+                if name.endswith(("_entries", "_bytes", "_age_seconds")) and "inventory" not in name:
+                    assert f"max without (instance, pod, job) ({name}" in expr, expr
+            for variable in ("$run_type", "$operator", "$team_name"):
+                assert variable not in expr
+            assert target["instant"] == (panel["type"] in {"bargauge", "table"}), panel["title"]
+    assert used == FOOTPRINT_GAUGES - {
+        m.prometheus_name()
+        for m in catalogue.FOOTPRINT_METRICS
+        if m.tags == ("asset",) and m.name.split(".")[-1] not in ("entries", "bytes")
+    }
+
+
+#: Two inventory replicas (b lags on report.publish), five minutes apart for 25 hours; etl.extract's
+#: values grow by 100 bytes every 5 minutes, asset orders' by 10.
+_R = [
+    'instance="10.0.0.1:9490",pod="inv-a",job="store-metrics-inventory"',
+    'instance="10.0.0.2:9490",pod="inv-b",job="store-metrics-inventory"',
+]
+
+
+def _both(series: str, values: str, lagging: str | None = None) -> list[tuple[str, str]]:
+    return [(f"{series[:-1]},{_R[0]}}}", values), (f"{series[:-1]},{_R[1]}}}", lagging or values)]
+
+
+FOOTPRINT_INPUT = [
+    *_both('airflow_task_state_store_footprint_bytes{dag_id="etl",task_id="extract"}', "1000+100x300"),
+    *_both('airflow_task_state_store_footprint_bytes{dag_id="etl",task_id="other"}', "500x300"),
+    *_both(
+        'airflow_task_state_store_footprint_bytes{dag_id="report",task_id="publish"}', "2000x300", "1900x300"
+    ),
+    *_both('airflow_task_state_store_footprint_bytes{dag_id="other",task_id="other"}', "7000x300"),
+    *_both('airflow_task_state_store_footprint_expired_entries{dag_id="etl",task_id="extract"}', "0x300"),
+    *_both('airflow_task_state_store_footprint_expired_entries{dag_id="other",task_id="other"}', "3x300"),
+    *_both('airflow_asset_state_store_footprint_bytes{asset="orders"}', "100+10x300"),
+    *_both('airflow_asset_state_store_footprint_bytes{asset="other"}', "50x300"),
+    *_both('airflow_state_store_inventory_up{store="task"}', "1x300", "0x300"),
+    *_both('airflow_state_store_inventory_footprint_age_seconds{store="task"}', "30x300", "2000x300"),
+    *_both('airflow_state_store_inventory_query_duration_milliseconds{store="task"}', "5x300", "7x300"),
+]
+#: (panel title, refId, variables) -> samples at 25h, by hand: each replica's series counted once.
+FOOTPRINT_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
+    # etl 1000 + 300 * 100 + 500 = 31500; report max(2000, 1900); other 7000 (not 63000, 4000, 14000).
+    (
+        "Task store bytes by DAG (top 10)",
+        "A",
+        {},
+        {'{dag_id="etl"}': 31500, '{dag_id="report"}': 2000, '{dag_id="other"}': 7000},
+    ),
+    ("Task store bytes by DAG (top 10)", "A", {"dag_id": "etl"}, {'{dag_id="etl"}': 31500}),
+    ("Asset store bytes by asset (top 10)", "A", {}, {'{asset="orders"}': 3100, '{asset="other"}': 50}),
+    # Growth over the last day: 288 steps of 5 minutes, 100 bytes each for etl, 10 for orders.
+    (
+        "Top growers by bytes (last 24 h)",
+        "A",
+        {},
+        {'{dag_id="etl"}': 28800, '{dag_id="report"}': 0, '{dag_id="other"}': 0},
+    ),
+    ("Top growers by bytes (last 24 h)", "B", {}, {'{asset="orders"}': 2880, '{asset="other"}': 0}),
+    # DAGs with no expired entry are not shown.
+    ("Expired entries not cleaned up, by DAG", "A", {}, {'{dag_id="other"}': 3}),
+    (
+        "Task store footprint by DAG and task",
+        "B",
+        {},
+        {
+            '{dag_id="etl",task_id="extract"}': 31000,
+            '{dag_id="etl",task_id="other"}': 500,
+            '{dag_id="report",task_id="publish"}': 2000,
+            '{dag_id="other",task_id="other"}': 7000,
+        },
+    ),
+    # Health: one replica reading is up; the freshest footprint; the slowest query.
+    ("Inventory up, by store", "A", {}, {'{store="task"}': 1}),
+    ("Footprint age, by store", "A", {}, {'{store="task"}': 30}),
+    ("Inventory query duration, by store", "A", {}, {'{store="task"}': 7}),
+]
+
+
+@pytest.mark.prometheus
+def test_footprint_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) -> None:
+    committed = {(p["title"], t["refId"]): t["expr"] for p in footprint_row()["panels"] for t in p["targets"]}
+    assert set(committed) == {(title, ref) for title, ref, _ in footprint_specs()}
+    cases = [
+        (committed[(title, ref)], variables, samples) for title, ref, variables, samples in FOOTPRINT_EXPECTED
+    ]
+    run_promtool_test(tmp_path, "5m", FOOTPRINT_INPUT, cases, "25h")

@@ -2,9 +2,12 @@
 
 * ``collector/``, ``dashboards/``, ``helm/`` and ``datadog/`` hold, byte for byte, what ``export``
   writes for the default prefix, and nothing else it would not write;
-* for another prefix (``myco.airflow``) the rules pass ``promtool check rules`` and their unit
-  tests pass ``promtool test rules``, the Prometheus config passes ``promtool check config``, and
-  every query of the rules and the dashboard names only ``myco_airflow_`` series;
+* for another prefix (``myco.airflow``) the rules (task side, API server, asset watchers,
+  footprint) pass
+  ``promtool check rules`` and their unit tests pass ``promtool test rules``, the Prometheus config
+  passes ``promtool check config``, every query of the rules and the dashboard names only
+  ``myco_airflow_`` series, and the statsd_exporter mappings (the inventory's too) map
+  ``myco.airflow.`` names to them;
 * the YAML writer (the package does not depend on PyYAML) writes what PyYAML writes;
 * ``export`` loads no optional library, and (slow) works from a wheel installed alone in a fresh
   venv, outside the repository.
@@ -27,7 +30,16 @@ import pytest
 import yaml
 
 from store_metrics import catalogue
-from store_metrics.pipeline import export, helm, rules, server_rules, statsd_mapping, yaml_text
+from store_metrics.pipeline import (
+    export,
+    footprint_rules,
+    helm,
+    rules,
+    server_rules,
+    statsd_mapping,
+    watcher_rules,
+    yaml_text,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "myco.airflow"
@@ -103,7 +115,11 @@ def test_check_reports_a_stale_file_and_a_bad_prefix(tmp_path: Path) -> None:
 def test_empty_prefix_is_allowed(tmp_path: Path) -> None:
     assert run_export(tmp_path / "out", "--prefix", "").returncode == 0
     text = (tmp_path / "out" / "collector" / "rules.yml").read_text()
-    assert "(rate(task_state_store_write_total[5m]))" in text
+    assert '(rate(task_state_store_write_total{run_type!="asset_watcher"}[5m]))' in text
+    watchers = (tmp_path / "out" / "collector" / watcher_rules.FILENAME).read_text()
+    assert '(rate(task_state_store_write_total{run_type="asset_watcher"}[5m]))' in watchers
+    footprint = (tmp_path / "out" / "collector" / footprint_rules.FILENAME).read_text()
+    assert "(max without (instance, pod, job) (task_state_store_footprint_entries))" in footprint
 
 
 # -- another prefix -----------------------------------------------------------------------------------
@@ -119,7 +135,12 @@ def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.prometheus
 @pytest.mark.parametrize(
     ("rules_file", "tests_file"),
-    [(rules.FILENAME, rules.TESTS_FILENAME), (server_rules.FILENAME, server_rules.TESTS_FILENAME)],
+    [
+        (rules.FILENAME, rules.TESTS_FILENAME),
+        (server_rules.FILENAME, server_rules.TESTS_FILENAME),
+        (watcher_rules.FILENAME, watcher_rules.TESTS_FILENAME),
+        (footprint_rules.FILENAME, footprint_rules.TESTS_FILENAME),
+    ],
 )
 def test_custom_prefix_rules_pass_promtool(custom: Path, rules_file: str, tests_file: str) -> None:
     collector = custom / "collector"
@@ -136,7 +157,9 @@ def test_custom_prefix_rules_pass_promtool(custom: Path, rules_file: str, tests_
 def test_custom_prefix_prometheus_config_passes_promtool(custom: Path) -> None:
     checked = promtool("check", "config", "prometheus.yml", cwd=custom / "collector")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 2 rule files found" in checked.stdout
+    assert "SUCCESS: 4 rule files found" in checked.stdout
+    for name in (rules.FILENAME, server_rules.FILENAME, watcher_rules.FILENAME, footprint_rules.FILENAME):
+        assert f"Checking {name}" in checked.stdout
 
 
 KEYWORDS = {"and", "or", "unless", "offset", "bool", "by", "without", "on", "ignoring", "group_left"}
@@ -162,7 +185,7 @@ def series_in(expr: str) -> set[str]:
 
 def dashboard_exprs(doc: dict[str, Any]) -> list[str]:
     """Every PromQL expression of a dashboard: panel targets (also in collapsed rows), variables."""
-    exprs = []
+    exprs: list[str] = []
 
     def walk(panels: list[dict[str, Any]]) -> None:
         for panel in panels:
@@ -211,9 +234,16 @@ def test_custom_prefix_dashboard_queries_only_prefixed_series(custom: Path) -> N
     assert {m.prometheus_name(PREFIX) for m in catalogue.STATE_STORE_METRICS} <= used
 
 
-@pytest.mark.parametrize("rules_file", [rules.FILENAME, server_rules.FILENAME])
+@pytest.mark.parametrize(
+    "rules_file", [rules.FILENAME, server_rules.FILENAME, watcher_rules.FILENAME, footprint_rules.FILENAME]
+)
 def test_custom_prefix_rules_query_only_prefixed_and_recorded_series(custom: Path, rules_file: str) -> None:
-    recorded = set(rules.RECORDED) | set(server_rules.API_RECORDED)
+    recorded = (
+        set(rules.RECORDED)
+        | set(server_rules.API_RECORDED)
+        | set(watcher_rules.RECORDED)
+        | set(footprint_rules.RECORDED)
+    )
     for expr in rule_exprs(custom / "collector" / rules_file):
         for name in series_in(expr):
             assert name.startswith(SERIES_PREFIX) or name in recorded, (name, expr)
@@ -223,10 +253,19 @@ def test_custom_prefix_rules_query_only_prefixed_and_recorded_series(custom: Pat
 
 def test_custom_prefix_statsd_mappings_and_rule_tests_use_the_prefix(custom: Path) -> None:
     collector = custom / "collector"
-    for name in (statsd_mapping.FILENAME, statsd_mapping.SERVER_FILENAME):
+    for name in (statsd_mapping.FILENAME, statsd_mapping.SERVER_FILENAME, statsd_mapping.INVENTORY_FILENAME):
         for entry in yaml.safe_load((collector / name).read_text())["mappings"]:
             assert entry["match"].startswith(f"{PREFIX}.") and entry["name"].startswith(SERIES_PREFIX)
-    for name in (rules.TESTS_FILENAME, server_rules.TESTS_FILENAME):
+    inventory = yaml.safe_load((collector / statsd_mapping.INVENTORY_FILENAME).read_text())["mappings"]
+    assert {(m["match"], m["name"]) for m in inventory} == {
+        (m.full_name(PREFIX), m.prometheus_name(PREFIX)) for m in catalogue.INVENTORY_METRICS
+    }
+    for name in (
+        rules.TESTS_FILENAME,
+        server_rules.TESTS_FILENAME,
+        watcher_rules.TESTS_FILENAME,
+        footprint_rules.TESTS_FILENAME,
+    ):
         doc = yaml.safe_load((collector / name).read_text())
         for group in doc["tests"]:
             for series in group["input_series"]:
@@ -257,8 +296,11 @@ def test_yaml_writer_writes_the_generated_documents_as_pyyaml_does(prefix: str) 
     for document in (
         rules.rules_document(prefix),
         server_rules.rules_document(prefix),
+        watcher_rules.rules_document(prefix),
+        footprint_rules.rules_document(prefix),
         statsd_mapping.mapping_document(prefix),
         statsd_mapping.server_mapping_document(prefix),
+        statsd_mapping.inventory_mapping_document(prefix),
         helm.values_document(prefix),
         helm.dev_values_document(prefix),
     ):

@@ -7,8 +7,11 @@ paths, and tests/test_export.py checks they are byte for byte what this writes):
     collector/prometheus.yml                               Prometheus scrape jobs + rule files
     collector/rules.yml, rules.test.yml                    task-side rules + promtool tests
     collector/server-rules.yml, server-rules.test.yml      API server rules + promtool tests
+    collector/watcher-rules.yml, watcher-rules.test.yml    asset watchers' rules + promtool tests
+    collector/footprint-rules.yml, footprint-rules.test.yml  state store footprint rules + tests
     collector/statsd-mapping.yml                           statsd_exporter, task side
     collector/statsd-mapping-server.yml                    statsd_exporter, API server side
+    collector/statsd-mapping-inventory.yml                 statsd_exporter, the inventory's gauges
     dashboards/store-metrics.json                          Grafana dashboard
     dashboards/provisioning/datasources/store-metrics.yml  Grafana data source
     dashboards/provisioning/dashboards/store-metrics.yml   Grafana dashboard provider
@@ -33,7 +36,16 @@ from pathlib import Path, PurePosixPath
 from store_metrics import catalogue
 from store_metrics.wire import is_valid_prefix
 
-from . import helm, otel_collector, prometheus_config, rules, server_rules, statsd_mapping
+from . import (
+    footprint_rules,
+    helm,
+    otel_collector,
+    prometheus_config,
+    rules,
+    server_rules,
+    statsd_mapping,
+    watcher_rules,
+)
 from .datadog import dashboard as datadog_dashboard
 from .datadog import monitors as datadog_monitors
 from .grafana import dashboard, provisioning
@@ -74,8 +86,13 @@ FILES: dict[PurePosixPath, Callable[[str], str]] = {
     COLLECTOR / rules.TESTS_FILENAME: rules.render_tests,
     COLLECTOR / server_rules.FILENAME: server_rules.render,
     COLLECTOR / server_rules.TESTS_FILENAME: server_rules.render_tests,
+    COLLECTOR / watcher_rules.FILENAME: watcher_rules.render,
+    COLLECTOR / watcher_rules.TESTS_FILENAME: watcher_rules.render_tests,
+    COLLECTOR / footprint_rules.FILENAME: footprint_rules.render,
+    COLLECTOR / footprint_rules.TESTS_FILENAME: footprint_rules.render_tests,
     COLLECTOR / statsd_mapping.FILENAME: statsd_mapping.render,
     COLLECTOR / statsd_mapping.SERVER_FILENAME: statsd_mapping.render_server,
+    COLLECTOR / statsd_mapping.INVENTORY_FILENAME: statsd_mapping.render_inventory,
     DASHBOARDS / dashboard.FILENAME: dashboard.render,
     _PROVISIONING / "datasources" / "store-metrics.yml": provisioning.render_datasource,
     _PROVISIONING / "dashboards" / "store-metrics.yml": provisioning.render_dashboard_provider,

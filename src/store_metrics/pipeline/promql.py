@@ -1,8 +1,9 @@
 """PromQL building blocks derived from the metric catalogue.
 
-Used by :mod:`.rules` (recording and alerting rules), :mod:`.otel_collector` (the collector's
-metric filter) and :mod:`.grafana` (the dashboard). Every metric name in a generated query comes
-from :data:`store_metrics.catalogue.STATE_STORE_METRICS` through :func:`name`; nothing here
+Used by :mod:`.rules` and :mod:`.footprint_rules` (recording and alerting rules),
+:mod:`.otel_collector` (the collector's metric filter) and :mod:`.grafana` (the dashboard). Every
+metric name in a generated query comes from the catalogue (:func:`name` for the state store
+counters, :meth:`~store_metrics.catalogue.Metric.prometheus_name` for the rest); nothing here
 spells a metric name by hand.
 
 Two facts of Prometheus 2.x shape the helpers:
@@ -124,9 +125,7 @@ def selector(matchers: dict[str, str]) -> str:
 DASHBOARD_SELECTOR = selector({label: f"${label}" for label in FILTER_LABELS})
 
 
-def dashboard_selector(
-    only: Sequence[tuple[str, str]] = (), exclude: Sequence[tuple[str, str]] = ()
-) -> str:
+def dashboard_selector(only: Sequence[tuple[str, str]] = (), exclude: Sequence[tuple[str, str]] = ()) -> str:
     """The dashboard's filters, plus exact matchers that a panel always applies.
 
     ``only`` adds ``label="value"``, ``exclude`` adds ``label!="value"``. A label may appear twice
@@ -150,8 +149,8 @@ def one_replica(expr: str) -> str:
     return f"max without ({', '.join(REPLICA_LABELS)}) ({expr})"
 
 
-#: The OTTL regular expression (RE2) the collector keeps: every catalogue metric (task side and
-#: API server side), any prefix.
+#: The OTTL regular expression (RE2) the collector keeps: every catalogue metric (task side, API
+#: server side and the inventory's gauges), any prefix.
 def collector_name_regex() -> str:
     stems = "|".join(re.escape(m.name) for m in catalogue.ALL_METRICS)
     return f"^([A-Za-z][A-Za-z0-9_]*\\.)*({stems})$"

@@ -1,18 +1,17 @@
 """``rules.yml`` and ``rules.test.yml``: the task side's Prometheus recording and alerting rules.
 
 Recording rules: per-DAG state store call rates (one series family, labels ``store`` and
-``outcome``), reads per write, found ratio, error ratio and errors by method; the same calls of
-asset watchers per trigger class and watched asset. Alerting rules: a task writing task state it
-never reads back, a DAG's error ratio above a threshold, errors in many DAGs at once, an asset
-watcher's error ratio above the threshold. The rules are built from the catalogue; their promtool
-unit tests are hand-written (``templates/rules.test.yml``, worked out by hand) with the
-catalogue's series names filled in for the prefix.
+``outcome``), reads per write, found ratio, error ratio and errors by method. Alerting rules: a
+task writing task state it never reads back, a DAG's error ratio above a threshold, errors in
+many DAGs at once. The rules are built from the catalogue; their promtool unit tests are
+hand-written (``templates/rules.test.yml``, worked out by hand) with the catalogue's series names
+filled in for the prefix.
 
 **Asset watchers** (``run_type="asset_watcher"``, :mod:`store_metrics.triggers`) belong to no DAG:
 their calls carry ``dag_id="none"``. The per-DAG rules leave them out (otherwise every watcher
 would merge into one DAG called ``none``, and ``StateStoreFailingAcrossDags`` would count it as a
-DAG); the ``operator_task_id:`` rules have them by trigger class (``operator``) and watched asset
-(``task_id``).
+DAG); :mod:`.watcher_rules` has them by trigger class (``operator``) and watched asset
+(``task_id``), with the helpers of this module.
 """
 
 from __future__ import annotations
@@ -36,11 +35,9 @@ __all__ = [
     "RECORDED",
     "TESTS_FILENAME",
     "WATCHERS",
-    "WATCHER_CALLS",
-    "WATCHER_ERRORS_RATIO",
-    "WATCHER_FOUND",
-    "WATCHER_LEVEL",
     "alerting_rules",
+    "calls_rules",
+    "ratio_rules",
     "recording_rules",
     "render",
     "render_tests",
@@ -56,23 +53,8 @@ READS_PER_WRITE = "dag_id:store_metrics_reads_per_write:ratio_rate5m"
 FOUND = "dag_id:store_metrics_found:ratio_rate5m"
 ERRORS_RATIO = "dag_id:store_metrics_errors:ratio_rate5m"
 ERRORS_BY_OPERATION = "dag_id_operation:store_metrics_errors:rate5m"
-#: The asset watchers' calls, by trigger class and watched asset (labels store, outcome).
-WATCHER_CALLS = "operator_task_id:store_metrics_watcher_calls:rate5m"
-WATCHER_FOUND = "operator_task_id:store_metrics_watcher_found:ratio_rate5m"
-WATCHER_ERRORS_RATIO = "operator_task_id:store_metrics_watcher_errors:ratio_rate5m"
-RECORDED = (
-    CALLS,
-    READS_PER_WRITE,
-    FOUND,
-    ERRORS_RATIO,
-    ERRORS_BY_OPERATION,
-    WATCHER_CALLS,
-    WATCHER_FOUND,
-    WATCHER_ERRORS_RATIO,
-)
+RECORDED = (CALLS, READS_PER_WRITE, FOUND, ERRORS_RATIO, ERRORS_BY_OPERATION)
 
-#: Aggregation level of the watcher rules: the trigger class and the watched asset(s).
-WATCHER_LEVEL: tuple[str, ...] = (catalogue.OPERATOR, catalogue.TASK_ID)
 #: The selector of the asset watchers' calls, and of everything else (the tasks' calls).
 WATCHERS = f'{{{catalogue.RUN_TYPE}="{catalogue.RUN_TYPE_ASSET_WATCHER}"}}'
 NOT_WATCHERS = f'{{{catalogue.RUN_TYPE}!="{catalogue.RUN_TYPE_ASSET_WATCHER}"}}'
@@ -83,11 +65,10 @@ DAGS_WITH_ERRORS_THRESHOLD = 3
 
 _HEADER = """\
 # Recording rules: per-DAG state store call rates (one series family, labels store + outcome),
-# reads per write, found ratio, error ratio and errors by method; asset watchers' calls by trigger
-# class and watched asset. Alerting rules: a task writing task state it never reads back, a DAG's
-# error ratio above a threshold, errors in many DAGs, an asset watcher's error ratio.
-# Asset watchers (run_type="asset_watcher", dag_id="none") are left out of the per-DAG rules and
-# have their own (operator_task_id:...): a watcher belongs to an asset, not to a DAG.
+# reads per write, found ratio, error ratio and errors by method. Alerting rules: a task writing
+# task state it never reads back, a DAG's error ratio above a threshold, errors in many DAGs.
+# Asset watchers (run_type="asset_watcher", dag_id="none") are left out: a watcher belongs to an
+# asset, not to a DAG (watcher-rules.yml has them by trigger class and watched asset).
 # Unit tests: promtool test rules collector/rules.test.yml
 """
 
@@ -103,7 +84,7 @@ def _outcomes(values: tuple[Outcome, ...]) -> str:
     return f'outcome=~"{"|".join(o.value for o in values)}"'
 
 
-def _calls_rules(prefix: str, record: str, level: tuple[str, ...], sel: str) -> list[dict[str, Any]]:
+def calls_rules(prefix: str, record: str, level: tuple[str, ...], sel: str) -> list[dict[str, Any]]:
     """Calls per second at ``level`` of the series ``sel`` selects, one per store and outcome."""
     return [
         {
@@ -116,9 +97,7 @@ def _calls_rules(prefix: str, record: str, level: tuple[str, ...], sel: str) -> 
     ]
 
 
-def _ratio_rules(
-    calls_record: str, level: tuple[str, ...], records: dict[str, str]
-) -> list[dict[str, Any]]:
+def ratio_rules(calls_record: str, level: tuple[str, ...], records: dict[str, str]) -> list[dict[str, Any]]:
     """Reads per write, found ratio and error ratio, from the recorded call rates ``calls_record``.
 
     ``records`` maps ``reads_per_write``, ``found`` and ``errors`` to the names to record (a name
@@ -146,7 +125,8 @@ def _errors_by_operation_rules(prefix: str) -> list[dict[str, Any]]:
     return [
         {
             "record": ERRORS_BY_OPERATION,
-            "expr": f"sum {by(operation_level)}(rate({name(store, Outcome.ERROR, prefix)}{NOT_WATCHERS}[5m]))",
+            "expr": f"sum {by(operation_level)}(rate({name(store, Outcome.ERROR, prefix)}{NOT_WATCHERS}"
+            "[5m]))",
             "labels": {"store": store_label(store)},
         }
         for store in Store
@@ -155,15 +135,11 @@ def _errors_by_operation_rules(prefix: str) -> list[dict[str, Any]]:
 
 def recording_rules(prefix: str) -> list[dict[str, Any]]:
     per_dag = {"reads_per_write": READS_PER_WRITE, "found": FOUND, "errors": ERRORS_RATIO}
-    per_watcher = {"found": WATCHER_FOUND, "errors": WATCHER_ERRORS_RATIO}
     return [
         # The tasks' calls per DAG: every run type but the asset watchers'.
-        *_calls_rules(prefix, CALLS, DAG_LEVEL, NOT_WATCHERS),
-        *_ratio_rules(CALLS, DAG_LEVEL, per_dag),
+        *calls_rules(prefix, CALLS, DAG_LEVEL, NOT_WATCHERS),
+        *ratio_rules(CALLS, DAG_LEVEL, per_dag),
         *_errors_by_operation_rules(prefix),
-        # The asset watchers' calls, by trigger class and watched asset.
-        *_calls_rules(prefix, WATCHER_CALLS, WATCHER_LEVEL, WATCHERS),
-        *_ratio_rules(WATCHER_CALLS, WATCHER_LEVEL, per_watcher),
     ]
 
 
@@ -234,36 +210,8 @@ def _failing_across_dags_alert() -> dict[str, Any]:
     }
 
 
-def _watcher_error_rate_alert() -> dict[str, Any]:
-    return {
-        "alert": "StateStoreWatcherErrorRateHigh",
-        "expr": f"{WATCHER_ERRORS_RATIO} > {ERROR_RATIO_THRESHOLD}",
-        "for": "10m",
-        "labels": {"severity": "warning"},
-        "annotations": {
-            "summary": (
-                "Asset watcher {{ $labels.operator }} on {{ $labels.task_id }}: "
-                "{{ $value | humanizePercentage }} of {{ $labels.store }} store calls fail"
-            ),
-            "description": (
-                "More than "
-                f"{ERROR_RATIO_THRESHOLD:.0%}"
-                " of the {{ $labels.store }} state store calls of the asset-watcher trigger "
-                "{{ $labels.operator }} watching {{ $labels.task_id }} raised for 10 minutes, in the "
-                "triggerer: the watcher cannot keep its watermark and may miss or repeat events. The "
-                "dashboard's Triggers row shows which method fails (errors by trigger and operation)."
-            ),
-        },
-    }
-
-
 def alerting_rules(prefix: str) -> list[dict[str, Any]]:
-    return [
-        _never_read_alert(prefix),
-        _error_rate_alert(),
-        _failing_across_dags_alert(),
-        _watcher_error_rate_alert(),
-    ]
+    return [_never_read_alert(prefix), _error_rate_alert(), _failing_across_dags_alert()]
 
 
 def rules_document(prefix: str) -> dict[str, Any]:

@@ -1,8 +1,12 @@
-"""``statsd-mapping.yml`` and ``statsd-mapping-server.yml``: Prometheus statsd_exporter mappings.
+"""``statsd-mapping.yml``, ``statsd-mapping-server.yml``, ``statsd-mapping-inventory.yml``: Prometheus
+statsd_exporter mappings.
 
-Each mapping gives one catalogue metric the series name the OpenTelemetry path produces, so the
-rules and the dashboard work unchanged behind statsd_exporter. The tags become labels by
-themselves (InfluxDB or DogStatsD tags); nothing is matched by wildcard.
+Each mapping gives one catalogue metric the series name the OpenTelemetry path produces
+(:meth:`~store_metrics.catalogue.Metric.prometheus_name`: ``_total``, ``_milliseconds``,
+``_seconds``, ``_bytes``), so the rules and the dashboard work unchanged behind statsd_exporter.
+The tags become labels by themselves (InfluxDB or DogStatsD tags); nothing is matched by wildcard.
+The inventory's file is for ``store-metrics inventory --serve`` with ``inventory_export = backend``
+and a StatsD backend: its gauges then arrive as ``name,dag_id=..:5|g`` lines.
 """
 
 from __future__ import annotations
@@ -15,15 +19,19 @@ from . import templating, yaml_text
 
 __all__ = [
     "FILENAME",
+    "INVENTORY_FILENAME",
     "SERVER_FILENAME",
+    "inventory_mapping_document",
     "mapping_document",
     "render",
+    "render_inventory",
     "render_server",
     "server_mapping_document",
 ]
 
 FILENAME = "statsd-mapping.yml"
 SERVER_FILENAME = "statsd-mapping-server.yml"
+INVENTORY_FILENAME = "statsd-mapping-inventory.yml"
 
 _MATCH_TYPES = {
     catalogue.Kind.COUNTER: "counter",
@@ -66,7 +74,8 @@ def _entry(metric: catalogue.Metric, prefix: str) -> dict[str, Any]:
         entry["observer_type"] = "histogram"
         entry["histogram_options"] = {"buckets": [float(b) for b in metric.buckets]}
     if metric.kind is catalogue.Kind.GAUGE:
-        # A worker that is gone must not show its last stall forever.
+        # A worker (or an inventory) that is gone must not show its last value forever; both send
+        # their gauges again every flush_interval while they run.
         entry["ttl"] = "10m"
     return entry
 
@@ -81,9 +90,33 @@ def server_mapping_document(prefix: str) -> dict[str, Any]:
     return {"mappings": [_entry(metric, prefix) for metric in catalogue.SERVER_METRICS]}
 
 
+def inventory_mapping_document(prefix: str) -> dict[str, Any]:
+    """The gauges of ``store-metrics inventory`` (footprint and the inventory's own health)."""
+    return {"mappings": [_entry(metric, prefix) for metric in catalogue.INVENTORY_METRICS]}
+
+
+_INVENTORY_HEADER = """\
+# Prometheus statsd_exporter mapping for `store-metrics inventory --serve` with
+# `inventory_export = backend` and backend `statsd` or `dogstatsd` (the default, its own scrape
+# endpoint on :9490, needs no mapping). Gives each gauge the series name of the scrape endpoint
+# and of the OpenTelemetry path (`_bytes`, `_seconds`, `_milliseconds` suffixes), which
+# footprint-rules.yml and the dashboard's Footprint row query. `ttl: 10m`: the inventory sends
+# every gauge again every flush_interval, so a gauge stops being served 10 minutes after the
+# inventory stopped (StateStoreInventoryDown then sees no series). Use together with
+# statsd-mapping.yml (append the `mappings` lists).
+"""
+
+
 def render(prefix: str) -> str:
     """``statsd-mapping.yml``."""
     return yaml_text.dump(mapping_document(prefix), templating.generated_header(prefix) + _header(prefix))
+
+
+def render_inventory(prefix: str) -> str:
+    """``statsd-mapping-inventory.yml``."""
+    return yaml_text.dump(
+        inventory_mapping_document(prefix), templating.generated_header(prefix) + _INVENTORY_HEADER
+    )
 
 
 def render_server(prefix: str) -> str:

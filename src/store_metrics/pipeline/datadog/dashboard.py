@@ -45,6 +45,12 @@ _WATCHER_NOTE = (
     f"dag_id:{catalogue.DAG_ID_NONE}, task_id = the watched asset's name and operator = the "
     "trigger's class."
 )
+#: Said by the widgets grouped by DAG (their queries keep to the template variables only).
+_BY_DAG_NOTE = (
+    f" Asset watchers' calls show up as DAG {catalogue.DAG_ID_NONE} (run_type:asset_watcher): "
+    "choose run types in the run_type variable to leave them out; the Triggers group has them by "
+    "trigger and asset."
+)
 
 
 def _word(store: Store) -> str:
@@ -230,7 +236,7 @@ def _calls(prefix: str) -> dict[str, Any]:
             ),
             _timeseries(
                 "Calls by DAG and operation",
-                "State store calls (task + asset store) per DAG and outcome." + COUNTS_NOTE,
+                "State store calls (task + asset store) per DAG and outcome." + COUNTS_NOTE + _BY_DAG_NOTE,
                 _outcome_formulas(BOTH),
                 prefix,
                 (DAG_ID,),
@@ -245,7 +251,8 @@ def _ratios(prefix: str) -> dict[str, Any]:
         [
             _timeseries(
                 "Reads per write by DAG",
-                "Reads (found + absent) per write, both stores, where the DAG wrote in the interval.",
+                "Reads (found + absent) per write, both stores, where the DAG wrote in the interval."
+                + _BY_DAG_NOTE,
                 [Formula(READ_CALLS, "reads per write", WRITES)],
                 prefix,
                 (DAG_ID,),
@@ -254,7 +261,7 @@ def _ratios(prefix: str) -> dict[str, Any]:
             _timeseries(
                 "Found ratio by DAG",
                 "read_found / (read_found + read_absent) per DAG and store, where the DAG read in the "
-                "interval.",
+                "interval." + _BY_DAG_NOTE,
                 [_found(Store.TASK), _found(Store.ASSET)],
                 prefix,
                 (DAG_ID,),
@@ -262,7 +269,7 @@ def _ratios(prefix: str) -> dict[str, Any]:
             ),
             _table(
                 "Found ratio by DAG (selected range)",
-                "read_found / (read_found + read_absent) per DAG and store." + RANGE_NOTE,
+                "read_found / (read_found + read_absent) per DAG and store." + RANGE_NOTE + _BY_DAG_NOTE,
                 [_found(Store.TASK), _found(Store.ASSET)],
                 prefix,
                 (DAG_ID,),
@@ -277,14 +284,16 @@ def _top(prefix: str) -> dict[str, Any]:
         [
             _toplist(
                 "Top DAGs by calls",
-                "The 10 DAGs with the most state store calls." + RANGE_NOTE,
+                "The 10 DAGs with the most state store calls." + RANGE_NOTE + _BY_DAG_NOTE,
                 Formula(ALL_CALLS, "calls", limit=(10, "desc")),
                 prefix,
                 (DAG_ID,),
             ),
             _table(
                 "Calls by DAG and task",
-                "State store calls per DAG, task, operator and run type, by kind of call." + RANGE_NOTE,
+                "State store calls per DAG, task, operator and run type, by kind of call."
+                + RANGE_NOTE
+                + _BY_DAG_NOTE,
                 [
                     Formula(READ_CALLS, "reads", limit=(500, "desc")),
                     Formula(WRITES, "writes"),
@@ -306,14 +315,14 @@ def _removals(prefix: str) -> dict[str, Any]:
         [
             _timeseries(
                 "Deletes and clears by DAG",
-                "delete and clear calls per DAG and store." + COUNTS_NOTE,
+                "delete and clear calls per DAG and store." + COUNTS_NOTE + _BY_DAG_NOTE,
                 formulas,
                 prefix,
                 (DAG_ID,),
             ),
             _table(
                 "Deletes and clears by DAG and task",
-                "delete and clear calls per DAG and task, by store." + RANGE_NOTE,
+                "delete and clear calls per DAG and task, by store." + RANGE_NOTE + _BY_DAG_NOTE,
                 formulas,
                 prefix,
                 (DAG_ID, TASK_ID),
@@ -371,7 +380,8 @@ def _errors(prefix: str) -> dict[str, Any]:
             ),
             _timeseries(
                 "Error ratio by DAG",
-                "Calls that raised / all calls, per DAG, where the DAG made calls in the interval.",
+                "Calls that raised / all calls, per DAG, where the DAG made calls in the interval."
+                + _BY_DAG_NOTE,
                 [Formula(ERRORS, "error ratio", ALL_CALLS)],
                 prefix,
                 (DAG_ID,),
@@ -379,7 +389,7 @@ def _errors(prefix: str) -> dict[str, Any]:
             ),
             _table(
                 "Errors by DAG, task and method",
-                "Calls that raised per DAG, task and method, by store." + RANGE_NOTE,
+                "Calls that raised per DAG, task and method, by store." + RANGE_NOTE + _BY_DAG_NOTE,
                 per_store,
                 prefix,
                 (DAG_ID, TASK_ID, OPERATION),
@@ -420,6 +430,29 @@ def _triggers(prefix: str) -> dict[str, Any]:
                 Formula(ALL_CALLS, "calls", limit=(25, "desc")),
                 prefix,
                 (OPERATOR, TASK_ID),
+                only=WATCHERS,
+            ),
+            _timeseries(
+                "Asset watcher found ratio by trigger and asset",
+                "read_found / (read_found + read_absent) of asset-watcher triggers' asset store reads, "
+                "per trigger class and watched asset: how often a watcher found the watermark it "
+                "keeps. 0 for long: it never finds it and starts over at every poll." + _WATCHER_NOTE,
+                [_found(Store.ASSET)],
+                prefix,
+                (OPERATOR, TASK_ID),
+                bars=False,
+                only=WATCHERS,
+            ),
+            _timeseries(
+                "Asset watcher errors by trigger and method",
+                "State store calls of asset-watcher triggers that raised, by trigger class and the "
+                "method that raised (get, set, delete, clear); monitor "
+                "state-store-watcher-error-ratio.json alerts above 5 % over 10 minutes."
+                + _WATCHER_NOTE
+                + COUNTS_NOTE,
+                [Formula(ERRORS, "errors")],
+                prefix,
+                (OPERATOR, OPERATION),
                 only=WATCHERS,
             ),
         ],

@@ -57,10 +57,16 @@ WRITES = terms(BOTH, (Outcome.WRITE,))
 ERRORS = terms(BOTH, (Outcome.ERROR,))
 
 
-def scope(only: Sequence[tuple[str, str]] = (), variables: bool = True) -> str:
-    """``{$team_name,...,$run_type}`` (each ``*`` when the variable is at its default), plus ``only``."""
+def scope(
+    only: Sequence[tuple[str, str]] = (),
+    variables: bool = True,
+    exclude: Sequence[tuple[str, str]] = (),
+) -> str:
+    """``{$team_name,...,$run_type}`` (each ``*`` when the variable is at its default), plus ``only``
+    (``tag:value``) and ``exclude`` (``!tag:value``)."""
     parts = [f"${name}" for name in FILTERS] if variables else []
     parts += [f"{tag}:{value}" for tag, value in only]
+    parts += [f"!{tag}:{value}" for tag, value in exclude]
     return "{" + (",".join(parts) or "*") + "}"
 
 

@@ -4,6 +4,7 @@
   :class:`~.queries.TopK`, :class:`~.queries.Server`) and the panel model;
 * :mod:`.rows`: the task side's rows, one builder per row, and the collapsed Triggers row (asset
   watchers, ``run_type="asset_watcher"``);
+* :mod:`.footprint_row`: the collapsed Footprint row (``store-metrics inventory``'s gauges);
 * :mod:`.server_row`: the collapsed API server row;
 * :mod:`.dashboard`: layout and JSON (``store-metrics.json``);
 * :mod:`.provisioning`: the data source and dashboard provider files.

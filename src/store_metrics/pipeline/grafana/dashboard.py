@@ -1,8 +1,8 @@
 """``store-metrics.json``: the Grafana dashboard as JSON (schema 42), from the rows' specs.
 
-Lays the task-side rows out on Grafana's 24-column grid, adds the collapsed Triggers (asset
-watchers) and API server rows, the data source and filter variables, and what the import dialog
-needs (``__inputs``, ``__requires``).
+Lays the task-side rows out on Grafana's 24-column grid, adds the collapsed Footprint
+(``store-metrics inventory``), Triggers (asset watchers) and API server rows, the data source and
+filter variables, and what the import dialog needs (``__inputs``, ``__requires``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from store_metrics import catalogue
 
 from .. import promql
+from .footprint_row import footprint_row
 from .queries import DS, Panel, Row, Target, ref_id
 from .rows import DAG_ID, OPERATOR, RUN_TYPE, TASK_ID, TEAM_NAME, build_rows, build_triggers_row
 from .server_row import server_row
@@ -24,6 +25,7 @@ __all__ = [
     "TITLE",
     "UID",
     "dashboard",
+    "footprint_specs",
     "render",
     "server_specs",
     "specs",
@@ -182,6 +184,10 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     if panel.kind not in _OPTIONS:  # pragma: no cover - guarded by the tests
         raise ValueError(panel.kind)
     options = _OPTIONS[panel.kind](defaults)
+    overrides = [
+        {"matcher": {"id": "byName", "options": column}, "properties": [{"id": "unit", "value": unit}]}
+        for column, unit in panel.column_units.items()
+    ]
     result: dict[str, Any] = {
         "id": panel_id,
         "type": panel.kind,
@@ -189,7 +195,7 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         "description": panel.description,
         "datasource": DS,
         "gridPos": {"h": panel.h, "w": panel.w, "x": x, "y": y},
-        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "fieldConfig": {"defaults": defaults, "overrides": overrides},
         "options": options,
         "targets": [t.to_json(ref_id(i)) for i, t in enumerate(panel.targets)],
     }
@@ -234,10 +240,10 @@ def _layout(prefix: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         placed, y = _place(row.panels, panel_id + 1, y + 1)
         panels += placed
         panel_id += 1 + len(placed)
-    # The Triggers row and the API server row, collapsed: their panels live inside the row and
+    # The Footprint, Triggers and API server rows, collapsed: their panels live inside the row and
     # load when it is opened.
     nested: list[dict[str, Any]] = []
-    for row in (build_triggers_row(prefix), server_row(prefix)):
+    for row in (footprint_row(prefix), build_triggers_row(prefix), server_row(prefix)):
         inside, _ = _place(row.panels, panel_id + 1, y + 1)
         panels.append(_row_json(row, panel_id, y, collapsed=True, nested=inside))
         nested += inside
@@ -323,6 +329,11 @@ def _targets(rows: Sequence[Row]) -> list[tuple[str, str, Target]]:
 def specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target]]:
     """(panel title, refId, target) for every query of the task-side rows, in JSON order."""
     return _targets(build_rows(prefix))
+
+
+def footprint_specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target]]:
+    """(panel title, refId, target) for every query of the collapsed Footprint row."""
+    return _targets([footprint_row(prefix)])
 
 
 def trigger_specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target]]:

@@ -4,7 +4,8 @@ Every task-side query is a small declarative spec (:class:`Measure`, :class:`Rat
 :class:`TopK`), so the tests can compute, independently of PromQL, what each query must return
 for the calls a scenario made (tests/test_prometheus_e2e.py reads ``spec.kind``, ``spec.by``,
 ``spec.series`` and the class names). :class:`Server` is a literal query over the API server's
-series, which have no DAG labels and so take no dashboard filter.
+series, which have no DAG labels and so take no dashboard filter; :class:`Footprint` one over the
+inventory's gauges (``store-metrics inventory``), which take the DAG and task filters only.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ __all__ = [
     "DS",
     "RANGE",
     "RATE_INTERVAL",
+    "Footprint",
     "Measure",
     "Panel",
     "Ratio",
@@ -49,10 +51,13 @@ class Measure:
     #: Exact ``(label, value)`` matchers added to the dashboard's filters (the Triggers row's
     #: ``run_type="asset_watcher"``).
     only: tuple[tuple[str, str], ...] = ()
+    #: ``(label, value)`` pairs a series must not have (the per-DAG panels leave out
+    #: ``run_type="asset_watcher"``: a watcher belongs to no DAG).
+    exclude: tuple[tuple[str, str], ...] = ()
 
     @property
     def selector(self) -> str:
-        return promql.dashboard_selector(self.only)
+        return promql.dashboard_selector(self.only, self.exclude)
 
     def expr(self) -> str:
         sel = self.selector
@@ -109,7 +114,18 @@ class Server:
         return self.promql
 
 
-Spec = Measure | Ratio | TopK | Server
+@dataclass(frozen=True)
+class Footprint:
+    """A query over the inventory's gauges (the state store footprint and the inventory's health)."""
+
+    promql: str
+    kind: str = "gauge"  # "gauge" (time series) | "instant" (one value per group, at the range's end)
+
+    def expr(self) -> str:
+        return self.promql
+
+
+Spec = Measure | Ratio | TopK | Server | Footprint
 
 
 def series(stores: Sequence[Store], outcomes: Sequence[Outcome], prefix: str) -> tuple[str, ...]:
@@ -155,6 +171,8 @@ class Panel:
     decimals: int | None = None
     max: float | None = None
     renames: dict[str, str] = field(default_factory=dict)
+    #: A table column's unit, by its (renamed) column name, where it differs from ``unit``.
+    column_units: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

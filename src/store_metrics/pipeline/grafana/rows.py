@@ -2,6 +2,11 @@
 
 Each builder takes a :class:`Queries` (the query specs for one prefix) and returns its
 :class:`~.queries.Row`; :func:`build_rows` lists them in dashboard order.
+
+Asset watchers' calls (``run_type="asset_watcher"``, ``dag_id="none"``) belong to no DAG: every
+query grouped by ``dag_id`` leaves them out (:meth:`Queries.m`) and its panel's description says
+so; the collapsed Triggers row shows them by trigger class and watched asset. Panels that do not
+group by DAG (totals, by operation, operator, run type, team) count them with the rest.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from ..promql import ALL_OUTCOMES, READS
 from .queries import Measure, Panel, Ratio, Row, Target, TopK, series
 
 __all__ = [
+    "NOT_WATCHERS",
+    "NO_WATCHERS_NOTE",
     "ROW_BUILDERS",
     "TRIGGERS_ROW_TITLE",
     "WATCHERS",
@@ -42,6 +49,15 @@ RANGE_NOTE = (
     " Counted over the dashboard's time range; a series first seen inside the range (a DAG's "
     "first run) counts in full."
 )
+#: The Triggers row's own matcher: the calls asset-watcher triggers make in the triggerer.
+WATCHERS: tuple[tuple[str, str], ...] = ((RUN_TYPE, catalogue.RUN_TYPE_ASSET_WATCHER),)
+#: What the per-DAG queries leave out: the same calls (``run_type!="asset_watcher"``).
+NOT_WATCHERS = WATCHERS
+#: Said by every panel whose queries group by DAG.
+NO_WATCHERS_NOTE = (
+    f" Asset watchers' calls (run_type {catalogue.RUN_TYPE_ASSET_WATCHER}, "
+    f'dag_id "{catalogue.DAG_ID_NONE}") are left out: they belong to no DAG (the Triggers row shows them).'
+)
 
 
 @dataclass(frozen=True)
@@ -58,8 +74,13 @@ class Queries:
         by: Sequence[str] = (),
         only: Sequence[tuple[str, str]] = (),
     ) -> Measure:
-        """Calls of ``stores`` x ``outcomes``: in the range (``count``) or per second (``rate``)."""
-        return Measure(kind, series(stores, outcomes, self.prefix), tuple(by), tuple(only))
+        """Calls of ``stores`` x ``outcomes``: in the range (``count``) or per second (``rate``).
+
+        Grouped by ``dag_id`` (and not restricted by ``only``), the asset watchers' calls are left
+        out: they would all show up as one DAG called ``none``.
+        """
+        exclude = NOT_WATCHERS if DAG_ID in by and not only else ()
+        return Measure(kind, series(stores, outcomes, self.prefix), tuple(by), tuple(only), exclude)
 
     def everything(self, kind: str, by: Sequence[str] = (), only: Sequence[tuple[str, str]] = ()) -> Measure:
         return self.m(kind, *EVERYTHING, by, only)
@@ -176,7 +197,7 @@ def calls_per_second_row(q: Queries) -> Row:
             Panel(
                 "timeseries",
                 "Calls per second by DAG",
-                "All state store calls per second, per DAG.",
+                "All state store calls per second, per DAG." + NO_WATCHERS_NOTE,
                 [Target(q.everything("rate", (DAG_ID,)), "{{dag_id}}")],
                 unit="ops",
             ),
@@ -192,7 +213,8 @@ def ratios_row(q: Queries) -> Row:
             Panel(
                 "timeseries",
                 "Reads per write by DAG",
-                "Reads (found + absent) per write, both stores, where the DAG wrote in the interval.",
+                "Reads (found + absent) per write, both stores, where the DAG wrote in the interval."
+                + NO_WATCHERS_NOTE,
                 [Target(q.reads_per_write("rate", (DAG_ID,)), "{{dag_id}}")],
                 unit="none",
             ),
@@ -200,7 +222,7 @@ def ratios_row(q: Queries) -> Row:
                 "timeseries",
                 "Found ratio by DAG",
                 "read_found / (read_found + read_absent) per DAG "
-                "and store, where the DAG read in the interval.",
+                "and store, where the DAG read in the interval." + NO_WATCHERS_NOTE,
                 [
                     Target(q.found("rate", Store.TASK, (DAG_ID,)), "{{dag_id}} task store"),
                     Target(q.found("rate", Store.ASSET, (DAG_ID,)), "{{dag_id}} asset store"),
@@ -211,7 +233,7 @@ def ratios_row(q: Queries) -> Row:
             Panel(
                 "bargauge",
                 "Found ratio by DAG (selected range)",
-                "read_found / (read_found + read_absent) per DAG and store." + RANGE_NOTE,
+                "read_found / (read_found + read_absent) per DAG and store." + RANGE_NOTE + NO_WATCHERS_NOTE,
                 [
                     Target(q.found("count", Store.TASK, (DAG_ID,)), "{{dag_id}} task store", instant=True),
                     Target(q.found("count", Store.ASSET, (DAG_ID,)), "{{dag_id}} asset store", instant=True),
@@ -231,7 +253,7 @@ def top_row(q: Queries) -> Row:
             Panel(
                 "bargauge",
                 "Top DAGs by calls",
-                "The 10 DAGs with the most state store calls." + RANGE_NOTE,
+                "The 10 DAGs with the most state store calls." + RANGE_NOTE + NO_WATCHERS_NOTE,
                 [Target(TopK(10, q.everything("count", (DAG_ID,))), "{{dag_id}}", instant=True)],
                 w=8,
                 h=10,
@@ -240,7 +262,9 @@ def top_row(q: Queries) -> Row:
             Panel(
                 "table",
                 "Calls by DAG and task",
-                "State store calls per DAG, task, operator and run type, by kind of call." + RANGE_NOTE,
+                "State store calls per DAG, task, operator and run type, by kind of call."
+                + RANGE_NOTE
+                + NO_WATCHERS_NOTE,
                 [
                     Target(q.m("count", BOTH, outcomes, TABLE_BY), instant=True, table=True)
                     for outcomes in (
@@ -275,7 +299,7 @@ def delete_clear_row(q: Queries) -> Row:
             Panel(
                 "timeseries",
                 "Deletes and clears per second by DAG",
-                "delete and clear calls per second, per DAG and store.",
+                "delete and clear calls per second, per DAG and store." + NO_WATCHERS_NOTE,
                 [
                     Target(q.m("rate", (s,), (o,), (DAG_ID,)), f"{{{{dag_id}}}} {_store_word(s)} {o.value}")
                     for s, o in removals
@@ -286,7 +310,7 @@ def delete_clear_row(q: Queries) -> Row:
             Panel(
                 "table",
                 "Deletes and clears by DAG and task",
-                "delete and clear calls per DAG and task, by store." + RANGE_NOTE,
+                "delete and clear calls per DAG and task, by store." + RANGE_NOTE + NO_WATCHERS_NOTE,
                 [
                     Target(q.m("count", (s,), (o,), (DAG_ID, TASK_ID)), instant=True, table=True)
                     for s, o in removals
@@ -361,7 +385,8 @@ def errors_row(q: Queries) -> Row:
             Panel(
                 "timeseries",
                 "Error ratio by DAG",
-                "Calls that raised / all calls, per DAG, where the DAG made calls in the interval.",
+                "Calls that raised / all calls, per DAG, where the DAG made calls in the interval."
+                + NO_WATCHERS_NOTE,
                 [Target(q.error_ratio("rate", (DAG_ID,)), "{{dag_id}}")],
                 unit="percentunit",
                 max=1,
@@ -369,7 +394,7 @@ def errors_row(q: Queries) -> Row:
             Panel(
                 "table",
                 "Errors by DAG, task and method",
-                "Calls that raised per DAG, task and method, by store." + RANGE_NOTE,
+                "Calls that raised per DAG, task and method, by store." + RANGE_NOTE + NO_WATCHERS_NOTE,
                 [
                     Target(
                         q.m("count", (s,), (Outcome.ERROR,), (DAG_ID, TASK_ID, OPERATION)),
@@ -385,8 +410,6 @@ def errors_row(q: Queries) -> Row:
     )
 
 
-#: The Triggers row's own matcher: the calls asset-watcher triggers make in the triggerer.
-WATCHERS: tuple[tuple[str, str], ...] = ((RUN_TYPE, catalogue.RUN_TYPE_ASSET_WATCHER),)
 TRIGGERS_ROW_TITLE = "Triggers: asset watchers in the triggerer (run_type asset_watcher)"
 _WATCHER_NOTE = (
     " An asset watcher's trigger belongs to no DAG: its calls carry run_type=asset_watcher, "
@@ -396,7 +419,8 @@ _WATCHER_NOTE = (
 
 
 def triggers_row(q: Queries) -> Row:
-    """Calls asset-watcher triggers make (``run_type="asset_watcher"``): by trigger, by outcome, by asset.
+    """Calls asset-watcher triggers make (``run_type="asset_watcher"``): by trigger, by outcome, by
+    asset; the watermark found ratio by trigger and asset; errors by trigger and method.
 
     Collapsed in the dashboard, like the API server row: most deployments have no watcher, and its
     queries then run only when someone opens it.
@@ -434,6 +458,41 @@ def triggers_row(q: Queries) -> Row:
                     )
                 ],
                 decimals=0,
+            ),
+            Panel(
+                "timeseries",
+                "Asset watcher found ratio by trigger and asset",
+                "read_found / (read_found + read_absent) of asset-watcher triggers' asset store reads, "
+                "per trigger class and watched asset: how often a watcher found the watermark it "
+                "keeps. Near 1 for a healthy watcher after its first poll; 0 for long means it never "
+                "finds it (a key it never writes, or state lost) and starts over at every poll."
+                + _WATCHER_NOTE,
+                [
+                    Target(
+                        Ratio(
+                            q.m("rate", (Store.ASSET,), (Outcome.READ_FOUND,), (OPERATOR, TASK_ID), WATCHERS),
+                            q.m("rate", (Store.ASSET,), READS, (OPERATOR, TASK_ID), WATCHERS),
+                        ),
+                        "{{operator}} {{task_id}}",
+                    )
+                ],
+                unit="percentunit",
+                max=1,
+            ),
+            Panel(
+                "timeseries",
+                "Asset watcher errors per second by trigger and method",
+                "State store calls of asset-watcher triggers that raised, per second, by trigger class "
+                "and the method that raised (get, set, delete, clear); alert "
+                "StateStoreWatcherErrorRateHigh when more than 5% of a watcher's calls raise for 10 "
+                "minutes." + _WATCHER_NOTE,
+                [
+                    Target(
+                        q.m("rate", BOTH, (Outcome.ERROR,), (OPERATOR, OPERATION), WATCHERS),
+                        "{{operator}} {{operation}}",
+                    )
+                ],
+                unit="ops",
             ),
         ],
     )
