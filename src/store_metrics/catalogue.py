@@ -346,7 +346,7 @@ INVENTORY_UP = Metric(
     "(the footprint then shown is the last one read).",
     tags=(STORE,),
     optional_tags=(),
-    unit="1",
+    unit="{state}",  # an annotation, not "1": exporters would add "_ratio" to the name
 )
 INVENTORY_QUERY_DURATION = Metric(
     name="state_store_inventory.query.duration",
