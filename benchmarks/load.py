@@ -39,6 +39,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -718,6 +719,9 @@ def run(quick: bool) -> dict[str, Any]:
         dep.close()
     result["stages"] = stages.times
     result["duration_s"] = time.monotonic() - started
+    if quick:  # a smoke run leaves nothing behind
+        shutil.rmtree(dep.home.root, ignore_errors=True)
+        return result
     # The raw figures and the servers' logs stay next to each other, for a second look.
     saved = dep.home.root / "load-result.json"
     saved.write_text(json.dumps(result, default=str, indent=1), encoding="utf-8")
