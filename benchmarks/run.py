@@ -12,6 +12,7 @@ Progress goes to stderr; the page (Markdown) goes to stdout and, unless ``--no-w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import importlib.metadata
 import os
@@ -20,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,19 @@ def _runner(name: str) -> Callable[[bool], dict[str, Any]]:
     return run
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -153,11 +167,15 @@ def main(argv: list[str] | None = None) -> None:
         command += f" --only {','.join(sections)}"
     results: dict[str, Any] = {"environment": environment(command, args.quick)}
     started = time.monotonic()
-    for name in sections:
-        t0 = time.monotonic()
-        log(f"[{name}]")
-        results[name] = _runner(name)(args.quick)
-        log(f"[{name}] {time.monotonic() - t0:.1f} s")
+    # stdout carries the page alone: whatever the measured code prints there (Airflow's structlog
+    # writes its warnings to the stdout it found at import, child processes inherit fd 1) goes to
+    # stderr until the page is printed.
+    with _stdout_to_stderr():
+        for name in sections:
+            t0 = time.monotonic()
+            log(f"[{name}]")
+            results[name] = _runner(name)(args.quick)
+            log(f"[{name}] {time.monotonic() - t0:.1f} s")
     elapsed = time.monotonic() - started
     results["environment"]["duration"] = f"{elapsed / 60:.1f} min" if elapsed >= 90 else f"{elapsed:.0f} s"
     results["environment"]["load average at end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())

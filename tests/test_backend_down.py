@@ -25,10 +25,11 @@ import pytest
 import store_metrics
 from store_metrics import logs
 from store_metrics.emitter import AggregatingEmitter
-from support.otlp import SilentTcpServer
+from support.otlp import SilentTcpServer, start_otlp_receiver
 from support.ports import free_port
 from support.stores import DictStore
 from support.tags import TAGS
+from support.udp import UdpReceiver
 from support.waiting import wait_until
 
 UNRESOLVABLE = "metrics.store-metrics-test.invalid"
@@ -73,8 +74,9 @@ def test_closed_udp_port(backend: str, captured: pytest.LogCaptureFixture) -> No
         flush_within(emitter, 1.0)
     assert emitter.snapshot()[("task_state_store.write", tuple(TAGS.items()))] == 6
     found = problems(captured)
-    # The socket is connected, so every other send gets "Connection refused": what did not go is
-    # kept for the next flush, and store-metrics says so once, however often it happens.
+    # The socket is connected: the first send finds the port closed (lost, UDP), every later one
+    # gets "Connection refused" (its probe does): what did not go is kept for the next flush, and
+    # store-metrics says so once, however often it happens.
     assert [(r.name, r.levelname) for r in found] == [("store_metrics", "WARNING")]
     assert "Connection refused" in found[0].getMessage()
 
@@ -224,3 +226,65 @@ def test_otlp_endpoint_that_is_down_is_said_at_once(
     assert len(ours) == 1
     assert f"the OTLP endpoint {endpoint} is unreachable" in ours[0]
     assert emitter.snapshot()[("task_state_store.write", tuple(TAGS.items()))] == 1
+
+
+def said(caplog: pytest.LogCaptureFixture, level: int, text: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "store_metrics" and r.levelno == level and text in r.getMessage()
+    ]
+
+
+@pytest.mark.parametrize("backend", ["statsd", "dogstatsd"])
+def test_each_outage_of_a_long_lived_process_is_said_and_so_is_its_end(
+    backend: str, captured: pytest.LogCaptureFixture
+) -> None:
+    """An API server runs for weeks: the second time the receiver goes away is logged too."""
+    receiver = UdpReceiver()
+    port = receiver.port
+    emitter = store_metrics.configure(backend, host="127.0.0.1", port=port, flush_interval=60)
+    a_task_runs(emitter)
+    assert emitter.flush(2.0)
+    for outage in (1, 2):
+        receiver.close()
+
+        def refused() -> bool:
+            a_task_runs(emitter)
+            return not emitter.flush(2.0)
+
+        wait_until(refused, timeout=5)  # the first send is lost, the next is refused
+        assert len(said(captured, logging.WARNING, "could not send")) == outage
+        receiver = UdpReceiver(port)
+        a_task_runs(emitter)
+        assert emitter.flush(2.0)
+        assert len(said(captured, logging.INFO, "works again")) == outage
+    receiver.close()
+
+
+def test_otlp_periodic_exports_say_each_outage_without_a_flush(
+    monkeypatch: pytest.MonkeyPatch, captured: pytest.LogCaptureFixture
+) -> None:
+    """The SDK's own periodic exports (no task end, no explicit flush) report an outage and its end."""
+    port = free_port()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", f"http://127.0.0.1:{port}/v1/metrics")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "1")  # each failed export gives up in 1 s
+    emitter = store_metrics.configure("otel", flush_interval=0.3, temporality="cumulative")
+    a_task_runs(emitter)
+    down = "could not export to the OTLP endpoint"
+    wait_until(lambda: said(captured, logging.WARNING, down), timeout=20)
+    receiver = start_otlp_receiver(port)
+    try:
+        wait_until(lambda: said(captured, logging.INFO, "work again"), timeout=20)
+        # Cumulative: the first export that gets through carries what the failed ones did not.
+        wait_until(
+            lambda: any(p.name == "airflow.task_state_store.write" and p.value == 1 for p in receiver.points()),
+            timeout=10,
+        )
+    finally:
+        receiver.close()
+    wait_until(lambda: len(said(captured, logging.WARNING, down)) == 2, timeout=20)
+    assert len(said(captured, logging.INFO, "work again")) == 1
+    # Nothing else said it: not the SDK's exporter on every export, not the emitter.
+    others = [r for r in problems(captured) if down not in r.getMessage()]
+    assert others == []

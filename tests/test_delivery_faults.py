@@ -10,7 +10,8 @@ Per StatsD backend, over a real UDP socket to a real receiver:
   to raise ``OSError`` on the N-th call (the kernel cannot be made to fail exactly one chosen
   datagram); the other datagrams go out on the real socket to the real receiver;
 * the receiver's port is closed for real: the kernel reports the refusal on the next send, so
-  the datagram that found it closed is lost (UDP) and the ones after it are kept.
+  the datagram that found it closed is lost (UDP) and, through a long outage, every one after it
+  is kept (each flush first probes the receiver) and delivered once it is back.
 """
 
 from __future__ import annotations
@@ -197,14 +198,20 @@ def test_a_closed_receiver_loses_one_datagram_and_keeps_the_rest(backend: str) -
     assert emitter.flush(5.0)  # the kernel took it; the refusal comes back by ICMP
     emitter.counter(WRITE, {"dag_id": "d", "task_id": "kept"}).add(3)
     wait_until(lambda: not emitter.flush(5.0), timeout=5)  # ECONNREFUSED: kept
-    emitter.counter(WRITE, {"dag_id": "d", "task_id": "kept"}).add(4)
+    # A long outage: every later flush is refused too (its probe is), none is taken by the
+    # kernel and lost. Without the probe every other flush here would vanish.
+    for n in range(4, 9):
+        emitter.counter(WRITE, {"dag_id": "d", "task_id": "kept"}).add(n)
+        assert not emitter.flush(5.0)
+    assert udp_of(emitter).refused
 
     back = UdpReceiver(port)
     try:
         assert emitter.flush(5.0)
         # The datagram that found the port closed is gone (UDP gives no receipt); everything
         # counted after the kernel knew is delivered once, summed.
-        assert received(back, PARSE[backend]) == Tally({"kept": 7})
+        assert received(back, PARSE[backend]) == Tally({"kept": sum(range(3, 9))})
+        assert not udp_of(emitter).refused
     finally:
         back.close()
 

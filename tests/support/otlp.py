@@ -73,7 +73,8 @@ class OtlpReceiver:
         self.server.server_close()
 
 
-def start_otlp_receiver() -> OtlpReceiver:
+def start_otlp_receiver(port: int = 0) -> OtlpReceiver:
+    """Serve on ``port`` (a free one by default; a given one to bring an endpoint back up)."""
     holder: dict[str, OtlpReceiver] = {}
 
     class Handler(BaseHTTPRequestHandler):
@@ -95,7 +96,7 @@ def start_otlp_receiver() -> OtlpReceiver:
         def log_message(self, format: str, *args: Any) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     server.daemon_threads = True
     receiver = holder["r"] = OtlpReceiver(server)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()

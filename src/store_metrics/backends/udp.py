@@ -8,13 +8,23 @@ The host is resolved and the socket connected in :meth:`UdpSender.open` (on the 
 worker thread; a host that does not resolve fails there, before anything is sent). After that,
 each datagram either leaves the process or raises: the lines of a datagram whose ``send`` raised
 are reported back as unsent (:class:`~store_metrics.errors.PartialExport`), the others count as
-sent. A receiver that is down is only noticed by the kernel after the fact (ICMP), so the
-datagram that found it down is lost, as with any UDP sender; the ones after it fail to send and
-are kept.
+sent.
+
+A receiver that is down is only noticed by the kernel after the fact (an ICMP "port
+unreachable" sets an error on the socket that the *next* send raises, once). So the datagram
+that found it down is lost, as with any UDP sender. Left at that, the send after the error is
+accepted by the kernel and lost again, and an outage would lose every other flush. Instead, once
+a send was refused, every later send first sends an empty probe datagram and waits up to
+:data:`PROBE_WAIT` for the refusal: while the receiver stays down nothing more is sent (all is
+kept), and the first flush after it is back costs the wait once. Receivers ignore empty
+datagrams (statsd_exporter, the Datadog Agent and the Collector skip empty lines).
 """
 
 from __future__ import annotations
 
+import errno
+import os
+import select
 import socket
 from collections.abc import Sequence
 
@@ -22,6 +32,11 @@ from ..contracts import TotalsSource
 from ..deltas import Delta
 from ..errors import PartialExport
 from ..wire import Line, Style, delta_lines, pack_lines
+
+#: How long a send waits for the refusal of its probe once the receiver was found down. On the
+#: emitter's worker thread, never the task's; loopback refuses within microseconds, a LAN within
+#: a round trip.
+PROBE_WAIT = 0.05
 
 
 class UdpSender:
@@ -33,6 +48,8 @@ class UdpSender:
         self.max_datagram = max_datagram
         self.end = end
         self._sock: socket.socket | None = None
+        #: The last send was refused (ECONNREFUSED): the receiver was down then.
+        self.refused = False
 
     @property
     def target(self) -> str:
@@ -54,16 +71,38 @@ class UdpSender:
         sock = self._sock
         if sock is None:
             raise RuntimeError(f"the socket to {self.target} is not open")
+        datagrams = pack_lines(lines, self.max_datagram, self.end)
+        if self.refused:
+            still_down = self._probe(sock)
+            if still_down:
+                raise PartialExport([d for datagram in datagrams for d in datagram.carries], still_down)
         unsent: list[Delta] = []
         problem = ""
-        for datagram in pack_lines(lines, self.max_datagram, self.end):
+        for datagram in datagrams:
             try:
                 sock.send(datagram.payload)
             except OSError as exc:
                 unsent.extend(datagram.carries)
                 problem = problem or f"{type(exc).__name__}: {exc}"
+                if exc.errno == errno.ECONNREFUSED:
+                    self.refused = True
         if unsent:
             raise PartialExport(unsent, f"{self.target}: {problem}")
+
+    def _probe(self, sock: socket.socket) -> str:
+        """Whether the receiver is still down: the refusal of an empty datagram, or "" if none came."""
+        try:
+            sock.send(b"")
+            poller = select.poll()
+            poller.register(sock, select.POLLERR)
+            if poller.poll(PROBE_WAIT * 1000):
+                code = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)  # reading it clears it
+                if code:
+                    return f"{self.target}: {errno.errorcode.get(code, str(code))}: {os.strerror(code)}"
+        except OSError as exc:
+            return f"{self.target}: {type(exc).__name__}: {exc}"
+        self.refused = False
+        return ""
 
     def close(self) -> None:
         if self._sock is not None:

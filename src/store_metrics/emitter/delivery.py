@@ -6,8 +6,10 @@ what the backend says it sent is gone, what it did not send goes back to its ser
 next push. So every count is delivered exactly once, whether a send fails before, during or
 after the first datagram.
 
-Problems are logged once per kind of problem and process: a backend that is down would
-otherwise log on every flush of every task.
+Problems are logged once per kind of problem and outage: a backend that is down would
+otherwise log on every flush of every task. The first push that gets through after a failure
+says so in one line and re-arms the problem lines, so a second outage of a long-lived process
+(the API server, the triggerer) is logged too.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ class Delivery:
         #: nothing must not reopen its parent's backend, nor bind its parent's port).
         self.open_lazily = False
         self._last_open_attempt = -1e9
+        #: The last push failed: the next one that gets something through says so.
+        self._failing = False
         # Pull backends read counters at collection; histograms and gauges are always pushed,
         # histograms only while the backend does not take them live.
         self._pushed_kinds = {Kind.HISTOGRAM, Kind.GAUGE} if backend.pull else set(Kind)
@@ -102,16 +106,24 @@ class Delivery:
             if explicit:
                 self.backend.force_flush(self.timeout)
         except Exception as exc:
+            self._failing = True
             # Part sent, the rest kept (a UDP receiver that went away): a warning. Nothing sent: an error.
             logs.once(
                 f"export:{type(exc).__name__}",
                 logging.WARNING if isinstance(exc, PartialExport) else logging.ERROR,
                 "store-metrics could not send to %s: %s; what was not sent is kept and tried again "
-                "at the next flush (further failures like this one are not logged)",
+                "at the next flush (not logged again until sending works)",
                 self.backend.describe(),
                 exc,
             )
             return False
+        if self._failing and (deltas or explicit):
+            self._failing = False
+            logs.forget("export:")
+            logs.logger.info(
+                "store-metrics: sending to %s works again; what was kept has been sent",
+                self.backend.describe(),
+            )
         return True
 
     def close(self) -> None:
@@ -131,6 +143,7 @@ class Delivery:
         self.opened = False
         self.open_lazily = True
         self._last_open_attempt = -1e9
+        self._failing = False
         try:
             self.backend.after_fork_in_child()
         except Exception:

@@ -2,17 +2,21 @@
 
 A failed OTLP export is not logged by the exporter on every attempt: what *our* exporter logs
 while it exports is kept (:class:`ResultRecorder`, with a logging filter) and becomes the reason
-in store-metrics' "could not send" line, logged once per process on an explicit flush. A TCP
-probe (:func:`unreachable`) tells a refusing or unresolvable endpoint in a millisecond, so a
-task's end does not wait for the exporter's retries while the collector is down.
+in one store-metrics line per outage. On an explicit flush (a task's end) the emitter logs it;
+on the SDK's own periodic exports (what a long-lived API server or triggerer does all day) the
+recorder logs it, and logs again once an export succeeds. A TCP probe (:func:`unreachable`)
+tells a refusing or unresolvable endpoint in a millisecond, so a task's end does not wait for
+the exporter's retries while the collector is down.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
 import urllib.parse
+from collections.abc import Iterator
 from typing import Any
 
 from opentelemetry.sdk.metrics import Counter as SdkCounter
@@ -21,6 +25,8 @@ from opentelemetry.sdk.metrics import ObservableCounter as SdkObservableCounter
 from opentelemetry.sdk.metrics import ObservableUpDownCounter as SdkObservableUpDownCounter
 from opentelemetry.sdk.metrics import UpDownCounter as SdkUpDownCounter
 from opentelemetry.sdk.metrics.export import AggregationTemporality, MetricExporter, MetricExportResult
+
+from ... import logs
 
 #: How long the reachability probe waits for a TCP connection at most.
 PROBE_TIMEOUT = 0.5
@@ -47,10 +53,22 @@ def preferred_temporality(kind: str) -> dict[type, AggregationTemporality]:
 
 
 class _Exporting(threading.local):
-    """Per thread: what our exporter logged during the export it is in, or ``None`` outside one."""
+    """Per thread: what our exporter logged during the export it is in, or ``None`` outside one,
+    and whether the export is an explicit flush's (whose failure the emitter reports)."""
 
     def __init__(self) -> None:
         self.messages: list[str] | None = None
+        self.explicit = False
+
+
+@contextlib.contextmanager
+def explicit_flush() -> Iterator[None]:
+    """Mark the exports this thread makes inside as an explicit flush's (the SDK runs them here)."""
+    _exporting.explicit = True
+    try:
+        yield
+    finally:
+        _exporting.explicit = False
 
 
 _exporting = _Exporting()
@@ -99,14 +117,15 @@ class ResultRecorder(MetricExporter):
         self.inner = inner
         self.failures = 0
         self.last_failure = ""
+        #: The last export failed (an outage is under way): the next success says so.
+        self.failing = False
         #: Set when closing towards an endpoint that refuses: the final export is not attempted.
         self.unreachable = ""
         _install_exporter_filter()
 
     def export(self, metrics_data: Any, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
         if self.unreachable:
-            self.failures += 1
-            self.last_failure = self.unreachable
+            self.failed(self.unreachable)
             return MetricExportResult.FAILURE
         messages: list[str] = []
         _exporting.messages = messages
@@ -120,10 +139,34 @@ class ResultRecorder(MetricExporter):
             messages.append(f"{type(exc).__name__}: {exc}")
         finally:
             _exporting.messages = None
-        if result is not MetricExportResult.SUCCESS:
-            self.failures += 1
-            self.last_failure = "; ".join(messages) or "the endpoint did not accept the export"
+        if result is MetricExportResult.SUCCESS:
+            self.succeeded()
+        else:
+            self.failed("; ".join(messages) or "the endpoint did not accept the export")
         return result
+
+    def failed(self, reason: str) -> None:
+        """Record a failed export (or a probe that found the endpoint down); log the first of an outage."""
+        self.failures += 1
+        self.last_failure = reason
+        was_failing, self.failing = self.failing, True
+        # An explicit flush's failure is the emitter's to log, with its own wording.
+        if not was_failing and not _exporting.explicit:
+            logs.once(
+                "otlp:export",
+                logging.WARNING,
+                "store-metrics could not export to the OTLP endpoint %s: %s; the SDK tries again "
+                "at its next export (cumulative counts catch up then, a delta export's counts are "
+                "lost); not logged again until an export succeeds",
+                self.endpoint,
+                reason,
+            )
+
+    def succeeded(self) -> None:
+        if self.failing:
+            self.failing = False
+            logs.forget("otlp:")
+            logs.logger.info("store-metrics: exports to the OTLP endpoint %s work again", self.endpoint)
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         return bool(self.inner.force_flush(timeout_millis=timeout_millis))

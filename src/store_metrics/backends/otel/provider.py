@@ -29,7 +29,14 @@ from opentelemetry.sdk.metrics.export import (
 )
 from opentelemetry.sdk.resources import Resource
 
-from .exporter import PROBE_TIMEOUT, ResultRecorder, otlp_exporter, preferred_temporality, unreachable
+from .exporter import (
+    PROBE_TIMEOUT,
+    ResultRecorder,
+    explicit_flush,
+    otlp_exporter,
+    preferred_temporality,
+    unreachable,
+)
 from .settings import Settings
 
 
@@ -185,9 +192,12 @@ class OwnProvider:
             endpoint = recorder.endpoint
             problem = unreachable(endpoint, min(timeout, PROBE_TIMEOUT))
             if problem:
+                with explicit_flush():
+                    recorder.failed(problem)
                 raise RuntimeError(f"the OTLP endpoint {endpoint} is unreachable: {problem}")
         before = recorder.failures if recorder is not None else 0
-        provider.force_flush(timeout_millis=int(timeout * 1000))
+        with explicit_flush():
+            provider.force_flush(timeout_millis=int(timeout * 1000))
         # The SDK's periodic reader logs a failed export and carries on; surface it so the
         # emitter logs it once and `store-metrics check` can say the target is not reachable.
         if recorder is not None and recorder.failures > before:
