@@ -7,6 +7,7 @@ per-call path is Airflow's own ``airflow.sdk.observability.stats`` module.
 
 from __future__ import annotations
 
+import gzip
 import os
 import socket
 import statistics
@@ -16,6 +17,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -224,12 +226,13 @@ class UdpSink:
 
 
 class SilentTcpServer:
-    """An endpoint that accepts TCP connections and never answers (an OTLP collector that hangs)."""
+    """An endpoint on 127.0.0.1 (``port``, or a free one) that accepts TCP connections and never
+    answers (an OTLP collector that hangs)."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(("127.0.0.1", port))
         self.sock.listen(64)
         self.sock.settimeout(0.05)
         self.port: int = self.sock.getsockname()[1]
@@ -368,21 +371,32 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[object]], align: str
 
 
 class OtlpHttpSink:
-    """A minimal OTLP/HTTP endpoint on 127.0.0.1: answers every POST with 200, counts requests."""
+    """A minimal OTLP/HTTP endpoint on 127.0.0.1 (``port``, or a free one): answers every POST
+    with 200, counts posts and bytes, and hands every body (gunzipped) to :meth:`take`.
 
-    def __init__(self) -> None:
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    :meth:`close` and :meth:`reopen` take the port down and bring it back (the same port: the
+    exporter's endpoint does not change).
+    """
 
-        sink = self
-        self.requests = 0
+    def __init__(self, port: int = 0) -> None:
+        self.port = port
+        self.posts = 0
         self.bytes = 0
+        self._server: ThreadingHTTPServer | None = None
+        self.reopen()
+
+    def reopen(self) -> None:
+        sink = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
-                sink.requests += 1
+                sink.posts += 1
                 sink.bytes += len(body)
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                sink.take(body)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
@@ -391,16 +405,23 @@ class OtlpHttpSink:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.port: int = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, name="bench-otlp", daemon=True)
-        self._thread.start()
+        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        server.daemon_threads = True
+        self.port = server.server_address[1]
+        self._server = server
+        threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="bench-otlp", daemon=True
+        ).start()
+
+    def take(self, body: bytes) -> None:
+        """One export's body (an ``ExportMetricsServiceRequest``); a receiver that decodes overrides it."""
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1/metrics"
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()

@@ -178,9 +178,9 @@ def run(quick: bool) -> dict[str, Any]:
         if not quick:
             for _ in range(3):
                 log("  exit delay: otel up, exit right after configure()")
-                before = otlp_up.requests
+                before = otlp_up.posts
                 probe = _run_probe("otel", "plain", "", 0, otel_env(otlp_up.endpoint), settle=0.0, calls=10)
-                early.append(otlp_up.requests - before)
+                early.append(otlp_up.posts - before)
                 early_stderr = early_stderr or probe["stderr"].strip()
     finally:
         silent.close()

@@ -52,14 +52,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .common import REPO_ROOT, log, md_table, median
+from .common import REPO_ROOT, SilentTcpServer, log, md_table, median
 from .load_airflow import (
     STALL_REPORT,
     AirflowHome,
     ApiServer,
     DogStatsdReceiver,
     OtlpReceiver,
-    SilentTcpServer,
     busiest_other_processes,
     problem_kinds,
     problem_lines,

@@ -10,7 +10,6 @@ id (and its process group), never by name.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
@@ -24,13 +23,12 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from .common import REPO_ROOT, free_port
+from .common import REPO_ROOT, OtlpHttpSink, free_port
 
 #: What the API server's request counter is called on the wire (prefix ``airflow``).
 REQUESTS = "airflow.api_server.state_store.requests"
@@ -412,7 +410,7 @@ class DogStatsdReceiver:
                 return
 
 
-class OtlpReceiver:
+class OtlpReceiver(OtlpHttpSink):
     """A real OTLP/HTTP metrics endpoint on a fixed port of 127.0.0.1 that decodes every export.
 
     Keeps, per worker (``worker`` attribute), the latest cumulative value of every
@@ -421,48 +419,12 @@ class OtlpReceiver:
     """
 
     def __init__(self, port: int = 0) -> None:
-        self.port = port or free_port()
         self.lock = threading.Lock()
-        self.posts = 0
         #: (worker, store, operation, outcome, status_class) -> latest cumulative value
         self.latest: dict[tuple[str, ...], int] = {}
-        self._server: ThreadingHTTPServer | None = None
-        self.reopen()
+        super().__init__(port)
 
-    def reopen(self) -> None:
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                receiver._take(body)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        ThreadingHTTPServer.allow_reuse_address = True
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        server.daemon_threads = True
-        self._server = server
-        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-
-    def close(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1/metrics"
-
-    def _take(self, body: bytes) -> None:
+    def take(self, body: bytes) -> None:
         from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
             ExportMetricsServiceRequest,
         )
@@ -470,7 +432,6 @@ class OtlpReceiver:
         request = ExportMetricsServiceRequest()
         request.ParseFromString(body)
         with self.lock:
-            self.posts += 1
             for rm in request.resource_metrics:
                 for sm in rm.scope_metrics:
                     for metric in sm.metrics:
@@ -487,41 +448,6 @@ class OtlpReceiver:
             for (_worker, store, operation, outcome, _klass), value in self.latest.items():
                 out[(store, operation, outcome)] += value
         return out
-
-
-class SilentTcpServer:
-    """A TCP listener on a given port of 127.0.0.1 that accepts connections and never answers."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", port))
-        self.sock.listen(64)
-        self.sock.settimeout(0.05)
-        self.port = port
-        self.accepted = 0
-        self._held: list[socket.socket] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="load-silent-tcp", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted += 1
-            self._held.append(conn)  # never read, never answered
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        for conn in self._held:
-            conn.close()
-        self.sock.close()
 
 
 # -- the machine --------------------------------------------------------------------------------

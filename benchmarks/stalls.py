@@ -20,6 +20,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from .common import BACKENDS, REPO_ROOT, TAGS, BackendSetup, UdpSink, log, median, subprocess_env
@@ -103,48 +105,73 @@ class Ticker:
         self._waiters.append(future)
         await future
 
+    async def stall_ms(self, request: Awaitable[None]) -> float:
+        """The longest sleep (ms) while ``request`` (a coroutine not yet started) runs, up to the end
+        of the sleep in progress when it returns (it may have started during the request)."""
+        self.reset()
+        await request
+        await self.next_tick()
+        return self.longest * 1000.0
+
+
+@contextlib.asynccontextmanager
+async def ticking() -> AsyncIterator[Ticker]:
+    """A :class:`Ticker` running on the current event loop, stopped on the way out."""
+    ticker = Ticker()
+    tick_task = asyncio.create_task(ticker.run())
+    try:
+        yield ticker
+    finally:
+        tick_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await tick_task
+
+
+async def interleaved(
+    ticker: Ticker, request: Callable[[str], Awaitable[None]], rounds: int, warm: int
+) -> dict[str, list[list[float]]]:
+    """One case: the stall (ms) of each ``request(variant)``, per variant and round.
+
+    Per round: one cold request per variant, dropped, then ``warm`` requests per variant,
+    interleaved request by request; the order of the variants rotates every round.
+    """
+    case: dict[str, list[list[float]]] = {v: [] for v in VARIANTS}
+    for r in range(rounds):
+        order = VARIANTS[r % 3 :] + VARIANTS[: r % 3]
+        for v in order:  # cold request, dropped
+            await ticker.stall_ms(request(v))
+        per_round: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        for _ in range(warm):
+            for v in order:
+                per_round[v].append(await ticker.stall_ms(request(v)))
+        for v in VARIANTS:
+            case[v].append(per_round[v])
+    return case
+
 
 async def _measure(port: int, emitter: Any, sizes: tuple[int, ...], rounds: int, warm: int) -> dict[str, Any]:
     from store_metrics import instrument_asset_store
 
     store = await AsyncSocketStore.connect(port)
     stores = {"bare": store, "bare_aa": store, "wrapped": instrument_asset_store(store, emitter, TAGS)}
-    ticker = Ticker()
-    tick_task = asyncio.create_task(ticker.run())
     values = {n: int_array(n) for n in sizes}
-    for n, value in values.items():
-        await store.aset(f"get-{n}", value)
-    await ticker.next_tick()
-
-    async def one(variant: str, op: str, n: int) -> float:
-        s = stores[variant]
-        ticker.reset()
-        if op == "aget":
-            got = await s.aget(f"get-{n}")
-            assert len(got) == len(values[n])
-        else:
-            await s.aset(f"set-{n}", values[n])
-        await ticker.next_tick()
-        return ticker.longest * 1000.0
-
     out: dict[str, Any] = {}
-    for op in ("aget", "aset"):
-        for n in sizes:
-            case: dict[str, list[list[float]]] = {v: [] for v in VARIANTS}
-            for r in range(rounds):
-                order = VARIANTS[r % 3 :] + VARIANTS[: r % 3]
-                for v in order:  # cold request, dropped
-                    await one(v, op, n)
-                per_round: dict[str, list[float]] = {v: [] for v in VARIANTS}
-                for _ in range(warm):
-                    for v in order:
-                        per_round[v].append(await one(v, op, n))
-                for v in VARIANTS:
-                    case[v].append(per_round[v])
-            out[f"{op}:{n}"] = case
-    tick_task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await tick_task
+    async with ticking() as ticker:
+        for n, value in values.items():
+            await store.aset(f"get-{n}", value)
+        await ticker.next_tick()
+
+        async def request(variant: str, *, op: str, n: int) -> None:
+            s = stores[variant]
+            if op == "aget":
+                got = await s.aget(f"get-{n}")
+                assert len(got) == len(values[n])
+            else:
+                await s.aset(f"set-{n}", values[n])
+
+        for op in ("aget", "aset"):
+            for n in sizes:
+                out[f"{op}:{n}"] = await interleaved(ticker, partial(request, op=op, n=n), rounds, warm)
     await store.close()
     return out
 

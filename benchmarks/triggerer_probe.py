@@ -20,14 +20,13 @@ import json
 import os
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from .stalls import Ticker, int_array
-
-VARIANTS: tuple[str, ...] = ("bare", "wrapped", "bare_aa")
+from .stalls import int_array, interleaved, ticking
 
 
 class StallProbeTrigger(BaseEventTrigger):
@@ -48,15 +47,9 @@ class StallProbeTrigger(BaseEventTrigger):
         sizes = [int(n) for n in params.get("sizes", [400])]
         stores = {"bare": unwrap(store), "wrapped": store, "bare_aa": unwrap(store)}
         values = {n: int_array(n) for n in sizes}
-        ticker = Ticker()
-        tick_task = asyncio.create_task(ticker.run())
-        for n, value in values.items():
-            await store.aset(f"get-{n}", value)
-        await ticker.next_tick()
 
-        async def one(variant: str, op: str, n: int) -> float:
+        async def request(variant: str, *, op: str, n: int) -> None:
             s = stores[variant]
-            ticker.reset()
             if op == "aget":
                 got = await s.aget(f"get-{n}")
                 assert len(got) == len(values[n])
@@ -67,26 +60,16 @@ class StallProbeTrigger(BaseEventTrigger):
                 assert len(got) == len(values[n])
             else:
                 s.set(f"set-{n}", values[n])
-            await ticker.next_tick()
-            return ticker.longest * 1000.0
 
         cases: dict[str, dict[str, list[list[float]]]] = {}
-        started = time.monotonic()
-        for op in ("aget", "aset", "get", "set"):
-            for n in sizes if op in ("aget", "aset") else sizes[:1]:
-                case: dict[str, list[list[float]]] = {v: [] for v in VARIANTS}
-                for r in range(rounds):
-                    order = VARIANTS[r % 3 :] + VARIANTS[: r % 3]
-                    for v in order:  # cold call, dropped
-                        await one(v, op, n)
-                    per_round: dict[str, list[float]] = {v: [] for v in VARIANTS}
-                    for _ in range(warm):
-                        for v in order:
-                            per_round[v].append(await one(v, op, n))
-                    for v in VARIANTS:
-                        case[v].append(per_round[v])
-                cases[f"{op}:{n}"] = case
-        tick_task.cancel()
+        async with ticking() as ticker:
+            for n, value in values.items():
+                await store.aset(f"get-{n}", value)
+            await ticker.next_tick()
+            started = time.monotonic()
+            for op in ("aget", "aset", "get", "set"):
+                for n in sizes if op in ("aget", "aset") else sizes[:1]:
+                    cases[f"{op}:{n}"] = await interleaved(ticker, partial(request, op=op, n=n), rounds, warm)
         result = {
             "instrumented": is_instrumented(store),
             "store": type(store).__name__,

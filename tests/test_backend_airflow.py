@@ -6,17 +6,14 @@ at a real UDP socket: one ``stats.incr(name, count=N, tags=...)`` per series per
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from support.airflow import airflow_statsd_env
+from support.airflow import run_with_airflow_statsd
 from support.lines import parse_influx
 from support.udp import UdpReceiver
-from support.waiting import wait_until
 
 _TASK = textwrap.dedent(
     """
@@ -35,20 +32,13 @@ _TASK = textwrap.dedent(
 
 def test_sums_go_through_airflows_statsd_client(udp_receiver: UdpReceiver, tmp_path: Path) -> None:
     pytest.importorskip("airflow.sdk.observability")
-    env = airflow_statsd_env(tmp_path, udp_receiver.port)
-    done = subprocess.run(
-        [sys.executable, "-c", _TASK], capture_output=True, text=True, timeout=120, env=env, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith("airflow (Airflow's [metrics] backend: statsd)")
+    printed = run_with_airflow_statsd(_TASK, tmp_path, udp_receiver.port)
+    assert printed.strip().endswith("airflow (Airflow's [metrics] backend: statsd)")
 
-    def ours() -> list[str]:
-        # Airflow sends metrics of its own (e.g. serde timings) to the same socket.
-        return [line for line in udp_receiver.lines() if "state_store" in line]
-
-    wait_until(lambda: len(ours()) >= 2)
+    # Airflow sends metrics of its own (e.g. serde timings) to the same socket.
+    ours = udp_receiver.wait_for_lines(2, containing="state_store")
     tags = {"dag_id": "x_airflow.evil_1_c", "task_id": "t", "run_type": "manual", "operator": "X"}
-    assert sorted(parse_influx(line) for line in ours()) == [
+    assert sorted(parse_influx(line) for line in ours) == [
         ("airflow.task_state_store.read_absent", tags, 1),
         ("airflow.task_state_store.write", tags, 3),
     ]
@@ -91,18 +81,10 @@ def test_histograms_go_live_through_stats_timing_and_pushed_ones_as_bucket_means
     udp_receiver: UdpReceiver, tmp_path: Path
 ) -> None:
     pytest.importorskip("airflow.sdk.observability")
-    env = airflow_statsd_env(tmp_path, udp_receiver.port)
-    done = subprocess.run(
-        [sys.executable, "-c", _SERVER], capture_output=True, text=True, timeout=120, env=env, check=False
-    )
-    assert done.returncode == 0, done.stderr
-
-    def ours() -> list[str]:
-        return [line for line in udp_receiver.lines() if "api_server" in line]
-
-    wait_until(lambda: len(ours()) >= 5)
+    run_with_airflow_statsd(_SERVER, tmp_path, udp_receiver.port)
+    ours = udp_receiver.wait_for_lines(5, containing="api_server")
     stat = "airflow.api_server.state_store.request.duration,store=task,worker=h-1"
-    assert sorted(ours()) == sorted(
+    assert sorted(ours) == sorted(
         [
             # Pushed: two observations in (2.5, 5] as their mean twice, so count and sum are exact.
             f"{stat}:3.500000|ms",

@@ -278,7 +278,9 @@ def test_otlp_periodic_exports_say_each_outage_without_a_flush(
         wait_until(lambda: said(captured, logging.INFO, "work again"), timeout=20)
         # Cumulative: the first export that gets through carries what the failed ones did not.
         wait_until(
-            lambda: any(p.name == "airflow.task_state_store.write" and p.value == 1 for p in receiver.points()),
+            lambda: any(
+                p.name == "airflow.task_state_store.write" and p.value == 1 for p in receiver.points()
+            ),
             timeout=10,
         )
     finally:

@@ -11,101 +11,26 @@ series, to exactly the calls they made, and the task instances must show both wo
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from support.cluster import DAGS, Cluster, Process, Redis
+from support.celery import DAG_ID, RUNS, WORKERS, celery_cluster, expected_totals, start_workers
+from support.cluster import Cluster, dag_module
 from support.totals import Key, totals
 from support.udp import UdpReceiver
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.celery]
 
-DAG_ID = "store_metrics_celery"
-PYOP = "_PythonDecoratedOperator"
-RUNS = 3
-WORKERS = ("worker-a", "worker-b")
-
-
-def _dag_module() -> ModuleType:
-    """The DAG file as a module: its call counts are the expected totals' source."""
-    spec = importlib.util.spec_from_file_location("store_metrics_celery_dag", DAGS / f"{DAG_ID}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    root = tmp_path_factory.mktemp("celery")
-    redis = Redis(root / "redis")
-    airflow = Cluster(
-        root,
-        [f"{DAG_ID}.py"],
-        {
-            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-            "AIRFLOW__CELERY__BROKER_URL": f"{redis.url}/0",
-            "AIRFLOW__CELERY__RESULT_BACKEND": f"{redis.url}/1",
-            "AIRFLOW__CORE__PARALLELISM": "8",
-        },
-    )
-    try:
+    with celery_cluster(tmp_path_factory.mktemp("celery")) as airflow:
         airflow.start([DAG_ID])
         yield airflow
-    finally:
-        airflow.stop()
-        redis.stop()
-
-
-def start_workers(cluster: Cluster, backend: str, receiver: UdpReceiver, barrier: Path) -> list[Process]:
-    workers = []
-    for name in WORKERS:
-        hostname = f"{name}-{backend}"
-        workers.append(
-            cluster.spawn(
-                hostname,
-                [
-                    *("celery", "worker", "--concurrency", "2", "--skip-serve-logs"),
-                    *("--celery-hostname", f"{hostname}@store-metrics-test"),
-                ],
-                AIRFLOW__CORE__HOSTNAME_CALLABLE="support.hostnames.from_env",
-                STORE_METRICS_TEST_HOSTNAME=hostname,
-                STORE_METRICS_TEST_BARRIER=str(barrier),
-                AIRFLOW__STORE_METRICS__BACKEND=backend,
-                AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
-                AIRFLOW__STORE_METRICS__PORT=str(receiver.port),
-            )
-        )
-    cluster.wait(
-        lambda: all(f"{w.name}@store-metrics-test ready." in w.text() for w in workers),
-        120,
-        "both Celery workers ready",
-    )
-    return workers
-
-
-def expected_totals(run_count: int) -> Counter[Key]:
-    dag = _dag_module()
-
-    def series(task_id: str) -> tuple[tuple[str, str], ...]:
-        return (("dag_id", DAG_ID), ("task_id", task_id), ("run_type", "manual"), ("operator", PYOP))
-
-    expected: Counter[Key] = Counter()
-    for outcome, calls in dag.TASK_CALLS.items():
-        expected[(f"airflow.task_state_store.{outcome}", series("crunch"))] = (
-            calls * dag.CRUNCH_PARTS * run_count
-        )
-    for outcome, calls in dag.ASSET_CALLS.items():
-        expected[(f"airflow.asset_state_store.{outcome}", series("advance"))] = (
-            calls * dag.ADVANCE_PARTS * run_count
-        )
-    return expected
 
 
 @pytest.mark.parametrize("backend", ["dogstatsd", "statsd"])
@@ -114,7 +39,14 @@ def test_two_celery_workers_exact_totals(cluster: Cluster, backend: str, tmp_pat
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     started = time.monotonic()
-    workers = start_workers(cluster, backend, receiver, barrier)
+    workers = start_workers(
+        cluster,
+        backend,
+        barrier,
+        AIRFLOW__STORE_METRICS__BACKEND=backend,
+        AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
+        AIRFLOW__STORE_METRICS__PORT=str(receiver.port),
+    )
     try:
         run_ids = [f"{backend}-{n}" for n in range(RUNS)]
         for run_id in run_ids:
@@ -122,7 +54,7 @@ def test_two_celery_workers_exact_totals(cluster: Cluster, backend: str, tmp_pat
         states = cluster.wait_for_runs(DAG_ID, run_ids, 150)
         assert states == dict.fromkeys(run_ids, "success"), cluster.tails()
 
-        dag = _dag_module()
+        dag = dag_module(DAG_ID)
         instances = [ti for ti in cluster.task_instances(DAG_ID) if ti["run_id"] in run_ids]
         assert len(instances) == RUNS * (dag.CRUNCH_PARTS + dag.ADVANCE_PARTS)
         assert {ti["state"] for ti in instances} == {"success"}

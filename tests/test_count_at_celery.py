@@ -13,8 +13,6 @@ spread over both workers, must arrive on the socket as exactly the totals the ta
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -22,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from support.cluster import Cluster, Process, Redis
+from support.celery import DAG_ID, RUNS, WORKERS, celery_cluster, expected_totals, start_workers
+from support.cluster import Cluster, Process, dag_module
 from support.totals import Key, totals
 from support.udp import UdpReceiver
-from test_celery import DAG_ID, RUNS, WORKERS, _dag_module, expected_totals
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.celery]
 
@@ -39,71 +37,24 @@ def receiver() -> Iterator[UdpReceiver]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, receiver: UdpReceiver) -> Iterator[Cluster]:
-    root = tmp_path_factory.mktemp("celery-count-at")
-    redis = Redis(root / "redis")
-    airflow = Cluster(
-        root,
-        [f"{DAG_ID}.py"],
-        {
-            "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-            "AIRFLOW__CELERY__BROKER_URL": f"{redis.url}/0",
-            "AIRFLOW__CELERY__RESULT_BACKEND": f"{redis.url}/1",
-            "AIRFLOW__CORE__PARALLELISM": "8",
-        },
-    )
-    # No component gets a [store_metrics] setting from the shared environment: only the API server's own.
-    for name in [k for k in airflow.env if k.startswith("AIRFLOW__STORE_METRICS__")]:
-        del airflow.env[name]
-    try:
-        # Cluster.start(), with [store_metrics] on the API server only.
-        subprocess.run(
-            [sys.executable, "-m", "airflow", "db", "migrate"],
-            env=airflow.env,
-            check=True,
-            capture_output=True,
-            timeout=300,
-        )
-        airflow.spawn(
-            "api-server",
-            ["api-server"],
+    with celery_cluster(tmp_path_factory.mktemp("celery-count-at")) as airflow:
+        # No component gets a [store_metrics] setting from the shared environment: only the API server's own.
+        for name in [k for k in airflow.env if k.startswith("AIRFLOW__STORE_METRICS__")]:
+            del airflow.env[name]
+        airflow.start(
+            [DAG_ID],
             AIRFLOW__STORE_METRICS__COUNT_AT="api_server",
             AIRFLOW__STORE_METRICS__BACKEND="dogstatsd",
             AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
             AIRFLOW__STORE_METRICS__PORT=str(receiver.port),
             AIRFLOW__STORE_METRICS__FLUSH_INTERVAL="1",
         )
-        airflow.spawn("scheduler", ["scheduler"])
-        airflow.spawn("dag-processor", ["dag-processor"])
-        airflow.wait(airflow._health_ok, 180, "api-server, scheduler and dag-processor healthy")
-        airflow.wait(lambda: DAG_ID in airflow.parsed_dags(), 180, f"DAG {DAG_ID} parsed")
         yield airflow
-    finally:
-        airflow.stop()
-        redis.stop()
 
 
-def start_workers(cluster: Cluster, barrier: Path) -> list[Process]:
+def start_count_at_workers(cluster: Cluster, barrier: Path) -> list[Process]:
     """Two Celery workers with no [store_metrics] and no [metrics] configuration."""
-    workers = []
-    for name in WORKERS:
-        hostname = f"{name}-count-at"
-        workers.append(
-            cluster.spawn(
-                hostname,
-                [
-                    *("celery", "worker", "--concurrency", "2", "--skip-serve-logs"),
-                    *("--celery-hostname", f"{hostname}@store-metrics-test"),
-                ],
-                AIRFLOW__CORE__HOSTNAME_CALLABLE="support.hostnames.from_env",
-                STORE_METRICS_TEST_HOSTNAME=hostname,
-                STORE_METRICS_TEST_BARRIER=str(barrier),
-            )
-        )
-    cluster.wait(
-        lambda: all(f"{w.name}@store-metrics-test ready." in w.text() for w in workers),
-        120,
-        "both Celery workers ready",
-    )
+    workers = start_workers(cluster, "count-at", barrier)
     assert not any(k.startswith(("AIRFLOW__STORE_METRICS__", "AIRFLOW__METRICS__")) for k in cluster.env)
     return workers
 
@@ -114,7 +65,7 @@ def test_the_api_server_counts_what_celery_workers_without_metrics_configuration
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     started = time.monotonic()
-    workers = start_workers(cluster, barrier)
+    workers = start_count_at_workers(cluster, barrier)
     try:
         run_ids = [f"count-at-{n}" for n in range(RUNS)]
         for run_id in run_ids:
@@ -122,7 +73,7 @@ def test_the_api_server_counts_what_celery_workers_without_metrics_configuration
         states = cluster.wait_for_runs(DAG_ID, run_ids, 150)
         assert states == dict.fromkeys(run_ids, "success"), cluster.tails()
 
-        dag = _dag_module()
+        dag = dag_module(DAG_ID)
         instances = [ti for ti in cluster.task_instances(DAG_ID) if ti["run_id"] in run_ids]
         assert len(instances) == RUNS * (dag.CRUNCH_PARTS + dag.ADVANCE_PARTS)
         assert {ti["try_number"] for ti in instances} == {1}
@@ -165,7 +116,7 @@ def test_one_metadata_query_per_task_instance(cluster: Cluster, receiver: UdpRec
     )
     assert len(summary) == 1, api_server.tail()
     requests, hits, misses, _rate, queries, failed = (float(x) for x in summary[0])
-    dag = _dag_module()
+    dag = dag_module(DAG_ID)
     instances = RUNS * (dag.CRUNCH_PARTS + dag.ADVANCE_PARTS)
     calls = sum(expected_totals(RUNS).values())
     assert requests == calls and hits + misses == calls

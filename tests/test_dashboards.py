@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from store_metrics.pipeline.grafana.dashboard import footprint_specs, specs, tri
 from store_metrics.pipeline.grafana.footprint_row import FOOTPRINT_ROW_TITLE
 from store_metrics.pipeline.grafana.rows import NO_WATCHERS_NOTE, TRIGGERS_ROW_TITLE
 from store_metrics.pipeline.grafana.server_row import SERVER_ROW_TITLE
+from support.dashboard import VARIABLES, assert_laid_out, evaluate_queries, panel_exprs
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
@@ -32,7 +32,6 @@ PROVISIONING = DASHBOARDS / "provisioning"
 CURRENT_SCHEMA_VERSION = 42
 PANEL_TYPES = {"row", "timeseries", "stat", "table", "bargauge"}
 LEGACY_PANEL_TYPES = {"graph", "singlestat", "table-old", "grafana-piechart-panel", "grafana-worldmap-panel"}
-VARIABLES = ("team_name", "dag_id", "task_id", "operator", "run_type")
 DS = {"type": "prometheus", "uid": "${datasource}"}
 
 
@@ -99,13 +98,7 @@ def test_only_current_panel_types() -> None:
 def test_panel_ids_unique_and_layout_fits_without_overlap() -> None:
     ids = [p["id"] for p in panels()]
     assert len(ids) == len(set(ids))
-    cells: set[tuple[int, int]] = set()
-    for p in panels():
-        g = p["gridPos"]
-        assert g["x"] >= 0 and g["x"] + g["w"] <= 24 and g["h"] > 0, p["title"]
-        area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
-        assert not area & cells, f"{p['title']} overlaps another panel"
-        cells |= area
+    assert_laid_out(panels())
 
 
 def test_every_panel_and_query_uses_the_datasource_variable() -> None:
@@ -282,10 +275,15 @@ def test_provisioning_dashboard_provider() -> None:
 # -- the Triggers row: asset watchers (run_type="asset_watcher") ------------------------------------
 
 
-def triggers_row() -> dict[str, Any]:
-    rows = [p for p in panels() if p["type"] == "row" and p["title"] == TRIGGERS_ROW_TITLE]
+def collapsed_row(title: str) -> dict[str, Any]:
+    """The one row titled ``title`` (collapsed: its panels inside it)."""
+    rows = [p for p in panels() if p["type"] == "row" and p["title"] == title]
     assert len(rows) == 1
     return rows[0]
+
+
+def triggers_row() -> dict[str, Any]:
+    return collapsed_row(TRIGGERS_ROW_TITLE)
 
 
 def test_the_triggers_row_is_collapsed_just_above_the_server_row() -> None:
@@ -295,13 +293,8 @@ def test_the_triggers_row_is_collapsed_just_above_the_server_row() -> None:
     assert row["collapsed"] is True and len(row["panels"]) == 5
     ids = [p["id"] for p in top] + [p["id"] for r in top[-2:] for p in r["panels"]]
     assert len(ids) == len(set(ids))
-    cells: set[tuple[int, int]] = set()
+    assert_laid_out(row["panels"], below=row["gridPos"]["y"])
     for panel in row["panels"]:
-        g = panel["gridPos"]
-        assert g["y"] > row["gridPos"]["y"] and g["x"] + g["w"] <= 24
-        area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
-        assert not area & cells
-        cells |= area
         assert panel["type"] in PANEL_TYPES and panel["datasource"] == DS
         assert "asset_watcher" in panel["description"]
 
@@ -385,47 +378,14 @@ WATCHER_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
 ]
 
 
-def _interpolate(expr: str, variables: dict[str, str]) -> str:
-    for name in VARIABLES:
-        expr = expr.replace(f"${name}", variables.get(name, ".*"))
-    return expr.replace("$__rate_interval", "5m").replace("$__range", "1h")
-
-
 @pytest.mark.prometheus
 def test_triggers_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
-    committed = {(p["title"], t["refId"]): t["expr"] for p in triggers_row()["panels"] for t in p["targets"]}
+    committed = panel_exprs(triggers_row())
     assert set(committed) == {(title, ref) for title, ref, _ in trigger_specs()}
-    tests = [
-        {
-            "expr": _interpolate(committed[(title, ref)], variables),
-            "eval_time": "10m",
-            "exp_samples": [{"labels": labels, "value": value} for labels, value in samples.items()],
-        }
-        for title, ref, variables, samples in WATCHER_EXPECTED
+    cases = [
+        (committed[(title, ref)], variables, samples) for title, ref, variables, samples in WATCHER_EXPECTED
     ]
-    doc = {
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [{"series": s, "values": v} for s, v in WATCHER_INPUT],
-                "promql_expr_test": tests,
-            }
-        ],
-    }
-    (tmp_path / "triggers.test.yml").write_text(yaml.safe_dump(doc, width=10_000))
-    tested = subprocess.run(
-        [promtool, "test", "rules", "triggers.test.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert tested.returncode == 0, tested.stdout + tested.stderr
+    evaluate_queries(tmp_path, "1m", WATCHER_INPUT, cases, "10m")
 
 
 @pytest.mark.prometheus
@@ -481,52 +441,10 @@ def test_new_triggers_panels_evaluate_to_the_hand_computed_values(tmp_path: Path
         (errors, "A", {}, {'{operator="S3KeyTrigger",operation="get"}': 0.05}),
         (errors, "A", {"run_type": "scheduled"}, {}),
     ]
-    committed = {(p["title"], t["refId"]): t["expr"] for p in triggers_row()["panels"] for t in p["targets"]}
-    run_promtool_test(
+    committed = panel_exprs(triggers_row())
+    evaluate_queries(
         tmp_path, "1m", inputs, [(committed[(title, ref)], v, s) for title, ref, v, s in expected], "10m"
     )
-
-
-def run_promtool_test(
-    tmp_path: Path,
-    interval: str,
-    inputs: list[tuple[str, str]],
-    cases: list[tuple[str, dict[str, str], dict[str, float]]],
-    eval_time: str,
-) -> None:
-    """``promtool test rules`` of ``cases`` (expression, dashboard variables, expected samples)."""
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
-    doc = {
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": interval,
-                "input_series": [{"series": s, "values": v} for s, v in inputs],
-                "promql_expr_test": [
-                    {
-                        "expr": _interpolate(expr, variables),
-                        "eval_time": eval_time,
-                        "exp_samples": [
-                            {"labels": labels, "value": value} for labels, value in samples.items()
-                        ],
-                    }
-                    for expr, variables, samples in cases
-                ],
-            }
-        ],
-    }
-    (tmp_path / "panels.test.yml").write_text(yaml.safe_dump(doc, width=10_000))
-    tested = subprocess.run(
-        [promtool, "test", "rules", "panels.test.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
-    assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
 # -- asset watchers in the DAG panels ----------------------------------------------------------------
@@ -559,9 +477,7 @@ def test_per_dag_panels_leave_asset_watchers_out_and_say_so() -> None:
 
 
 def footprint_row() -> dict[str, Any]:
-    rows = [p for p in panels() if p["type"] == "row" and p["title"] == FOOTPRINT_ROW_TITLE]
-    assert len(rows) == 1
-    return rows[0]
+    return collapsed_row(FOOTPRINT_ROW_TITLE)
 
 
 FOOTPRINT_GAUGES = {m.prometheus_name() for m in catalogue.INVENTORY_METRICS}
@@ -591,13 +507,8 @@ def test_the_footprint_row_is_collapsed_above_the_triggers_row() -> None:
         assert wanted in titles, wanted
     ids = [p["id"] for p in top] + [p["id"] for r in top[-3:] for p in r["panels"]]
     assert len(ids) == len(set(ids))
-    cells: set[tuple[int, int]] = set()
+    assert_laid_out(row["panels"], below=row["gridPos"]["y"])
     for panel in row["panels"]:
-        g = panel["gridPos"]
-        assert g["y"] > row["gridPos"]["y"] and g["x"] + g["w"] <= 24
-        area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
-        assert not area & cells
-        cells |= area
         assert panel["type"] in PANEL_TYPES and panel["datasource"] == DS and panel["description"]
 
 
@@ -695,9 +606,9 @@ FOOTPRINT_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
 
 @pytest.mark.prometheus
 def test_footprint_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) -> None:
-    committed = {(p["title"], t["refId"]): t["expr"] for p in footprint_row()["panels"] for t in p["targets"]}
+    committed = panel_exprs(footprint_row())
     assert set(committed) == {(title, ref) for title, ref, _ in footprint_specs()}
     cases = [
         (committed[(title, ref)], variables, samples) for title, ref, variables, samples in FOOTPRINT_EXPECTED
     ]
-    run_promtool_test(tmp_path, "5m", FOOTPRINT_INPUT, cases, "25h")
+    evaluate_queries(tmp_path, "5m", FOOTPRINT_INPUT, cases, "25h")

@@ -40,6 +40,7 @@ from store_metrics.pipeline import (
     watcher_rules,
     yaml_text,
 )
+from support.promtool import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "myco.airflow"
@@ -123,13 +124,6 @@ def test_empty_prefix_is_allowed(tmp_path: Path) -> None:
 
 
 # -- another prefix -----------------------------------------------------------------------------------
-
-
-def promtool(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
-    return subprocess.run([path, *args], cwd=cwd, check=False, capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.prometheus

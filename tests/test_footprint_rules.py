@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import yaml
 
 from store_metrics import catalogue, options
 from store_metrics.pipeline import footprint_rules, statsd_mapping
+from support.promtool import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTOR = ROOT / "collector"
@@ -31,13 +31,6 @@ RULES = COLLECTOR / footprint_rules.FILENAME
 RULES_TEST = COLLECTOR / footprint_rules.TESTS_FILENAME
 MAPPING = COLLECTOR / statsd_mapping.INVENTORY_FILENAME
 ALERTS = {"StateStoreRetentionNotApplied", "StateStoreInventoryDown", "StateStoreInventoryStale"}
-
-
-def promtool(*args: str, cwd: Path = COLLECTOR) -> subprocess.CompletedProcess[str]:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
-    return subprocess.run([path, *args], cwd=cwd, check=False, capture_output=True, text=True, timeout=60)
 
 
 def rules() -> list[dict[str, Any]]:

@@ -12,15 +12,13 @@ fresh worker's first requests are slow); longer when other jobs share the cores.
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from support.bench import run_quick_section, verdicts
+
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parent.parent
 FAULTS = (
     "DogStatsD receiver down (closed UDP port), then back",
     "one API server worker killed (SIGKILL), plugin on",
@@ -32,16 +30,7 @@ FAULTS = (
 
 @pytest.mark.timeout(360)
 def test_quick_load_section_runs_and_its_counts_add_up() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--only", "load", "--no-write"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=350,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    out = proc.stdout
+    out = run_quick_section("load", timeout=350)
     for heading in (
         "## 7. The API server under sustained load, and faults",
         "### Plugin on vs off",
@@ -61,8 +50,7 @@ def test_quick_load_section_runs_and_its_counts_add_up() -> None:
         assert "(lost 0, twice 0)" in rows[name], rows[name]  # cumulative: everything, once
     for name in FAULTS[:2]:
         assert "twice 0)" in rows[name], rows[name]  # UDP and a killed worker lose, never double
-    verdicts = out.split("## Verdicts", 1)[1].split("## Environment", 1)[0]
-    assert verdicts.count("| 7. ") == 17
+    assert verdicts(out).count("| 7. ") == 17
     assert "| 7. load: server totals = client totals per (store, operation, outcome), every block |" in out
 
 

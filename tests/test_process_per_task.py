@@ -12,16 +12,14 @@ after its task.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from support.cluster import DAGS, Cluster
+from support.cluster import Cluster, dag_module
 from support.totals import Key, totals
 from support.udp import UdpReceiver
 
@@ -36,15 +34,6 @@ PYOP = "_PythonDecoratedOperator"
 #: min_heartbeat_interval`` seconds (5 by default, 1 here), then the interpreter tears down:
 #: 1 to 2.5 s in all on an idle 2-core machine, up to 5.5 s at a load average of 7.
 EXIT_WITHIN = 15.0
-
-
-def _dag_module() -> ModuleType:
-    """The DAG file as a module: its call counts are the expected totals' source."""
-    spec = importlib.util.spec_from_file_location("store_metrics_pods_dag", DAGS / f"{DAG_ID}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +58,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def expected_totals() -> Counter[Key]:
-    dag = _dag_module()
+    dag = dag_module(DAG_ID)
 
     def series(task_id: str) -> tuple[tuple[str, str], ...]:
         return (("dag_id", DAG_ID), ("task_id", task_id), ("run_type", "manual"), ("operator", PYOP))
@@ -110,7 +99,7 @@ def test_each_task_in_a_fresh_process_loses_nothing_at_exit(
         run_id = f"pods-{backend}"
         cluster.trigger(DAG_ID, run_id)
         assert cluster.wait_for_runs(DAG_ID, [run_id], 180) == {run_id: "success"}, cluster.tails()
-        dag = _dag_module()
+        dag = dag_module(DAG_ID)
         instances = [ti for ti in cluster.task_instances(DAG_ID) if ti["run_id"] == run_id]
         task_count = dag.PODS + dag.RESUME_PARTS + 1
         assert len(instances) == task_count

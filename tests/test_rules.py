@@ -20,6 +20,7 @@ from store_metrics import catalogue
 from store_metrics.pipeline import watcher_rules
 from store_metrics.pipeline.rules import NOT_WATCHERS, WATCHERS
 from store_metrics.pipeline.watcher_rules import WATCHER_CALLS
+from support.promtool import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTOR = ROOT / "collector"
@@ -29,13 +30,6 @@ WATCHER_RULES = COLLECTOR / watcher_rules.FILENAME
 WATCHER_RULES_TEST = COLLECTOR / watcher_rules.TESTS_FILENAME
 
 pytestmark = pytest.mark.prometheus
-
-
-def promtool(*args: str, cwd: Path = COLLECTOR) -> subprocess.CompletedProcess[str]:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
-    return subprocess.run([path, *args], cwd=cwd, check=False, capture_output=True, text=True, timeout=60)
 
 
 def rules(path: Path = RULES) -> list[dict[str, Any]]:

@@ -5,27 +5,14 @@ No timing is asserted here; the verdicts are on the page (``python -m benchmarks
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from support.bench import run_quick_section, verdicts
 
 
 @pytest.mark.timeout(120)
 def test_quick_server_section_runs_and_prints_its_tables() -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--only", "server", "--no-write"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=110,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout
+    out = run_quick_section("server", timeout=110)
     for heading in (
         "## 4. API server side: route metrics middleware and stall monitor",
         "### Per request, in process",
@@ -37,7 +24,6 @@ def test_quick_server_section_runs_and_prints_its_tables() -> None:
     assert "| 10 ms (default) |" in out
     for row in ("| GET | 0.4 KB |", "| PUT | 58.9 KB |", "| DELETE | - |"):
         assert row in out
-    verdicts = out.split("## Verdicts", 1)[1].split("## Environment", 1)[0]
-    assert verdicts.count("| 4. ") == 5
+    assert verdicts(out).count("| 4. ") == 5
     # Every state store request of the run was counted by the middleware (3 warm + 1 cold, 5 cases).
     assert "The instrumented server counted 20 state store requests." in out

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,8 @@ import yaml
 
 from store_metrics import catalogue
 from store_metrics.pipeline.grafana.dashboard import server_specs
+from support.dashboard import assert_laid_out, evaluate_queries, interpolate, panel_exprs
+from support.promtool import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
@@ -37,14 +37,8 @@ def test_the_server_row_is_collapsed_and_laid_out_below_it() -> None:
     panels = json.loads((DASHBOARDS / "store-metrics.json").read_text())["panels"]
     ids = [p["id"] for p in panels] + [p["id"] for p in row["panels"]]
     assert len(ids) == len(set(ids))
-    cells: set[tuple[int, int]] = set()
+    assert_laid_out(row["panels"], below=row["gridPos"]["y"])
     for panel in row["panels"]:
-        g = panel["gridPos"]
-        assert g["y"] > row["gridPos"]["y"] and g["x"] + g["w"] <= 24
-        for x in range(g["x"], g["x"] + g["w"]):
-            for y in range(g["y"], g["y"] + g["h"]):
-                assert (x, y) not in cells, panel["title"]
-                cells.add((x, y))
         assert panel["description"] and panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
     titles = {p["title"] for p in row["panels"]}
     assert {
@@ -137,47 +131,14 @@ EXPECTED = {
 
 @pytest.mark.prometheus
 def test_server_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
-    committed = {(p["title"], t["refId"]): t["expr"] for p in server_row()["panels"] for t in p["targets"]}
+    committed = panel_exprs(server_row())
     # Every query parses (as a rule expression, with Grafana's variables at fixed values).
     rules = [
-        {"record": f"check:q{i}:x", "expr": expr.replace("$__rate_interval", "5m").replace("$__range", "1h")}
+        {"record": f"check:q{i}:x", "expr": interpolate(expr, {})}
         for i, expr in enumerate(committed.values())
     ]
     (tmp_path / "queries.yml").write_text(yaml.safe_dump({"groups": [{"name": "q", "rules": rules}]}))
-    tests = []
-    for (title, ref), samples in EXPECTED.items():
-        expr = committed[(title, ref)].replace("$__rate_interval", "5m")
-        tests.append(
-            {
-                "expr": expr,
-                "eval_time": "10m",
-                "exp_samples": [{"labels": labels, "value": value} for labels, value in samples.items()],
-            }
-        )
-    doc = {
-        "rule_files": ["queries.yml"],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [{"series": s, "values": v} for s, v in INPUT],
-                "promql_expr_test": tests,
-            }
-        ],
-    }
-    (tmp_path / "queries.test.yml").write_text(yaml.safe_dump(doc, width=10_000))
-    checked = subprocess.run(
-        [promtool, "check", "rules", "queries.yml"], cwd=tmp_path, capture_output=True, text=True, check=False
-    )
+    checked = promtool("check", "rules", "queries.yml", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    tested = subprocess.run(
-        [promtool, "test", "rules", "queries.test.yml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert tested.returncode == 0, tested.stdout + tested.stderr
+    cases = [(committed[(title, ref)], {}, samples) for (title, ref), samples in EXPECTED.items()]
+    evaluate_queries(tmp_path, "1m", INPUT, cases, "10m", rule_files=["queries.yml"])

@@ -11,8 +11,6 @@ Airflow's own StatsD logger.
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 import textwrap
 import urllib.request
 from pathlib import Path
@@ -24,7 +22,7 @@ from store_metrics import catalogue, wire
 from store_metrics.deltas import Buckets, GaugeValue
 from store_metrics.emitter import GaugeSeries, HistogramSeries
 from store_metrics.runtime import create_emitter
-from support.airflow import airflow_statsd_env
+from support.airflow import run_with_airflow_statsd
 from support.ports import free_port
 from support.udp import UdpReceiver
 from support.waiting import wait_until
@@ -356,20 +354,12 @@ _AIRFLOW = textwrap.dedent(
 def test_airflow_backend_uses_stats_timing_per_observation_and_stats_gauge(
     udp_receiver: UdpReceiver, tmp_path: Path
 ) -> None:
-    env = airflow_statsd_env(tmp_path, udp_receiver.port)
-    done = subprocess.run(
-        [sys.executable, "-c", _AIRFLOW], capture_output=True, text=True, timeout=120, env=env, check=False
-    )
-    assert done.returncode == 0, done.stderr
-
-    def ours() -> list[str]:
-        return [line for line in udp_receiver.lines() if "api_server" in line]
-
-    wait_until(lambda: len(ours()) >= 4)
+    run_with_airflow_statsd(_AIRFLOW, tmp_path, udp_receiver.port)
+    ours = udp_receiver.wait_for_lines(4, containing="api_server")
     stat = "airflow.api_server.state_store.request.duration,store=task,worker=h-1"
     # Live: one stats.timing per observation as it happens, with its exact value (observations
     # made before the backend is open go as bucket means: tests/test_backend_airflow.py).
-    assert sorted(ours()) == sorted(
+    assert sorted(ours) == sorted(
         [
             f"{stat}:3.000000|ms",
             f"{stat}:4.000000|ms",

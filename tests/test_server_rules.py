@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -12,19 +11,13 @@ import pytest
 import yaml
 
 from store_metrics import catalogue
+from support.promtool import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTOR = ROOT / "collector"
 RULES = COLLECTOR / "server-rules.yml"
 RULES_TEST = COLLECTOR / "server-rules.test.yml"
 MAPPING = COLLECTOR / "statsd-mapping-server.yml"
-
-
-def promtool(*args: str, cwd: Path = COLLECTOR) -> subprocess.CompletedProcess[str]:
-    path = shutil.which("promtool")
-    if path is None:
-        pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
-    return subprocess.run([path, *args], cwd=cwd, check=False, capture_output=True, text=True, timeout=60)
 
 
 def rules() -> list[dict[str, Any]]:

@@ -11,7 +11,12 @@ Importable as ``support`` because ``[tool.pytest.ini_options] pythonpath`` puts 
 * :mod:`support.tags` -- the tag sets of the stories, and tag values that would break a line;
 * :mod:`support.lines` -- strict parsers for one StatsD counter line;
 * :mod:`support.totals` -- received lines summed per series;
-* :mod:`support.airflow` -- throwaway Airflow homes, ``dag.test()`` runs and ``airflow standalone``.
+* :mod:`support.airflow` -- throwaway Airflow homes, ``dag.test()`` runs and ``airflow standalone``;
+* :mod:`support.cluster` -- Airflow's components started one by one (executors other than Local);
+* :mod:`support.celery` -- the CeleryExecutor deployment and the totals its DAG must add up to;
+* :mod:`support.bench` -- one section of the benchmark page, run with ``--quick``;
+* :mod:`support.promtool` -- promtool, for rule and config checks and rule tests;
+* :mod:`support.dashboard` -- the committed Grafana dashboard: layout, queries, queries evaluated.
 
 Nothing here fakes a metrics backend: receivers are real sockets and servers on 127.0.0.1.
 """

@@ -213,3 +213,18 @@ def airflow_statsd_env(airflow_home: Path, port: int) -> dict[str, str]:
         "AIRFLOW__METRICS__STATSD_PREFIX": "airflow",
         "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
     }
+
+
+def run_with_airflow_statsd(script: str, airflow_home: Path, port: int) -> str:
+    """Run ``script`` (``python -c``) in a fresh process with :func:`airflow_statsd_env`; it must
+    exit 0. Returns what it printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=airflow_statsd_env(airflow_home, port),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout

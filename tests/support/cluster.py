@@ -13,6 +13,7 @@ and ``airflow standalone`` tests copy whole).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import ModuleType
 from typing import IO, Any
 
 from support.airflow import AirflowHome
@@ -32,6 +34,15 @@ from support.waiting import wait_until
 
 TESTS = Path(__file__).resolve().parent.parent
 DAGS = Path(__file__).resolve().parent / "dags"
+
+
+def dag_module(dag_id: str) -> ModuleType:
+    """The DAG file ``dags/<dag_id>.py`` as a module: its call counts are the expected totals' source."""
+    spec = importlib.util.spec_from_file_location(f"{dag_id}_dag", DAGS / f"{dag_id}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class Process:
@@ -147,8 +158,11 @@ class Cluster:
         self.processes.append(process)
         return process
 
-    def start(self, dag_ids: list[str], timeout: float = 180) -> None:
-        """Migrate the database, start the three components, wait until healthy and the DAGs are parsed."""
+    def start(self, dag_ids: list[str], timeout: float = 180, **api_server_env: str) -> None:
+        """Migrate the database, start the three components, wait until healthy and the DAGs are parsed.
+
+        ``api_server_env``: environment the API server gets on top of :attr:`env` (only it).
+        """
         subprocess.run(
             [sys.executable, "-m", "airflow", "db", "migrate"],
             env=self.env,
@@ -156,7 +170,7 @@ class Cluster:
             capture_output=True,
             timeout=300,
         )
-        self.spawn("api-server", ["api-server"])
+        self.spawn("api-server", ["api-server"], **api_server_env)
         self.spawn("scheduler", ["scheduler"])
         self.spawn("dag-processor", ["dag-processor"])
         self.wait(self._health_ok, timeout, "api-server, scheduler and dag-processor healthy")

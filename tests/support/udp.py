@@ -44,9 +44,14 @@ class UdpReceiver:
             data = list(self.datagrams)
         return [line for d in data for line in d.decode("utf-8").split("\n") if line]
 
-    def wait_for_lines(self, count: int, timeout: float = 10.0) -> list[str]:
-        wait_until(lambda: len(self.lines()) >= count, timeout)
-        return self.lines()
+    def wait_for_lines(self, count: int, timeout: float = 10.0, containing: str = "") -> list[str]:
+        """The lines received (only those that contain ``containing``), once there are ``count``."""
+
+        def matching() -> list[str]:
+            return [line for line in self.lines() if containing in line]
+
+        wait_until(lambda: len(matching()) >= count, timeout)
+        return matching()
 
     def lines_before_marker(self, timeout: float = 10.0) -> list[str]:
         """Send a marker datagram to this socket, wait for it, return every line received before it.

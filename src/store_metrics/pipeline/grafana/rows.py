@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
 from ..promql import ALL_OUTCOMES, READS
-from .queries import Measure, Panel, Ratio, Row, Target, TopK, series
+from .queries import Measure, Panel, Ratio, Row, Spec, Target, TopK, ref_id, series
 
 __all__ = [
     "NOT_WATCHERS",
@@ -100,76 +101,119 @@ def _store_word(store: Store) -> str:
     return store.value.split("_")[0]
 
 
+# -- panel shapes the rows share ---------------------------------------------------------------
+
+#: A ratio's scale: 0 to 1, shown as a percentage.
+_PERCENT: dict[str, Any] = {"unit": "percentunit", "max": 1}
+
+
+def _stat(title: str, description: str, spec: Spec, legend: str, **options: Any) -> Panel:
+    """One of the Overview row's stat panels: one value over the selected range."""
+    return Panel(
+        "stat", title, description + RANGE_NOTE, [Target(spec, legend, instant=True)], w=4, h=5, **options
+    )
+
+
+def _ops(title: str, description: str, targets: list[Target], **layout: Any) -> Panel:
+    """A time series of calls per second."""
+    return Panel("timeseries", title, description, targets, unit="ops", **layout)
+
+
+def _ratio_series(title: str, description: str, targets: list[Target]) -> Panel:
+    """A time series of a ratio (0 to 1)."""
+    return Panel("timeseries", title, description, targets, **_PERCENT)
+
+
+def _table(title: str, description: str, columns: Sequence[tuple[Measure, str]], **layout: Any) -> Panel:
+    """A table over the selected range: one query per ``(measure, column name)``."""
+    return Panel(
+        "table",
+        title,
+        description,
+        [Target(measure, instant=True, table=True) for measure, _ in columns],
+        decimals=0,
+        renames={f"Value #{ref_id(i)}": name for i, (_, name) in enumerate(columns)},
+        **layout,
+    )
+
+
+def _calls_by(q: Queries, label: str, title: str, description: str) -> Panel:
+    """A bar per ``label`` value: every call in the selected range."""
+    return Panel(
+        "bargauge",
+        title,
+        description + RANGE_NOTE,
+        [Target(q.everything("count", (label,)), f"{{{{{label}}}}}", instant=True)],
+        decimals=0,
+    )
+
+
+def _per_outcome(q: Queries, store: Store, only: Sequence[tuple[str, str]] = ()) -> list[Target]:
+    """Calls per second of one store, one line per outcome."""
+    return [Target(q.m("rate", (store,), (o,), (), only), o.value) for o in ALL_OUTCOMES]
+
+
+def _found_by_dag(q: Queries, kind: str) -> list[Target]:
+    """The found ratio per DAG, one query per store (instant over the range for ``count``)."""
+    return [
+        Target(q.found(kind, s, (DAG_ID,)), f"{{{{dag_id}}}} {_store_word(s)} store", instant=kind == "count")
+        for s in BOTH
+    ]
+
+
+# -- rows -------------------------------------------------------------------------------------
+
+
 def overview_row(q: Queries) -> Row:
     """Stat panels over the selected range: calls, ratios, deletes and clears, errors."""
     return Row(
         "Overview (selected time range)",
         [
-            Panel(
-                "stat",
+            _stat(
                 "State store calls",
-                "Every state store call in the range: reads, writes, "
-                "deletes, clears, and calls that raised." + RANGE_NOTE,
-                [Target(q.everything("count"), "calls", instant=True)],
-                w=4,
-                h=5,
+                "Every state store call in the range: reads, writes, deletes, clears, and calls that raised.",
+                q.everything("count"),
+                "calls",
                 decimals=0,
             ),
-            Panel(
-                "stat",
+            _stat(
                 "Reads per write",
-                "Task and asset store reads (found + absent) per write." + RANGE_NOTE,
-                [Target(q.reads_per_write("count"), "reads per write", instant=True)],
+                "Task and asset store reads (found + absent) per write.",
+                q.reads_per_write("count"),
+                "reads per write",
                 unit="none",
-                w=4,
-                h=5,
                 decimals=2,
             ),
-            Panel(
-                "stat",
+            _stat(
                 "Task store found ratio",
                 "read_found / (read_found + read_absent) of the "
                 "task store: how often a task's get() found state saved by an earlier attempt of the "
-                "same run, i.e. a retry that could resume." + RANGE_NOTE,
-                [Target(q.found("count", Store.TASK), "found", instant=True)],
-                unit="percentunit",
-                w=4,
-                h=5,
-                max=1,
+                "same run, i.e. a retry that could resume.",
+                q.found("count", Store.TASK),
+                "found",
+                **_PERCENT,
             ),
-            Panel(
-                "stat",
+            _stat(
                 "Asset store found ratio",
                 "read_found / (read_found + read_absent) of the "
-                "asset store: how often a watermark read found a value." + RANGE_NOTE,
-                [Target(q.found("count", Store.ASSET), "found", instant=True)],
-                unit="percentunit",
-                w=4,
-                h=5,
-                max=1,
+                "asset store: how often a watermark read found a value.",
+                q.found("count", Store.ASSET),
+                "found",
+                **_PERCENT,
             ),
-            Panel(
-                "stat",
+            _stat(
                 "Deletes and clears",
-                "delete and clear calls, task and asset stores." + RANGE_NOTE,
-                [
-                    Target(
-                        q.m("count", BOTH, (Outcome.DELETE, Outcome.CLEAR)), "deletes + clears", instant=True
-                    )
-                ],
-                w=4,
-                h=5,
+                "delete and clear calls, task and asset stores.",
+                q.m("count", BOTH, (Outcome.DELETE, Outcome.CLEAR)),
+                "deletes + clears",
                 decimals=0,
             ),
-            Panel(
-                "stat",
+            _stat(
                 "Error ratio",
-                "Calls that raised / all calls." + RANGE_NOTE,
-                [Target(q.error_ratio("count"), "errors", instant=True)],
-                unit="percentunit",
-                w=4,
-                h=5,
-                max=1,
+                "Calls that raised / all calls.",
+                q.error_ratio("count"),
+                "errors",
+                **_PERCENT,
             ),
         ],
     )
@@ -180,26 +224,20 @@ def calls_per_second_row(q: Queries) -> Row:
     return Row(
         "Calls per second",
         [
-            Panel(
-                "timeseries",
+            _ops(
                 "Task store calls per second by operation",
                 "task_state_store calls per second, one line per outcome.",
-                [Target(q.m("rate", (Store.TASK,), (o,)), o.value) for o in ALL_OUTCOMES],
-                unit="ops",
+                _per_outcome(q, Store.TASK),
             ),
-            Panel(
-                "timeseries",
+            _ops(
                 "Asset store calls per second by operation",
                 "asset_state_store calls per second, one line per outcome.",
-                [Target(q.m("rate", (Store.ASSET,), (o,)), o.value) for o in ALL_OUTCOMES],
-                unit="ops",
+                _per_outcome(q, Store.ASSET),
             ),
-            Panel(
-                "timeseries",
+            _ops(
                 "Calls per second by DAG",
                 "All state store calls per second, per DAG." + NO_WATCHERS_NOTE,
                 [Target(q.everything("rate", (DAG_ID,)), "{{dag_id}}")],
-                unit="ops",
             ),
         ],
     )
@@ -218,28 +256,18 @@ def ratios_row(q: Queries) -> Row:
                 [Target(q.reads_per_write("rate", (DAG_ID,)), "{{dag_id}}")],
                 unit="none",
             ),
-            Panel(
-                "timeseries",
+            _ratio_series(
                 "Found ratio by DAG",
                 "read_found / (read_found + read_absent) per DAG "
                 "and store, where the DAG read in the interval." + NO_WATCHERS_NOTE,
-                [
-                    Target(q.found("rate", Store.TASK, (DAG_ID,)), "{{dag_id}} task store"),
-                    Target(q.found("rate", Store.ASSET, (DAG_ID,)), "{{dag_id}} asset store"),
-                ],
-                unit="percentunit",
-                max=1,
+                _found_by_dag(q, "rate"),
             ),
             Panel(
                 "bargauge",
                 "Found ratio by DAG (selected range)",
                 "read_found / (read_found + read_absent) per DAG and store." + RANGE_NOTE + NO_WATCHERS_NOTE,
-                [
-                    Target(q.found("count", Store.TASK, (DAG_ID,)), "{{dag_id}} task store", instant=True),
-                    Target(q.found("count", Store.ASSET, (DAG_ID,)), "{{dag_id}} asset store", instant=True),
-                ],
-                unit="percentunit",
-                max=1,
+                _found_by_dag(q, "count"),
+                **_PERCENT,
             ),
         ],
     )
@@ -259,32 +287,23 @@ def top_row(q: Queries) -> Row:
                 h=10,
                 decimals=0,
             ),
-            Panel(
-                "table",
+            _table(
                 "Calls by DAG and task",
                 "State store calls per DAG, task, operator and run type, by kind of call."
                 + RANGE_NOTE
                 + NO_WATCHERS_NOTE,
                 [
-                    Target(q.m("count", BOTH, outcomes, TABLE_BY), instant=True, table=True)
-                    for outcomes in (
-                        READS,
-                        (Outcome.WRITE,),
-                        (Outcome.DELETE,),
-                        (Outcome.CLEAR,),
-                        (Outcome.ERROR,),
+                    (q.m("count", BOTH, outcomes, TABLE_BY), column)
+                    for outcomes, column in (
+                        (READS, "reads"),
+                        ((Outcome.WRITE,), "writes"),
+                        ((Outcome.DELETE,), "deletes"),
+                        ((Outcome.CLEAR,), "clears"),
+                        ((Outcome.ERROR,), "errors"),
                     )
                 ],
                 w=16,
                 h=10,
-                decimals=0,
-                renames={
-                    "Value #A": "reads",
-                    "Value #B": "writes",
-                    "Value #C": "deletes",
-                    "Value #D": "clears",
-                    "Value #E": "errors",
-                },
             ),
         ],
     )
@@ -296,33 +315,23 @@ def delete_clear_row(q: Queries) -> Row:
     return Row(
         "Delete and clear usage",
         [
-            Panel(
-                "timeseries",
+            _ops(
                 "Deletes and clears per second by DAG",
                 "delete and clear calls per second, per DAG and store." + NO_WATCHERS_NOTE,
                 [
                     Target(q.m("rate", (s,), (o,), (DAG_ID,)), f"{{{{dag_id}}}} {_store_word(s)} {o.value}")
                     for s, o in removals
                 ],
-                unit="ops",
                 w=12,
             ),
-            Panel(
-                "table",
+            _table(
                 "Deletes and clears by DAG and task",
                 "delete and clear calls per DAG and task, by store." + RANGE_NOTE + NO_WATCHERS_NOTE,
                 [
-                    Target(q.m("count", (s,), (o,), (DAG_ID, TASK_ID)), instant=True, table=True)
+                    (q.m("count", (s,), (o,), (DAG_ID, TASK_ID)), f"{_store_word(s)} {o.value}s")
                     for s, o in removals
                 ],
                 w=12,
-                decimals=0,
-                renames={
-                    "Value #A": "task deletes",
-                    "Value #B": "task clears",
-                    "Value #C": "asset deletes",
-                    "Value #D": "asset clears",
-                },
             ),
         ],
     )
@@ -333,31 +342,27 @@ def breakdowns_row(q: Queries) -> Row:
     return Row(
         "Breakdowns",
         [
-            Panel(
-                "bargauge",
+            _calls_by(
+                q,
+                OPERATOR,
                 "Calls by operator",
                 "State store calls per operator class. Operators "
                 "call the store at very different grains (one call per step vs one per task), so "
-                "compare usage, not volume." + RANGE_NOTE,
-                [Target(q.everything("count", (OPERATOR,)), "{{operator}}", instant=True)],
-                decimals=0,
+                "compare usage, not volume.",
             ),
-            Panel(
-                "bargauge",
+            _calls_by(
+                q,
+                RUN_TYPE,
                 "Calls by run type",
                 "State store calls per run type: the DAG run's (manual, scheduled, backfill, "
                 "asset_triggered), or asset_watcher for the calls asset-watcher triggers make in the "
-                "triggerer (the Triggers row below has them by trigger)." + RANGE_NOTE,
-                [Target(q.everything("count", (RUN_TYPE,)), "{{run_type}}", instant=True)],
-                decimals=0,
+                "triggerer (the Triggers row below has them by trigger).",
             ),
-            Panel(
-                "bargauge",
+            _calls_by(
+                q,
+                TEAM_NAME,
                 "Calls by team",
-                "State store calls per team (multi-team deployments; "
-                "an empty name is a DAG without a team)." + RANGE_NOTE,
-                [Target(q.everything("count", (TEAM_NAME,)), "{{team_name}}", instant=True)],
-                decimals=0,
+                "State store calls per team (multi-team deployments; an empty name is a DAG without a team).",
             ),
         ],
     )
@@ -368,8 +373,7 @@ def errors_row(q: Queries) -> Row:
     return Row(
         "Errors",
         [
-            Panel(
-                "timeseries",
+            _ops(
                 "Errors per second by store and method",
                 "Calls that raised, per "
                 "second, by store and the method that raised (get, set, delete, clear).",
@@ -380,31 +384,23 @@ def errors_row(q: Queries) -> Row:
                     )
                     for s in BOTH
                 ],
-                unit="ops",
             ),
-            Panel(
-                "timeseries",
+            _ratio_series(
                 "Error ratio by DAG",
                 "Calls that raised / all calls, per DAG, where the DAG made calls in the interval."
                 + NO_WATCHERS_NOTE,
                 [Target(q.error_ratio("rate", (DAG_ID,)), "{{dag_id}}")],
-                unit="percentunit",
-                max=1,
             ),
-            Panel(
-                "table",
+            _table(
                 "Errors by DAG, task and method",
                 "Calls that raised per DAG, task and method, by store." + RANGE_NOTE + NO_WATCHERS_NOTE,
                 [
-                    Target(
+                    (
                         q.m("count", (s,), (Outcome.ERROR,), (DAG_ID, TASK_ID, OPERATION)),
-                        instant=True,
-                        table=True,
+                        f"{_store_word(s)} store errors",
                     )
                     for s in BOTH
                 ],
-                decimals=0,
-                renames={"Value #A": "task store errors", "Value #B": "asset store errors"},
             ),
         ],
     )
@@ -428,21 +424,17 @@ def triggers_row(q: Queries) -> Row:
     return Row(
         TRIGGERS_ROW_TITLE,
         [
-            Panel(
-                "timeseries",
+            _ops(
                 "Asset watcher calls per second by trigger",
                 "State store calls per second of asset-watcher triggers, per trigger class." + _WATCHER_NOTE,
                 [Target(q.everything("rate", (OPERATOR,), WATCHERS), "{{operator}}")],
-                unit="ops",
             ),
-            Panel(
-                "timeseries",
+            _ops(
                 "Asset watcher calls per second by operation",
                 "Asset store calls per second of asset-watcher triggers, one line per outcome: a "
                 "watermark read that found a value, one that did not, writes, deletes, clears and "
                 "calls that raised." + _WATCHER_NOTE,
-                [Target(q.m("rate", (Store.ASSET,), (o,), (), WATCHERS), o.value) for o in ALL_OUTCOMES],
-                unit="ops",
+                _per_outcome(q, Store.ASSET, WATCHERS),
             ),
             Panel(
                 "bargauge",
@@ -459,8 +451,7 @@ def triggers_row(q: Queries) -> Row:
                 ],
                 decimals=0,
             ),
-            Panel(
-                "timeseries",
+            _ratio_series(
                 "Asset watcher found ratio by trigger and asset",
                 "read_found / (read_found + read_absent) of asset-watcher triggers' asset store reads, "
                 "per trigger class and watched asset: how often a watcher found the watermark it "
@@ -476,11 +467,8 @@ def triggers_row(q: Queries) -> Row:
                         "{{operator}} {{task_id}}",
                     )
                 ],
-                unit="percentunit",
-                max=1,
             ),
-            Panel(
-                "timeseries",
+            _ops(
                 "Asset watcher errors per second by trigger and method",
                 "State store calls of asset-watcher triggers that raised, per second, by trigger class "
                 "and the method that raised (get, set, delete, clear); alert "
@@ -492,7 +480,6 @@ def triggers_row(q: Queries) -> Row:
                         "{{operator}} {{operation}}",
                     )
                 ],
-                unit="ops",
             ),
         ],
     )

@@ -1,0 +1,85 @@
+"""The committed Grafana dashboard, as the tests read it: layout, queries, and queries evaluated.
+
+:func:`evaluate_queries` runs ``promtool test rules`` on committed queries, with Grafana's
+variables set as a test chooses, against synthetic input series, and fails the test unless every
+query returns exactly the samples expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from support.promtool import promtool
+
+#: Grafana's grid: 24 columns.
+GRID_WIDTH = 24
+#: The dashboard's filter variables: an unset one matches everything (Grafana's "All").
+VARIABLES = ("team_name", "dag_id", "task_id", "operator", "run_type")
+
+#: One query to evaluate: its expression, the dashboard variables it runs with, and the samples
+#: it must return (labels -> value).
+Case = tuple[str, Mapping[str, str], Mapping[str, float]]
+
+
+def assert_laid_out(panels: Sequence[Mapping[str, Any]], below: int = -1) -> None:
+    """Every panel within the grid's columns and below ``below`` (its row's ``y``), none overlapping."""
+    cells: set[tuple[int, int]] = set()
+    for p in panels:
+        g = p["gridPos"]
+        assert g["x"] >= 0 and g["x"] + g["w"] <= GRID_WIDTH and g["h"] > 0 and g["y"] > below, p["title"]
+        area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
+        assert not area & cells, f"{p['title']} overlaps another panel"
+        cells |= area
+
+
+def panel_exprs(row: Mapping[str, Any]) -> dict[tuple[str, str], str]:
+    """The queries of a dashboard row's panels, by (panel title, refId)."""
+    return {(p["title"], t["refId"]): t["expr"] for p in row["panels"] for t in p["targets"]}
+
+
+def interpolate(expr: str, variables: Mapping[str, str]) -> str:
+    """``expr`` as Grafana runs it: the filter variables set (``.*`` unless given), a 5m rate
+    interval, a 1h range."""
+    for name in VARIABLES:
+        expr = expr.replace(f"${name}", variables.get(name, ".*"))
+    return expr.replace("$__rate_interval", "5m").replace("$__range", "1h")
+
+
+def evaluate_queries(
+    tmp_path: Path,
+    interval: str,
+    inputs: Sequence[tuple[str, str]],
+    cases: Sequence[Case],
+    eval_time: str,
+    *,
+    rule_files: Sequence[str] = (),
+) -> None:
+    """``promtool test rules`` of ``cases`` at ``eval_time``, on the ``inputs`` series (one sample
+    every ``interval``); ``rule_files`` (in ``tmp_path``) are loaded and evaluated along."""
+    doc = {
+        **({"rule_files": list(rule_files)} if rule_files else {}),
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": interval,
+                "input_series": [{"series": s, "values": v} for s, v in inputs],
+                "promql_expr_test": [
+                    {
+                        "expr": interpolate(expr, variables),
+                        "eval_time": eval_time,
+                        "exp_samples": [
+                            {"labels": labels, "value": value} for labels, value in samples.items()
+                        ],
+                    }
+                    for expr, variables, samples in cases
+                ],
+            }
+        ],
+    }
+    (tmp_path / "panels.test.yml").write_text(yaml.safe_dump(doc, width=10_000))
+    tested = promtool("test", "rules", "panels.test.yml", cwd=tmp_path)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
