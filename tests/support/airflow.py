@@ -56,6 +56,19 @@ class AirflowHome:
         env.update(settings)
         return env
 
+    def query(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
+        """Rows of a read-only query of this home's SQLite metadata database (none before it exists)."""
+        import sqlite3
+
+        db = self.path / "airflow.db"
+        if not db.exists():
+            return []
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+                return conn.execute(sql, args).fetchall()
+        except sqlite3.OperationalError:  # not migrated yet, or busy
+            return []
+
     def dag_file(self, module: str) -> Path:
         path = self.dags / f"{module}.py"
         assert path.is_file(), path
@@ -151,20 +164,8 @@ class Standalone:
         except OSError:
             return False
 
-    def _query(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
-        import sqlite3
-
-        db = self.home.path / "airflow.db"
-        if not db.exists():
-            return []
-        try:
-            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-                return conn.execute(sql, args).fetchall()
-        except sqlite3.OperationalError:  # not migrated yet, or busy
-            return []
-
     def _parsed_dags(self) -> set[str]:
-        return {row[0] for row in self._query("select dag_id from dag")}
+        return {row[0] for row in self.home.query("select dag_id from dag")}
 
     def trigger(self, dag_id: str) -> None:
         subprocess.run(
@@ -179,7 +180,7 @@ class Standalone:
         """Wait until ``count`` runs of ``dag_id`` have finished; return their states."""
 
         def finished() -> list[str]:
-            rows = self._query("select state from dag_run where dag_id = ?", dag_id)
+            rows = self.home.query("select state from dag_run where dag_id = ?", dag_id)
             return [r[0] for r in rows if r[0] in ("success", "failed")]
 
         wait_until(lambda: len(finished()) >= count or self._died(), timeout, interval=0.5)

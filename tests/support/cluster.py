@@ -19,7 +19,6 @@ import os
 import shutil
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import urllib.error
@@ -226,14 +225,7 @@ class Cluster:
     # -- the metadata database (read-only) ------------------------------------------------------------
 
     def query(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
-        db = self.home.path / "airflow.db"
-        if not db.exists():
-            return []
-        try:
-            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-                return conn.execute(sql, args).fetchall()
-        except sqlite3.OperationalError:  # not migrated yet, or busy
-            return []
+        return self.home.query(sql, *args)
 
     def parsed_dags(self) -> set[str]:
         return {row[0] for row in self.query("select dag_id from serialized_dag")}

@@ -26,7 +26,7 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Metric, Store
 
-from . import templating, yaml_text
+from . import rule_file, templating
 from .promql import by, one_replica
 
 __all__ = [
@@ -261,17 +261,12 @@ def alerting_rules(prefix: str) -> list[dict[str, Any]]:
 
 
 def rules_document(prefix: str) -> dict[str, Any]:
-    return {
-        "groups": [
-            {"name": "store-metrics-footprint.rules", "rules": recording_rules(prefix)},
-            {"name": "store-metrics-footprint.alerts", "rules": alerting_rules(prefix)},
-        ]
-    }
+    return rule_file.document("store-metrics-footprint", recording_rules(prefix), alerting_rules(prefix))
 
 
 def render(prefix: str) -> str:
     """``footprint-rules.yml``."""
-    return yaml_text.dump(rules_document(prefix), templating.generated_header(prefix) + _HEADER)
+    return rule_file.render(rules_document(prefix), prefix, _HEADER)
 
 
 def render_tests(prefix: str) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
-from . import templating, yaml_text
+from . import rule_file, templating
 from .promql import ALL_OUTCOMES, COMPLETED, DAG_LEVEL, READS, by, name, name_regex, ratio
 
 __all__ = [
@@ -215,17 +215,12 @@ def alerting_rules(prefix: str) -> list[dict[str, Any]]:
 
 
 def rules_document(prefix: str) -> dict[str, Any]:
-    return {
-        "groups": [
-            {"name": "store-metrics.rules", "rules": recording_rules(prefix)},
-            {"name": "store-metrics.alerts", "rules": alerting_rules(prefix)},
-        ]
-    }
+    return rule_file.document("store-metrics", recording_rules(prefix), alerting_rules(prefix))
 
 
 def render(prefix: str) -> str:
     """``rules.yml``."""
-    return yaml_text.dump(rules_document(prefix), templating.generated_header(prefix) + _HEADER)
+    return rule_file.render(rules_document(prefix), prefix, _HEADER)
 
 
 def render_tests(prefix: str) -> str:

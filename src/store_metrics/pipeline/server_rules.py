@@ -12,7 +12,7 @@ from typing import Any
 
 from store_metrics import catalogue
 
-from . import templating, yaml_text
+from . import rule_file, templating
 from .promql import by
 
 __all__ = [
@@ -153,17 +153,12 @@ def alerting_rules(prefix: str) -> list[dict[str, Any]]:
 
 
 def rules_document(prefix: str) -> dict[str, Any]:
-    return {
-        "groups": [
-            {"name": "store-metrics-server.rules", "rules": recording_rules(prefix)},
-            {"name": "store-metrics-server.alerts", "rules": alerting_rules(prefix)},
-        ]
-    }
+    return rule_file.document("store-metrics-server", recording_rules(prefix), alerting_rules(prefix))
 
 
 def render(prefix: str) -> str:
     """``server-rules.yml``."""
-    return yaml_text.dump(rules_document(prefix), templating.generated_header(prefix) + _HEADER)
+    return rule_file.render(rules_document(prefix), prefix, _HEADER)
 
 
 def render_tests(prefix: str) -> str:

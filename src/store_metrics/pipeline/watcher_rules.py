@@ -19,7 +19,7 @@ from typing import Any
 
 from store_metrics import catalogue
 
-from . import templating, yaml_text
+from . import rule_file, templating
 from .rules import ERROR_RATIO_THRESHOLD, WATCHERS, calls_rules, ratio_rules
 
 __all__ = [
@@ -95,17 +95,12 @@ def alerting_rules(prefix: str) -> list[dict[str, Any]]:
 
 
 def rules_document(prefix: str) -> dict[str, Any]:
-    return {
-        "groups": [
-            {"name": "store-metrics-watchers.rules", "rules": recording_rules(prefix)},
-            {"name": "store-metrics-watchers.alerts", "rules": alerting_rules(prefix)},
-        ]
-    }
+    return rule_file.document("store-metrics-watchers", recording_rules(prefix), alerting_rules(prefix))
 
 
 def render(prefix: str) -> str:
     """``watcher-rules.yml``."""
-    return yaml_text.dump(rules_document(prefix), templating.generated_header(prefix) + _HEADER)
+    return rule_file.render(rules_document(prefix), prefix, _HEADER)
 
 
 def render_tests(prefix: str) -> str:
