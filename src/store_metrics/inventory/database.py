@@ -10,6 +10,8 @@ Each query runs in its own short read-only transaction under a statement timeout
   cancels the statement, lock waits included; ``LOCAL`` ends with the transaction, so the pooled
   connection is left as it was);
 * MySQL — the optimizer hint ``/*+ MAX_EXECUTION_TIME(ms) */`` on the ``SELECT`` (MySQL 5.7.8+);
+* MariaDB — which reads that hint as a comment — the session's ``max_statement_time``, put back
+  to the server's default afterwards so the pooled connection is left as it was;
 * SQLite — a progress handler that interrupts the statement past its deadline.
 
 :func:`problem_of` sorts a failure into one of a few kinds (``timeout``, ``unavailable``,
@@ -113,6 +115,13 @@ class Database:
             finally:
                 if isinstance(raw, sqlite3.Connection):
                     raw.set_progress_handler(None, 0)
+        elif getattr(self.engine.dialect, "is_mariadb", False):
+            conn.exec_driver_sql(f"SET SESSION max_statement_time = {ms / 1000.0:.3f}")
+            try:
+                yield
+            finally:
+                with suppress(Exception):
+                    conn.exec_driver_sql("SET SESSION max_statement_time = DEFAULT")
         else:
             yield
 
@@ -123,8 +132,9 @@ UNAVAILABLE = "unavailable"
 FAILED = "failed"
 
 _TIMEOUT_TEXTS = ("statement timeout", "canceling statement", "interrupted", "max_execution_time")
-# MySQL: ER_QUERY_TIMEOUT (3024), and the client's "lost connection" / "can't connect" codes.
-_MYSQL_TIMEOUT = 3024
+# MySQL: ER_QUERY_TIMEOUT (3024), MariaDB: ER_STATEMENT_TIMEOUT (1969), and the client's "lost
+# connection" / "can't connect" codes.
+_MYSQL_TIMEOUTS = {3024, 1969}
 _MYSQL_GONE = {2002, 2003, 2005, 2006, 2013}
 
 
@@ -135,7 +145,7 @@ def problem_of(exc: BaseException) -> str:
     if getattr(orig, "pgcode", None) == "57014" or any(t in text for t in _TIMEOUT_TEXTS):
         return TIMEOUT
     code = orig.args[0] if orig.args and isinstance(orig.args[0], int) else None
-    if code == _MYSQL_TIMEOUT:
+    if code in _MYSQL_TIMEOUTS:
         return TIMEOUT
     if code in _MYSQL_GONE:
         return UNAVAILABLE
