@@ -187,8 +187,15 @@ def api(airflow: Standalone, method: str, path: str, body: Any = None) -> Any:
         data=json.dumps(body).encode() if body is not None else None,
         headers={"Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read() or b"null")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        raise AssertionError(
+            f"{method} {path}: {exc.code} {exc.read()[:2000]!r}\n{airflow.log_tail()}"
+        ) from exc
+    except urllib.error.URLError as exc:
+        raise AssertionError(f"{method} {path}: {exc.reason}\n{airflow.log_tail()}") from exc
 
 
 def run_dags(airflow: Standalone, dag_ids: tuple[str, ...], tag: str) -> None:
@@ -204,7 +211,9 @@ def run_dags(airflow: Standalone, dag_ids: tuple[str, ...], tag: str) -> None:
 
     def states() -> dict[str, str]:
         marks = ",".join("?" * len(run_ids))
-        return dict(airflow._query(f"select run_id, state from dag_run where run_id in ({marks})", *run_ids))  # type: ignore[arg-type]
+        return dict(
+            airflow.home.query(f"select run_id, state from dag_run where run_id in ({marks})", *run_ids)
+        )  # type: ignore[arg-type]
 
     wait_until(
         lambda: (
@@ -558,12 +567,12 @@ def mint_token(airflow: Standalone, ti_id: str) -> str:
 
 def test_a_raw_http_client_with_a_task_token_is_counted_as_that_task(scraped: Scraped) -> None:
     airflow, prom = scraped.airflow, scraped.prom
-    rows = airflow._query(
+    rows = airflow.home.query(
         "select id, task_id from task_instance where dag_id = 'state_store_metrics_01' and state = 'success'"
     )
     assert rows, "no task instance of state_store_metrics_01"
     ti_id = str(uuid_of(rows[0][0]))
-    other = airflow._query("select id from task_instance where dag_id = 'state_store_metrics_03'")[0][0]
+    other = airflow.home.query("select id from task_instance where dag_id = 'state_store_metrics_03'")[0][0]
     token = mint_token(airflow, ti_id)
     before = held(prom)
     asset = {"name": "state_store_metrics/asset"}

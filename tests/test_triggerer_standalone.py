@@ -106,7 +106,7 @@ def run_consumers(airflow: Standalone) -> None:
 
 def payloads(airflow: Standalone) -> list[dict[str, Any]]:
     """The watchers' event payloads, from the asset events Airflow recorded (minus the store's type)."""
-    rows = airflow._query("select extra from asset_event order by id")
+    rows = airflow.home.query("select extra from asset_event order by id")
     out = []
     for (extra,) in rows:
         data = json.loads(extra)
@@ -116,7 +116,7 @@ def payloads(airflow: Standalone) -> list[dict[str, Any]]:
 
 
 def store_types(airflow: Standalone) -> set[str]:
-    rows = airflow._query("select extra from asset_event")
+    rows = airflow.home.query("select extra from asset_event")
     return {json.loads(e)["payload"]["store"] for (e,) in rows if "store" in json.loads(e)["payload"]}
 
 
