@@ -8,6 +8,7 @@ Each run happens in a fresh subprocess with its own environment, so every test p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -193,14 +194,38 @@ class Standalone:
     def stop(self) -> None:
         import signal
 
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None:
             return
-        os.killpg(self.proc.pid, signal.SIGTERM)
+        group = self.proc.pid
+        if self.proc.poll() is None:
+            os.killpg(group, signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(group, signal.SIGKILL)
+                self.proc.wait(10)
+        # standalone's components (the API server among them) can outlive it for a moment. A
+        # deployment restarted on the same port must not find the old API server still answering
+        # (healthy, then refusing once it is gone), so wait until the whole group has exited.
         try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+            wait_until(lambda: not _group_alive(group), 30, interval=0.1)
+        except AssertionError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+            wait_until(lambda: not _group_alive(group) or not self._healthy(), 10, interval=0.1)
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of ``group`` still runs (zombies waiting for their parent count as gone)."""
+    for status in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = status.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        # After the command: state, ppid, pgrp.
+        if int(fields[2]) == group and fields[0] != "Z":
+            return True
+    return False
 
 
 def airflow_statsd_env(airflow_home: Path, port: int) -> dict[str, str]:
