@@ -30,17 +30,17 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from support.mariadb import ThrowawayMariaDB
-from support.waiting import wait_until
 from test_inventory_support import (
+    FAST,
     Served,
     World,
+    a_locked_table_costs_one_line,
     build_world,
     check_footprint,
     expected_totals,
@@ -48,8 +48,6 @@ from test_inventory_support import (
 )
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
-
-FAST = {"AIRFLOW__STORE_METRICS__INVENTORY_INTERVAL": "0.5", "AIRFLOW__STORE_METRICS__INVENTORY_TIMEOUT": "1"}
 
 
 @pytest.fixture(scope="module")
@@ -130,23 +128,7 @@ def _hold_lock(mariadb: ThrowawayMariaDB, seconds: float, locked: threading.Even
 def test_a_slow_database_costs_one_line_and_the_loop_recovers(
     world: World, mariadb: ThrowawayMariaDB, tmp_path: Path
 ) -> None:
-    with Served(world, tmp_path / "serve.log", **FAST) as served:
-        served.wait_up(1.0)
-        locked = threading.Event()
-        holder = threading.Thread(target=_hold_lock, args=(mariadb, 15.0, locked))
-        holder.start()
-        assert locked.wait(30)
-        # The task query waits on the table lock until max_statement_time (1 s) stops it.
-        wait_until(lambda: served.alive() and served.up("task") == 0.0, 30, 0.2)
-        during = served.samples()
-        assert during[("airflow_state_store_inventory_up", (("store", "asset"),))] == 1.0
-        time.sleep(3)  # several more intervals, each timing out: still one line
-        assert served.alive() and served.up("task") == 0.0
-        holder.join(30)
-        samples = served.wait_up(1.0, timeout=30)
-        check_footprint(samples, world)
-        warnings = served.lines("WARNING")
-        assert len(warnings) == 1, served.text()
-        assert "the task_state_store query took longer than its statement timeout (1 s)" in warnings[0]
-        assert len(served.lines("works again")) == 1, served.text()
-        assert served.lines("ERROR") == []
+    warning = a_locked_table_costs_one_line(
+        world, tmp_path / "serve.log", lambda locked: _hold_lock(mariadb, 15.0, locked)
+    )
+    assert "max_statement_time" in warning

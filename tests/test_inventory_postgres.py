@@ -28,9 +28,11 @@ import pytest
 from support.waiting import wait_until
 from test_inventory_support import (
     EXPECTED_TASKS,
+    FAST,
     Served,
     ThrowawayPostgres,
     World,
+    a_locked_table_costs_one_line,
     build_world,
     check_footprint,
     inventory,
@@ -43,11 +45,6 @@ WHY_NOT = ThrowawayPostgres.unavailable()
 if WHY_NOT:
     pytest.skip(WHY_NOT, allow_module_level=True)
 
-#: Read every 0.5 s, give up on a statement after 1 s.
-FAST = {
-    "AIRFLOW__STORE_METRICS__INVENTORY_INTERVAL": "0.5",
-    "AIRFLOW__STORE_METRICS__INVENTORY_TIMEOUT": "1",
-}
 WRITER = ("airflow_task_state_store_footprint_entries", task_labels("inventory_footprint", "writer"))
 
 
@@ -94,29 +91,10 @@ def _hold_lock(postgres: ThrowawayPostgres, seconds: float, locked: threading.Ev
 def test_a_slow_database_costs_one_line_and_the_loop_recovers(
     world: World, postgres: ThrowawayPostgres, tmp_path: Path
 ) -> None:
-    with Served(world, tmp_path / "serve.log", **FAST) as served:
-        served.wait_up(1.0)
-        locked = threading.Event()
-        holder = threading.Thread(target=_hold_lock, args=(postgres, 15.0, locked))
-        holder.start()
-        assert locked.wait(30)
-        # The task query waits on the lock until its 1 s statement timeout cancels it, every interval.
-        wait_until(lambda: served.alive() and served.up("task") == 0.0, 30, 0.2)
-        during = served.samples()
-        assert during[("airflow_state_store_inventory_up", (("store", "asset"),))] == 1.0
-        # The last footprint read is still served.
-        assert during[WRITER] == EXPECTED_TASKS[("inventory_footprint", "writer")].entries
-        time.sleep(3)  # several more intervals, each timing out
-        assert served.alive() and served.up("task") == 0.0
-        holder.join(30)
-        samples = served.wait_up(1.0, timeout=30)
-        check_footprint(samples, world)
-        warnings = served.lines("WARNING")
-        assert len(warnings) == 1, served.text()
-        assert "the task_state_store query took longer than its statement timeout (1 s)" in warnings[0]
-        assert "QueryCanceled" in warnings[0]
-        assert len(served.lines("works again")) == 1, served.text()
-        assert served.lines("ERROR") == []
+    warning = a_locked_table_costs_one_line(
+        world, tmp_path / "serve.log", lambda locked: _hold_lock(postgres, 15.0, locked)
+    )
+    assert "QueryCanceled" in warning
 
 
 def test_a_stopped_database_costs_one_line_and_the_loop_recovers(

@@ -17,8 +17,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -474,3 +476,42 @@ def expected_totals() -> tuple[int, int, int]:
         sum(w.expired for w in EXPECTED_TASKS.values()),
         sum(w.entries for w in EXPECTED_ASSETS.values()),
     )
+
+
+#: Read every 0.5 s, give up on a statement after 1 s.
+FAST = {
+    "AIRFLOW__STORE_METRICS__INVENTORY_INTERVAL": "0.5",
+    "AIRFLOW__STORE_METRICS__INVENTORY_TIMEOUT": "1",
+}
+
+
+def a_locked_table_costs_one_line(world: World, log: Path, hold: Callable[[threading.Event], None]) -> str:
+    """The inventory against a database whose task table ``hold`` keeps locked for a while.
+
+    ``hold`` takes the lock, sets the event and keeps it (15 s, against a 1 s statement timeout).
+    While it does, the task table reads as down, the asset table as up, and the last footprint
+    read is still served; afterwards the footprint is read again. Returns the one warning line.
+    """
+    with Served(world, log, **FAST) as served:
+        served.wait_up(1.0)
+        locked = threading.Event()
+        holder = threading.Thread(target=hold, args=(locked,))
+        holder.start()
+        assert locked.wait(30)
+        # The task query waits on the lock until its statement timeout stops it, every interval.
+        wait_until(lambda: served.alive() and served.up("task") == 0.0, 30, 0.2)
+        during = served.samples()
+        assert during[("airflow_state_store_inventory_up", (("store", "asset"),))] == 1.0
+        writer = ("airflow_task_state_store_footprint_entries", task_labels("inventory_footprint", "writer"))
+        assert during[writer] == EXPECTED_TASKS[("inventory_footprint", "writer")].entries
+        time.sleep(3)  # several more intervals, each timing out: still one line
+        assert served.alive() and served.up("task") == 0.0
+        holder.join(30)
+        samples = served.wait_up(1.0, timeout=30)
+        check_footprint(samples, world)
+        warnings = served.lines("WARNING")
+        assert len(warnings) == 1, served.text()
+        assert "the task_state_store query took longer than its statement timeout (1 s)" in warnings[0]
+        assert len(served.lines("works again")) == 1, served.text()
+        assert served.lines("ERROR") == []
+        return warnings[0]
