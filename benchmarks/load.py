@@ -99,8 +99,8 @@ FULL = Config(
     wait_for_replacement=True,
 )
 QUICK = Config(
-    seconds=1.5,
-    warmup=0.5,
+    seconds=2.5,
+    warmup=1.0,
     server_warmup=1.0,
     concurrencies=(8, 32),
     rounds=1,
@@ -310,6 +310,9 @@ def main_block(dep: Deployment, arm: str, concurrency: int, index: int) -> dict[
     cfg = dep.cfg
     server = dep.servers[arm]
     other = dep.servers["off" if arm == "on" else "on"]
+    # What earlier requests (a warm-up, the block before) counted must have arrived before this
+    # block's counts start, or it would be taken for this block's.
+    dep.dogstatsd.settle(cfg.settle, 30)
     before = dep.dogstatsd.snapshot()
     dep.dogstatsd.reset_stall_max()
     samples: dict[str, Any] = {}
@@ -405,6 +408,7 @@ def fault_block(dep: Deployment, fault: Fault) -> dict[str, Any]:
     cfg = dep.cfg
     server = dep.servers[fault.server]
     log_before = server.log_size()
+    dep.dogstatsd.settle(cfg.settle, 30)  # the block before has delivered everything
     before = dep.dogstatsd.snapshot()
     times: dict[str, float] = {}
 
@@ -787,6 +791,11 @@ def _ratio_verdict(ratio: float, met: bool, noise: float) -> str:
     return _verdict(False)
 
 
+def _div(a: float, b: float) -> float:
+    """``a / b``, or NaN when a block measured nothing (a quick run on a machine too busy to answer)."""
+    return a / b if b else math.nan
+
+
 def summary(result: dict[str, Any]) -> dict[int, dict[str, float]]:
     """Per concurrency: medians per arm and the on/off ratios (of the medians)."""
     out: dict[int, dict[str, float]] = {}
@@ -797,9 +806,9 @@ def summary(result: dict[str, Any]) -> dict[int, dict[str, float]]:
         for field_ in ("rps", "p50_ms", "p99_ms", "p999_ms", "cpu_ms_per_request"):
             s[f"on_{field_}"] = median(b[field_] for b in on)
             s[f"off_{field_}"] = median(b[field_] for b in off)
-        s["rps_ratio"] = s["on_rps"] / s["off_rps"]
-        s["p99_ratio"] = s["on_p99_ms"] / s["off_p99_ms"]
-        s["cpu_ratio"] = s["on_cpu_ms_per_request"] / s["off_cpu_ms_per_request"]
+        s["rps_ratio"] = _div(s["on_rps"], s["off_rps"])
+        s["p99_ratio"] = _div(s["on_p99_ms"], s["off_p99_ms"])
+        s["cpu_ratio"] = _div(s["on_cpu_ms_per_request"], s["off_cpu_ms_per_request"])
         # The same statistic between the two blocks of one arm: what this machine moves by itself.
         s["off_rps_spread"] = _spread([b["rps"] for b in off])
         s["on_rps_spread"] = _spread([b["rps"] for b in on])

@@ -719,8 +719,11 @@ def test_demo_rules(demo: DemoSource) -> None:
                     wanted[(ls["dag_id"], ls.get("team_name", ""), ls["operation"])] += value
             assert_exact_groups(as_groups(result, ("dag_id", "team_name", "operation")), dict(wanted), what)
         else:
+            # Exactly the groups whose denominator rate is above zero. Which rates are is the scrape
+            # timing's doing (a series' first sample already holds its counts, and rate() sees only
+            # growth between samples), so on a busy machine there may be none: then the rule must
+            # give none. test_feeder_recording_rules checks every ratio with known, non-empty groups.
             wanted = ratios_of(recorded)[record]
-            assert wanted, what
             assert_exact_groups(as_groups(result, ("dag_id", "team_name", "store")), wanted, what)
         seen.add(record)
     assert seen == {r["record"] for r in recording_rules()}
