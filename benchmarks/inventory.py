@@ -65,7 +65,34 @@ def _pg_bin(name: str) -> str | None:
     return candidates[0] if candidates else None
 
 
-class ThrowawayPostgres:
+class ThrowawayServer:
+    """A database server of its own: a temporary directory (data and log), a free port.
+
+    Subclasses start and :meth:`stop` it; :meth:`close` stops it and removes everything.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.port = free_port()
+        self.root = Path(tempfile.mkdtemp(prefix=f"store-metrics-{name}-"))
+        self.data = self.root / "data"
+        self.logfile = self.root / f"{name}.log"
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def log_tail(self, chars: int = 3000) -> str:
+        try:
+            return self.logfile.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class ThrowawayPostgres(ThrowawayServer):
     """A PostgreSQL server in a temporary directory on a free port; user ``airflow``, database ``airflow``.
 
     ``initdb`` and ``postgres`` refuse to run as root: as root they run as the ``postgres`` user
@@ -73,12 +100,9 @@ class ThrowawayPostgres:
     """
 
     def __init__(self) -> None:
+        super().__init__("postgres")
         self.initdb = _pg_bin("initdb")
         self.pg_ctl = _pg_bin("pg_ctl")
-        self.port = free_port()
-        self.root = Path(tempfile.mkdtemp(prefix="store-metrics-pg-"))
-        self.data = self.root / "data"
-        self.logfile = self.root / "postgres.log"
         self._as: list[str] = []
         if os.geteuid() == 0:
             user = pwd.getpwnam("postgres")
@@ -141,17 +165,6 @@ class ThrowawayPostgres:
         import psycopg2
 
         return psycopg2.connect(host="127.0.0.1", port=self.port, user="airflow", dbname="airflow")
-
-    def log_tail(self, chars: int = 3000) -> str:
-        try:
-            return self.logfile.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.stop()
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def airflow_env(url: str, home: Path) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """Logging for store-metrics: one logger, and "say it once" for problems that repeat.
 
 A backend that is down would otherwise log on every flush of every task; operators need one
-clear line per problem and process, not a flood.
+clear line per problem and process, not a flood. :class:`Outage` adds the other end: when the
+thing that failed works again, that is said once too, and its problems may be said again.
 """
 
 from __future__ import annotations
@@ -40,3 +41,28 @@ def forget(prefix: str = "") -> None:
     with _said_lock:
         for key in [k for k in _said if k.startswith(prefix)]:
             _said.discard(key)
+
+
+class Outage:
+    """Something that can fail and recover (a backend, an endpoint, a database).
+
+    Each kind of failure is said once while the outage lasts; its end is said once and re-arms
+    the failure lines, so the next outage of a long-lived process is said too. Keys of
+    :func:`once` start with ``prefix``.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self.prefix = prefix
+        self.failing = False
+
+    def failed(self, kind: str, level: int, message: str, *args: object) -> None:
+        self.failing = True
+        once(f"{self.prefix}{kind}", level, message, *args)
+
+    def recovered(self, message: str, *args: object) -> None:
+        """Say ``message`` (INFO) if an outage is under way, and end it."""
+        if not self.failing:
+            return
+        self.failing = False
+        forget(self.prefix)
+        logger.info(message, *args)

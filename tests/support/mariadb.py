@@ -15,18 +15,21 @@ removes everything.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import shutil
 import signal
 import subprocess
-import tempfile
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from support.ports import free_port
+REPO = Path(__file__).resolve().parent.parent.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.inventory import ThrowawayServer  # noqa: E402 (the repository root, just added)
 
 #: Where Debian puts the server (``/usr/sbin`` is not on a non-root user's PATH).
 _SEARCH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/bin", "/usr/local/sbin"])
@@ -40,20 +43,17 @@ def _binary(*names: str) -> str | None:
     return None
 
 
-class ThrowawayMariaDB:
+class ThrowawayMariaDB(ThrowawayServer):
     """A MariaDB server in a temporary directory on a free port; user ``airflow``, database ``airflow``."""
 
     #: How long the server may take to accept connections after it is started.
     START_TIMEOUT = 90.0
 
     def __init__(self) -> None:
+        super().__init__("mariadb")
         self.install_db = _binary("mariadb-install-db", "mysql_install_db")
         self.server = _binary("mariadbd", "mysqld")
-        self.port = free_port()
-        self.root = Path(tempfile.mkdtemp(prefix="store-metrics-mariadb-"))
-        self.data = self.root / "data"
         self.socket = self.root / "mariadb.sock"
-        self.logfile = self.root / "mariadb.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._user: list[str] = []
         if os.geteuid() == 0:
@@ -212,14 +212,3 @@ class ThrowawayMariaDB:
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
-
-    def log_tail(self, chars: int = 3000) -> str:
-        try:
-            return self.logfile.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.stop()
-        shutil.rmtree(self.root, ignore_errors=True)

@@ -45,8 +45,8 @@ class Delivery:
         #: nothing must not reopen its parent's backend, nor bind its parent's port).
         self.open_lazily = False
         self._last_open_attempt = -1e9
-        #: The last push failed: the next one that gets something through says so.
-        self._failing = False
+        #: Failed pushes, said once per kind until one gets something through (which says so).
+        self._outage = logs.Outage("export:")
         # Pull backends read counters at collection; histograms and gauges are always pushed,
         # histograms only while the backend does not take them live.
         self._pushed_kinds = {Kind.HISTOGRAM, Kind.GAUGE} if backend.pull else set(Kind)
@@ -106,10 +106,9 @@ class Delivery:
             if explicit:
                 self.backend.force_flush(self.timeout)
         except Exception as exc:
-            self._failing = True
             # Part sent, the rest kept (a UDP receiver that went away): a warning. Nothing sent: an error.
-            logs.once(
-                f"export:{type(exc).__name__}",
+            self._outage.failed(
+                type(exc).__name__,
                 logging.WARNING if isinstance(exc, PartialExport) else logging.ERROR,
                 "store-metrics could not send to %s: %s; what was not sent is kept and tried again "
                 "at the next flush (not logged again until sending works)",
@@ -117,10 +116,8 @@ class Delivery:
                 exc,
             )
             return False
-        if self._failing and (deltas or explicit):
-            self._failing = False
-            logs.forget("export:")
-            logs.logger.info(
+        if deltas or explicit:
+            self._outage.recovered(
                 "store-metrics: sending to %s works again; what was kept has been sent",
                 self.backend.describe(),
             )
@@ -143,7 +140,7 @@ class Delivery:
         self.opened = False
         self.open_lazily = True
         self._last_open_attempt = -1e9
-        self._failing = False
+        self._outage = logs.Outage("export:")
         try:
             self.backend.after_fork_in_child()
         except Exception:

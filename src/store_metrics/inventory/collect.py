@@ -48,7 +48,7 @@ class Collector:
         self.top = top
         self._lock = threading.Lock()
         self._snapshot = Snapshot()
-        self._failing: set[str] = set()
+        self._outage = logs.Outage(LOG_KEY)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -80,10 +80,8 @@ class Collector:
                 unreachable = problems[store] if kind == UNAVAILABLE else ""
             else:
                 up[store] = True
-        if all(up.values()) and self._failing:
-            self._failing.clear()
-            logs.forget(LOG_KEY)
-            logs.logger.info(
+        if all(up.values()):
+            self._outage.recovered(
                 "store-metrics inventory: reading the state store tables from %s works again",
                 self.database.describe(),
             )
@@ -94,15 +92,14 @@ class Collector:
 
     def _say(self, store: Store, kind: str, exc: BaseException) -> None:
         # A database that cannot be reached is one problem, whichever table's query found out.
-        key = f"{LOG_KEY}{kind}" if kind == UNAVAILABLE else f"{LOG_KEY}{store.value}:{kind}"
-        self._failing.add(key)
+        problem = kind if kind == UNAVAILABLE else f"{store.value}:{kind}"
         what = {
             "timeout": f"took longer than its statement timeout ({self.database.timeout:g} s)",
             "unavailable": "could not reach the database",
             "failed": "failed",
         }[kind]
-        logs.once(
-            key,
+        self._outage.failed(
+            problem,
             logging.WARNING,
             "store-metrics inventory: the %s query %s (%s): %s; the last footprint read is kept "
             "and the query is retried every interval (said once until it recovers)",

@@ -117,8 +117,8 @@ class ResultRecorder(MetricExporter):
         self.inner = inner
         self.failures = 0
         self.last_failure = ""
-        #: The last export failed (an outage is under way): the next success says so.
-        self.failing = False
+        #: Failed periodic exports: said once, and so is the next success.
+        self._outage = logs.Outage("otlp:")
         #: Set when closing towards an endpoint that refuses: the final export is not attempted.
         self.unreachable = ""
         _install_exporter_filter()
@@ -146,14 +146,13 @@ class ResultRecorder(MetricExporter):
         return result
 
     def failed(self, reason: str) -> None:
-        """Record a failed export (or a probe that found the endpoint down); log the first of an outage."""
+        """Record a failed export (or a probe that found the endpoint down); say the periodic ones."""
         self.failures += 1
         self.last_failure = reason
-        was_failing, self.failing = self.failing, True
-        # An explicit flush's failure is the emitter's to log, with its own wording.
-        if not was_failing and not _exporting.explicit:
-            logs.once(
-                "otlp:export",
+        # An explicit flush's failure is the emitter's to say (and its recovery too).
+        if not _exporting.explicit:
+            self._outage.failed(
+                "export",
                 logging.WARNING,
                 "store-metrics could not export to the OTLP endpoint %s: %s; the SDK tries again "
                 "at its next export (cumulative counts catch up then, a delta export's counts are "
@@ -163,10 +162,7 @@ class ResultRecorder(MetricExporter):
             )
 
     def succeeded(self) -> None:
-        if self.failing:
-            self.failing = False
-            logs.forget("otlp:")
-            logs.logger.info("store-metrics: exports to the OTLP endpoint %s work again", self.endpoint)
+        self._outage.recovered("store-metrics: exports to the OTLP endpoint %s work again", self.endpoint)
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         return bool(self.inner.force_flush(timeout_millis=timeout_millis))
