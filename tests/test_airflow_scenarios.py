@@ -154,6 +154,34 @@ def test_mapped_two_assets_and_errors(home: AirflowHome, receiver: UdpReceiver, 
     assert "use context['asset_state_store'][MY_ASSET]" in caught["asset_get"][1]
 
 
+def test_with_no_configuration_on_the_helm_charts_metrics_the_counts_arrive_tagged(
+    home: AirflowHome, receiver: UdpReceiver, tmp_path: Path
+) -> None:
+    """`pip install` and nothing else, on the Helm chart's [metrics]: StatsD on, no tag flag.
+
+    Airflow's own StatsD client would send every DAG's calls as one label-less series; the
+    plugin's default (backend = auto) sends its own InfluxDB-tagged lines to the same receiver.
+    """
+    chart_metrics = {
+        "AIRFLOW__METRICS__STATSD_ON": "True",
+        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+        "AIRFLOW__METRICS__STATSD_PORT": str(receiver.port),
+    }
+    result = home.run(tmp_path, ["state_store_metrics_01"], home.env(**chart_metrics))
+    assert result["runs"] == [["state_store_metrics_01", "success"]]
+    ours = ("airflow.task_state_store.", "airflow.asset_state_store.")
+    wait_until(lambda: sum(line.startswith(ours) for line in receiver.lines()) >= 3, 10)
+    received = totals([line for line in receiver.lines() if line.startswith(ours)], "influx")
+    assert dict(received) == {
+        ("airflow.task_state_store.read_absent", tags("state_store_metrics_01", "touch_store")): 1,
+        ("airflow.task_state_store.read_found", tags("state_store_metrics_01", "touch_store")): 1,
+        ("airflow.task_state_store.write", tags("state_store_metrics_01", "touch_store")): 1,
+    }
+    # Airflow's own metrics reached the same receiver, untagged, as the chart's [metrics] says.
+    assert any(line.startswith("airflow.") and "," not in line.split(":")[0] for line in receiver.lines())
+    assert "backend = auto: through Airflow's StatsD client" in result["log"]
+
+
 def test_backend_none_and_disabled_emit_nothing(
     home: AirflowHome, receiver: UdpReceiver, tmp_path: Path
 ) -> None:
@@ -194,7 +222,7 @@ def test_bad_configuration_is_logged_once_and_tasks_run(home: AirflowHome, tmp_p
     assert result["runs"] == [["state_store_metrics_01", "success"], ["state_store_metrics_03", "success"]]
     message = (
         "[store_metrics] backend = 'prometheus' is not valid: accepted values are "
-        "airflow, otel, dogstatsd, statsd, none"
+        "auto, airflow, otel, dogstatsd, statsd, none"
     )
     assert result["log"].count(message) == 1
     assert result["configured"] is False

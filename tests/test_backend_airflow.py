@@ -33,7 +33,7 @@ _TASK = textwrap.dedent(
 def test_sums_go_through_airflows_statsd_client(udp_receiver: UdpReceiver, tmp_path: Path) -> None:
     pytest.importorskip("airflow.sdk.observability")
     printed = run_with_airflow_statsd(_TASK, tmp_path, udp_receiver.port)
-    assert printed.strip().endswith("airflow (Airflow's [metrics] backend: statsd)")
+    assert printed.strip().endswith("airflow: Airflow's StatsD client ([metrics] statsd_on)")
 
     # Airflow sends metrics of its own (e.g. serde timings) to the same socket.
     ours = udp_receiver.wait_for_lines(2, containing="state_store")

@@ -28,7 +28,7 @@ HOST = "a host name or IP address"
 @pytest.mark.parametrize(
     ("backend", "options", "option", "accepted"),
     [
-        ("prom", {}, "backend", "airflow, otel, dogstatsd, statsd, none"),
+        ("prom", {}, "backend", "auto, airflow, otel, dogstatsd, statsd, none"),
         ("statsd", {"port": 0}, "port", PORT),
         ("statsd", {"port": 70000}, "port", PORT),
         ("statsd", {"port": "http"}, "port", PORT),
@@ -74,7 +74,7 @@ def test_the_exact_text_for_an_unknown_backend() -> None:
         store_metrics.configure("prom")
     assert str(caught.value) == (
         "[store_metrics] backend = 'prom' is not valid: "
-        "accepted values are airflow, otel, dogstatsd, statsd, none"
+        "accepted values are auto, airflow, otel, dogstatsd, statsd, none"
     )
 
 

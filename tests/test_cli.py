@@ -57,7 +57,7 @@ def test_check_reports_bad_configuration_with_the_plugins_message() -> None:
     assert proc.returncode == 1
     assert (
         "error: [store_metrics] backend = 'influx' is not valid: accepted values are "
-        "airflow, otel, dogstatsd, statsd, none" in proc.stdout
+        "auto, airflow, otel, dogstatsd, statsd, none" in proc.stdout
     )
 
 

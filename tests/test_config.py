@@ -15,7 +15,9 @@ def settings(**env: str) -> Settings:
 
 def test_defaults_follow_airflow_metrics_section() -> None:
     s = settings()
-    assert (s.enabled, s.backend, s.host, s.port, s.prefix) == (True, "airflow", "localhost", 8125, "airflow")
+    # No [metrics] backend either: auto sends nowhere, and says why.
+    assert (s.enabled, s.backend, s.host, s.port, s.prefix) == (True, "none", "localhost", 8125, "airflow")
+    assert s.sends_nowhere and "[metrics] enables no backend" in s.backend_reason
     assert (s.otel_exporter, s.otel_temporality, s.prometheus_port, s.flush_interval) == (
         "otlp",
         "delta",
@@ -44,7 +46,7 @@ def test_own_section_wins_over_metrics() -> None:
             "backend",
             "prometheus",
             "[store_metrics] backend = 'prometheus' is not valid: "
-            "accepted values are airflow, otel, dogstatsd, statsd, none",
+            "accepted values are auto, airflow, otel, dogstatsd, statsd, none",
         ),
         (
             "enabled",
@@ -125,7 +127,7 @@ def test_the_readme_configuration_table_is_the_option_table() -> None:
 def test_settings_hold_exactly_the_config_options() -> None:
     import dataclasses
 
-    fields = [f.name for f in dataclasses.fields(Settings) if f.name != "sources"]
+    fields = [f.name for f in dataclasses.fields(Settings) if f.name not in ("sources", "backend_reason")]
     assert fields == list(OPTIONS)
 
 

@@ -25,6 +25,7 @@ import pytest
 from store_metrics import plugin
 from support.airflow import clean_environ
 from support.otlp import SilentTcpServer
+from support.ports import free_port
 from support.udp import UdpReceiver
 from support.waiting import wait_until
 
@@ -152,13 +153,13 @@ _TASKS = textwrap.dedent(
         })
     emitter = runtime.get_emitter()
     counted = {}
-    for (name, _), total in emitter.snapshot().items():
+    for (name, _), total in (emitter.snapshot() if runtime.is_configured() else {}).items():
         counted[name] = counted.get(name, 0) + total
     print(json.dumps({
         "tasks": tasks,
         "records": records,
-        "flush_timeout": emitter.flush_timeout,
-        "backend": emitter.backend.describe(),
+        "flush_timeout": getattr(emitter, "flush_timeout", None),
+        "backend": emitter.backend.describe() if runtime.is_configured() else None,
         "counted": counted,
     }), flush=True)
     # A hung OTLP export may still hold the worker: leave without the exit flush's wait.
@@ -167,8 +168,8 @@ _TASKS = textwrap.dedent(
 )
 
 NOWHERE = (
-    "store-metrics: backend 'airflow' follows [metrics], which enables no backend: counts go "
-    "nowhere. Set [metrics] statsd_on/otel_on, or [store_metrics] backend."
+    "store-metrics: Airflow's [metrics] enables no backend, so the counts go nowhere. Set "
+    "[metrics] statsd_on, statsd_datadog_enabled or otel_on, or [store_metrics] backend."
 )
 
 
@@ -221,6 +222,7 @@ def test_the_airflow_backend_following_statsd_does_not_warn(tmp_path: Path) -> N
             3,
             AIRFLOW__STORE_METRICS__BACKEND="airflow",
             AIRFLOW__METRICS__STATSD_ON="True",
+            AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True",
             AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
             AIRFLOW__METRICS__STATSD_PORT=str(receiver.port),
         )
@@ -231,7 +233,53 @@ def test_the_airflow_backend_following_statsd_does_not_warn(tmp_path: Path) -> N
     assert ["INFO", "store-metrics: counting state store calls, sending to " + result["backend"]] in result[
         "records"
     ]
-    assert result["backend"] == "airflow (Airflow's [metrics] backend: statsd)"
+    assert result["backend"] == "airflow: Airflow's StatsD client ([metrics] statsd_on)"
+
+
+def test_with_no_configuration_on_the_charts_metrics_the_plugin_sends_its_own_tagged_lines(
+    tmp_path: Path,
+) -> None:
+    """The Helm chart's [metrics] (StatsD, no tag flag) and no [store_metrics]: auto, said once at INFO."""
+    receiver = UdpReceiver()
+    try:
+        result = run_tasks(
+            tmp_path,
+            2,
+            AIRFLOW__METRICS__STATSD_ON="True",
+            AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
+            AIRFLOW__METRICS__STATSD_PORT=str(receiver.port),
+        )
+    finally:
+        receiver.close()
+    assert result["backend"] == f"statsd udp://127.0.0.1:{receiver.port} (InfluxDB tags) prefix='airflow'"
+    assert result["counted"] == {"task_state_store.write": 2}
+    assert problems(result) == []
+    said = [m for _, m in result["records"] if "sending to" in m]
+    assert said == [
+        f"store-metrics: counting state store calls, sending to {result['backend']} (backend = auto: through "
+        "Airflow's StatsD client ([metrics] statsd_on) every tag is dropped ([metrics] statsd_on without "
+        "statsd_influxdb_enabled): store-metrics sends its own tagged lines)"
+    ]
+
+
+def test_an_explicit_airflow_backend_that_would_drop_the_tags_counts_nothing_and_says_why_once(
+    tmp_path: Path,
+) -> None:
+    result = run_tasks(
+        tmp_path,
+        3,
+        AIRFLOW__STORE_METRICS__BACKEND="airflow",
+        AIRFLOW__METRICS__STATSD_ON="True",
+        AIRFLOW__METRICS__STATSD_PORT=str(free_port()),
+    )
+    assert [t["instrumented"] for t in result["tasks"]] == [False, False, False]
+    assert result["counted"] == {}
+    [(level, message)] = problems(result)
+    assert level == "ERROR"
+    assert message.startswith(
+        "store-metrics is off for this process: [store_metrics] backend = 'airflow' would send the counts "
+        "without their tags"
+    )
 
 
 def test_the_task_end_flush_to_a_backend_that_never_answers_is_bounded_by_flush_timeout(

@@ -2,9 +2,11 @@
 
 It prints every option with where its value came from, builds and opens the backend in the
 foreground (so a failure is reported here, not logged from a worker thread), sends one
-``store_metrics.check`` increment and flushes it. Exit codes: 0 sent, 1 bad configuration
-(the same message the plugin logs), 2 missing extra, 3 the backend failed, 4 the configuration
-sends nowhere (backend ``none``, or ``airflow`` with no ``[metrics]`` backend enabled).
+``store_metrics.check`` increment and flushes it. It says whether the counts keep their tags on
+the way. Exit codes: 0 sent, 1 bad configuration (the same message the plugin logs), 2 missing
+extra, 3 the backend failed, 4 the configuration sends nowhere (backend ``none``, or no
+``[metrics]`` backend enabled), 5 the counts would lose their tags (``backend = airflow`` on an
+Airflow ``[metrics]`` sender that drops them: the plugin refuses to count).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from .catalogue import CHECK
 from .config import Settings, load_settings
 from .contracts import TotalsSource
 from .deltas import CounterDelta, TagTuple
-from .errors import ConfigError, MissingExtraError
+from .errors import ConfigError, MissingExtraError, TagsLostError
 from .options import SERVER_PROMETHEUS_PORTS, split_arguments
 
 EXIT_OK = 0
@@ -28,6 +30,16 @@ EXIT_BACKEND = 3
 #: The configuration is valid but sends nowhere (backend ``none``, or ``airflow`` with no
 #: ``[metrics]`` backend enabled): counting works, nobody will see it.
 EXIT_NOWHERE = 4
+#: ``backend = airflow`` where Airflow's sender would drop the tags: the plugin counts nothing.
+EXIT_TAGS_LOST = 5
+
+#: How each backend's lines carry the tags (``airflow``: Airflow's own sender, checked at load).
+_TAGS_ON_THE_WIRE = {
+    "statsd": "in every line, InfluxDB style (name,dag_id=...,task_id=...:1|c)",
+    "dogstatsd": "in every line, DogStatsD style (name:1|c|#dag_id:...,task_id:...)",
+    "otel": "as OpenTelemetry attributes",
+    "airflow": "through Airflow's own sender, which keeps them",
+}
 
 
 class _OneIncrement:
@@ -66,6 +78,10 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
 
     try:
         settings = settings or load_settings()
+    except TagsLostError as exc:
+        say(f"error: {exc}")
+        say("tags: LOST on this path: the plugin refuses to count rather than send label-less series")
+        return EXIT_TAGS_LOST
     except ConfigError as exc:
         say(f"error: {exc}")
         return EXIT_CONFIG
@@ -79,6 +95,11 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
         return EXIT_OK
     for line in where_counted(settings):
         say(line)
+    if settings.backend_reason:
+        say(f"backend = auto chose {settings.backend!r}: {settings.backend_reason}")
+    if settings.backend in _TAGS_ON_THE_WIRE:
+        how = _TAGS_ON_THE_WIRE[settings.backend]
+        say(f"tags: kept: dag_id, task_id, run_type, operator (+ team_name) {how}")
     try:
         arguments = settings.configure_kwargs()
         _, backend_args = split_arguments(arguments.pop("backend"), arguments)
@@ -91,6 +112,7 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
         return EXIT_MISSING_EXTRA
     say(f"backend: {backend.describe()}")
     if settings.backend == "none" or getattr(backend, "sends_nowhere", False):
+        # The same line as the plugin's: counting works, nobody will see it.
         say(
             "warning: this configuration sends the counts nowhere: set [store_metrics] backend, or "
             "enable a backend in Airflow's [metrics] (statsd_on, statsd_datadog_enabled or otel_on)"

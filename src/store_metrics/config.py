@@ -4,10 +4,12 @@ Options come from section ``[store_metrics]`` of ``airflow.cfg`` or from
 ``AIRFLOW__STORE_METRICS__<OPTION>`` environment variables (Airflow's own precedence applies
 when Airflow is installed; without Airflow only the environment is read). Defaults follow
 Airflow's ``[metrics]`` section, so with no ``[store_metrics]`` section at all metrics go where
-Airflow's own metrics go.
+Airflow's own metrics go, always with their tags (``backend = auto``:
+:mod:`store_metrics.airflow_metrics`).
 
 Every bad value raises :class:`~store_metrics.errors.ConfigError` naming the option and the
-accepted values; the plugin logs that once and leaves tasks uninstrumented.
+accepted values; the plugin logs that once and leaves tasks uninstrumented. ``backend = airflow``
+where Airflow's sender would drop the tags raises :class:`~store_metrics.errors.TagsLostError`.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import options
-from .errors import ConfigError
-from .options import CONFIG_OPTIONS, COUNT_AT_API_SERVER, SERVER_PROMETHEUS_PORTS, default
+from . import airflow_metrics, options
+from .errors import ConfigError, TagsLostError
+from .options import AUTO, CONFIG_OPTIONS, COUNT_AT_API_SERVER, SERVER_PROMETHEUS_PORTS, default
 
 SECTION = "store_metrics"
 ENV_PREFIX = "AIRFLOW__STORE_METRICS__"
@@ -57,6 +59,13 @@ class Settings:
     inventory_port: int = default("inventory_port")
     #: Where each value came from, for ``store-metrics check``.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    #: Why ``backend = auto`` stands for :attr:`backend` here ('' when the backend was set).
+    backend_reason: str = field(default="", compare=False)
+
+    @property
+    def sends_nowhere(self) -> bool:
+        """``auto`` found no ``[metrics]`` backend: the plugin counts, nobody receives (said once)."""
+        return self.backend == "none" and bool(self.backend_reason)
 
     @property
     def counts_at_api_server(self) -> bool:
@@ -85,6 +94,7 @@ class Settings:
     def as_dict(self) -> dict[str, Any]:
         values = asdict(self)
         values.pop("sources")
+        values.pop("backend_reason")
         return values
 
 
@@ -156,10 +166,22 @@ def load_settings(read: OptionReader | None = None, environ: Mapping[str, str] |
         return str(option.default)
 
     values: dict[str, Any] = {}
-    backend = ""
+    backend = reason = ""
     # Table order: `backend` comes before the options whose Airflow fallback depends on it.
     for option in CONFIG_OPTIONS:
         values[option.name] = option.check(option.name, raw(option, backend))
         if option.name == "backend":
-            backend = values["backend"]
-    return Settings(**values, sources=sources)
+            backend, reason = _concrete_backend(values["backend"], read)
+            values["backend"] = backend
+    return Settings(**values, sources=sources, backend_reason=reason)
+
+
+def _concrete_backend(backend: str, read: OptionReader) -> tuple[str, str]:
+    """``auto`` resolved against ``[metrics]`` (and why); ``airflow`` refused where it drops tags."""
+    if backend == AUTO:
+        return airflow_metrics.choose_backend(airflow_metrics.read_airflow_metrics(read))
+    if backend == "airflow":
+        loses = airflow_metrics.read_airflow_metrics(read).loses
+        if loses:
+            raise TagsLostError(loses)
+    return backend, ""

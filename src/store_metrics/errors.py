@@ -25,6 +25,20 @@ class ConfigError(ValueError):
         )
 
 
+class TagsLostError(ConfigError):
+    """``backend = airflow`` where Airflow's own sender would drop the tags (or the metrics)."""
+
+    def __init__(self, loses: str) -> None:
+        self.loses = loses
+        ValueError.__init__(
+            self,
+            f"[store_metrics] backend = 'airflow' would send the counts without their tags: through "
+            f"Airflow's [metrics] {loses}. Remove the backend option (the default, auto, sends its own "
+            f"tagged lines to the same receiver), or change [metrics] so that nothing is dropped",
+        )
+        self.option, self.value, self.accepted = "backend", "airflow", "auto, otel, dogstatsd, statsd, none"
+
+
 class MissingExtraError(ImportError):
     """A backend's library is not installed; the message names the extra to install."""
 

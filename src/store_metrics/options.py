@@ -29,6 +29,10 @@ BACKENDS: Final[dict[str, tuple[str, str]]] = {
     "statsd": ("store_metrics.backends.statsd", ""),
     "none": ("store_metrics.backends.none", ""),
 }
+#: ``backend = auto`` (the default): a backend chosen from Airflow's ``[metrics]`` so the counts keep
+#: their tags (:mod:`store_metrics.airflow_metrics`).
+AUTO: Final = "auto"
+BACKEND_CHOICES: Final = (AUTO, *BACKENDS)
 OTEL_EXPORTERS: Final = ("otlp", "prometheus", "console")
 OTEL_TEMPORALITIES: Final = ("delta", "cumulative")
 #: Where state store calls are counted: in each task process, or by the API server's workers.
@@ -110,11 +114,15 @@ OPTIONS: Final[tuple[Option, ...]] = (
     ),
     Option(
         "backend",
-        _choice(tuple(BACKENDS)),
-        "airflow",
-        ", ".join(f"`{name}`" for name in BACKENDS),
-        "where the counts go",
-        default_doc="`airflow`: hand the sums to Airflow's own metrics module, so they follow `[metrics]`",
+        _choice(BACKEND_CHOICES),
+        AUTO,
+        ", ".join(f"`{name}`" for name in BACKEND_CHOICES),
+        "where the counts go; `airflow` hands them to Airflow's own metrics module (`[metrics]`), and is "
+        "refused where that would drop their tags",
+        default_doc="`auto`: where Airflow's `[metrics]` sends its own metrics, always with the tags: "
+        "through Airflow where its sender keeps them, else store-metrics' own `statsd` (InfluxDB tags) "
+        "or `dogstatsd` lines to `statsd_host`:`statsd_port`; nothing, said once, where `[metrics]` "
+        "enables no backend",
     ),
     Option(
         "host",

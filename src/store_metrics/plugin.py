@@ -128,19 +128,20 @@ def _ensure_emitter() -> bool:
         except (ConfigError, MissingExtraError) as exc:
             logs.once("config", logging.ERROR, "store-metrics is off for this process: %s", exc)
             return False
-        if getattr(emitter.backend, "sends_nowhere", False):
+        if settings.sends_nowhere or getattr(emitter.backend, "sends_nowhere", False):
             logs.once(
                 "nowhere",
                 logging.WARNING,
-                "store-metrics: backend 'airflow' follows [metrics], which enables no backend: counts go "
-                "nowhere. Set [metrics] statsd_on/otel_on, or [store_metrics] backend.",
+                "store-metrics: Airflow's [metrics] enables no backend, so the counts go nowhere. Set "
+                "[metrics] statsd_on, statsd_datadog_enabled or otel_on, or [store_metrics] backend.",
             )
         else:
             logs.once(
                 "target",
                 logging.INFO,
-                "store-metrics: counting state store calls, sending to %s",
+                "store-metrics: counting state store calls, sending to %s%s",
                 emitter.backend.describe(),
+                f" (backend = auto: {settings.backend_reason})" if settings.backend_reason else "",
             )
     _state.ready = True
     return True

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..contracts import Backend
 from ..errors import ConfigError, MissingExtraError
-from ..options import BACKENDS, backend_options
+from ..options import BACKEND_CHOICES, BACKENDS, backend_options
 
 __all__ = ["BACKENDS", "create_backend"]
 
@@ -41,7 +41,7 @@ def create_backend(name: str, **options: Any) -> Backend:
     emitter's worker thread.
     """
     if name not in BACKENDS:
-        raise ConfigError("backend", name, BACKENDS)
+        raise ConfigError("backend", name, BACKEND_CHOICES)
     accepted = backend_options(name)
     checked: dict[str, Any] = {}
     for keyword, value in options.items():

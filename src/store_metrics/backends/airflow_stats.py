@@ -35,28 +35,18 @@ from typing import Any
 from airflow.sdk.observability import stats
 
 from .. import logs
+from ..airflow_metrics import NONE, AirflowMetrics, read_airflow_metrics
 from ..catalogue import Metric
 from ..contracts import TotalsSource
 from ..deltas import Buckets, CounterDelta, Delta, GaugeValue, HistogramDelta, TagTuple
 from ..errors import PartialExport
 from ..wire import bucket_mean
 
-_NOWHERE = "none: [metrics] enables no backend"
 
+def _airflow_metrics() -> AirflowMetrics:
+    from ..config import airflow_reader
 
-def _airflow_target() -> str:
-    try:
-        from airflow.sdk.configuration import conf
-
-        if conf.getboolean("metrics", "statsd_datadog_enabled", fallback=False):
-            return "dogstatsd"
-        if conf.getboolean("metrics", "statsd_on", fallback=False):
-            return "statsd"
-        if conf.getboolean("metrics", "otel_on", fallback=False):
-            return "otel"
-    except Exception:
-        return "unknown"
-    return _NOWHERE
+    return read_airflow_metrics(airflow_reader())
 
 
 def _build_client_now(shared_stats: Any) -> None:
@@ -106,12 +96,12 @@ class AirflowStatsBackend:
     live_histograms = True
 
     def describe(self) -> str:
-        return f"airflow (Airflow's [metrics] backend: {_airflow_target()})"
+        return f"airflow: {_airflow_metrics().describe()}"
 
     @property
     def sends_nowhere(self) -> bool:
         """Whether Airflow's ``[metrics]`` enables no backend, so the sums would go nowhere."""
-        return _airflow_target() == _NOWHERE
+        return _airflow_metrics().sender == NONE
 
     def open(self, source: TotalsSource) -> None:
         from airflow.sdk._shared.observability.metrics import stats as shared_stats
