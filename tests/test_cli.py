@@ -9,20 +9,9 @@ import sys
 import pytest
 
 from store_metrics import catalogue
+from support.cli import run_cli
 from support.ports import free_port
 from support.udp import UdpReceiver
-
-
-def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "OTEL_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", *args],
-        env={**base, **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_check_sends_one_increment_to_statsd(udp_receiver: UdpReceiver) -> None:

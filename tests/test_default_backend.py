@@ -16,7 +16,7 @@ import pytest
 from store_metrics.airflow_metrics import read_airflow_metrics
 from store_metrics.config import Settings, environment_reader, load_settings
 from store_metrics.errors import TagsLostError
-from test_cli import run_cli
+from support.cli import run_cli
 
 
 def settings(**metrics: str) -> Settings:

@@ -4,6 +4,7 @@ Importable as ``support`` because ``[tool.pytest.ini_options] pythonpath`` puts 
 ``sys.path``:
 
 * :mod:`support.ports` -- a free port on 127.0.0.1;
+* :mod:`support.cli` -- the ``store-metrics`` command in a fresh process;
 * :mod:`support.waiting` -- :func:`~support.waiting.wait_until`, the bounded wait on a condition;
 * :mod:`support.udp` -- :class:`~support.udp.UdpReceiver`, a real UDP socket that records datagrams;
 * :mod:`support.otlp` -- a real OTLP/HTTP receiver, and an endpoint that accepts and never answers;
