@@ -214,6 +214,28 @@ def test_counts_outcomes_and_body_sizes_to_the_byte(metrics: ServerMetrics) -> N
         assert not {v for _, v in tags} & {TI, "k", "dir", "missing", "x"}
 
 
+def test_an_execution_api_app_of_its_own_is_counted_at_its_root(metrics: ServerMetrics) -> None:
+    """The in-process Execution API of dag.test() and the triggerer serves the routes at "/"."""
+    execution = build(None).routes[0].app  # the sub-app the core app mounts at /execution
+    app = StateStoreRouteMetrics(execution, metrics=metrics, mounted_at="")
+
+    async def run() -> None:
+        for method, path, body in REQUESTS:
+            if path.startswith("/execution/"):
+                await call(app, method, path[len("/execution") :], body)
+        # The core app's path means nothing to this app: a 404, and no state store call.
+        await call(app, "GET", f"/execution/store/ti/{TI}/k")
+
+    asyncio.run(run())
+    assert sum(requests_by_tags(metrics.emitter).values()) == 6
+    assert {dict(t)["outcome"] for t in requests_by_tags(metrics.emitter)} == {
+        "read_found",
+        "read_absent",
+        "write",
+        "error",
+    }
+
+
 def test_other_requests_reach_the_app_with_the_very_same_callables(metrics: ServerMetrics) -> None:
     seen: list[tuple[Any, Any]] = []
 

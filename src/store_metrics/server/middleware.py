@@ -12,17 +12,36 @@ import asyncio
 
 from .. import logs
 from .metrics import ServerMetrics, server_metrics
-from .routes import MARK, ASGIApp, Message, Receive, Scope, Send, route_of, route_path
+from .routes import (
+    EXECUTION_API_MOUNT,
+    MARK,
+    ASGIApp,
+    Message,
+    Receive,
+    Route,
+    Scope,
+    Send,
+    route_of,
+    route_path,
+)
 
 
 class StateStoreRouteMetrics:
-    """Pure ASGI root middleware: state store route metrics and the stall monitor (module docs)."""
+    """Pure ASGI root middleware: state store route metrics and the stall monitor (module docs).
 
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics | None = None) -> None:
+    ``mounted_at``: where the wrapped app serves the Execution API (the core app: ``/execution``;
+    an Execution API app of its own, such as the in-process one ``dag.test()`` uses: ``""``).
+    """
+
+    def __init__(
+        self, app: ASGIApp, metrics: ServerMetrics | None = None, mounted_at: str = EXECUTION_API_MOUNT
+    ) -> None:
         self.app = app
-        # Given: used as is (tests, benchmarks). Else the worker's own, made on first use.
+        # Given: used as is (tests, benchmarks, the demo). Else the worker's own, made on first use.
         self._given = metrics
         self._watching: asyncio.AbstractEventLoop | None = None
+        self._mounted_at = mounted_at
+        self._mark = mounted_at + MARK[len(EXECUTION_API_MOUNT) :]
 
     def _metrics(self) -> ServerMetrics | None:
         return self._given if self._given is not None else server_metrics()
@@ -32,8 +51,8 @@ class StateStoreRouteMetrics:
         if kind == "http":
             if self._watching is None:
                 self._watch()
-            if MARK in scope["path"]:
-                route = route_of(scope["method"], route_path(scope))
+            if self._mark in scope["path"]:
+                route = self._route(scope)
                 if route is not None:
                     metrics = self._metrics()
                     if metrics is not None:
@@ -43,6 +62,13 @@ class StateStoreRouteMetrics:
             await self.app(scope, self._lifespan_receive(receive), send)
             return
         await self.app(scope, receive, send)
+
+    def _route(self, scope: Scope) -> Route | None:
+        # The route table speaks in the core app's paths: matched as if mounted there.
+        path = route_path(scope)
+        if not path.startswith(self._mounted_at):
+            return None
+        return route_of(scope["method"], EXECUTION_API_MOUNT + path[len(self._mounted_at) :])
 
     def _watch(self) -> None:
         # The stall monitor belongs to the server's own loop: the one running this request.

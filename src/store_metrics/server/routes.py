@@ -20,11 +20,14 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 #: (store, operation) of a state store route.
 Route = tuple[str, str]
 
+#: Where the API server's core app mounts the Execution API. An Execution API app used on its
+#: own (the in-process one of ``dag.test()`` and the triggerer) serves the same routes at ``""``.
+EXECUTION_API_MOUNT: Final = "/execution"
 #: Every state store path contains this; anything else is passed on after this one test.
-MARK: Final = "/execution/store/"
-_TASK_PREFIX: Final = "/execution/store/ti/"
+MARK: Final = f"{EXECUTION_API_MOUNT}/store/"
+_TASK_PREFIX: Final = f"{MARK}ti/"
 _ASSET_ROUTES: Final[dict[tuple[str, str], Route]] = {
-    (method, f"/execution/store/asset/{by}/{what}"): ("asset", operation)
+    (method, f"{MARK}asset/{by}/{what}"): ("asset", operation)
     for by in ("by-name", "by-uri")
     for method, what, operation in (
         ("GET", "value", Operation.GET.value),
