@@ -134,12 +134,21 @@ class Model:
 
 
 def demo_model(runs: int) -> Model:
-    from store_metrics.demo import PROPOSAL_RUNS
+    from store_metrics.demo import PROPOSAL_RUNS, WATCHER_RUNS
 
     model = Model()
     for _ in range(runs):
         for dag in PROPOSAL_RUNS:
             model.run(dag)
+    # The demo's asset watcher, run the triggerer's way: its watermark is absent once, then found.
+    watcher = {
+        "dag_id": "none",
+        "task_id": "example_queue",
+        "run_type": "asset_watcher",
+        "operator": "QueueWatermarkTrigger",
+    }
+    for outcome, n in (("read_absent", 1), ("read_found", WATCHER_RUNS - 1), ("write", WATCHER_RUNS)):
+        model.counts[(_series_name("asset", outcome), frozenset(watcher.items()))] += n
     return model
 
 
@@ -178,7 +187,12 @@ def expected(spec: Any, model: Model, filters: Mapping[str, str], seconds: float
         out: Groups = defaultdict(float)
         for (name, labelset), value in model.counts.items():
             labels = dict(labelset)
-            if name in spec.series and _matches(labels, filters):
+            if (
+                name in spec.series
+                and _matches(labels, filters)
+                and all(labels.get(k) == v for k, v in spec.only)
+                and not any(labels.get(k) == v for k, v in spec.exclude)
+            ):
                 out[tuple(labels.get(label, "") for label in spec.by)] += value
         if spec.kind == "rate":
             assert seconds
@@ -468,10 +482,12 @@ OUTCOMES = ("read_found", "read_absent", "write", "delete", "clear", "error")
 
 
 def per_dag(model: Model) -> dict[tuple[str, str, str, str], float]:
-    """(dag_id, team_name, store, outcome) -> calls."""
+    """(dag_id, team_name, store, outcome) -> calls; asset watchers belong to no DAG and are left out."""
     out: dict[tuple[str, str, str, str], float] = defaultdict(float)
     for (name, labelset), value in model.counts.items():
         labels = dict(labelset)
+        if labels["run_type"] == "asset_watcher":
+            continue
         store = "task" if "_task_state_store_" in name else "asset"
         outcome = next(o for o in OUTCOMES if name.endswith(f"_state_store_{o}_total"))
         out[(labels["dag_id"], labels.get("team_name", ""), store, outcome)] += value
@@ -664,8 +680,11 @@ def test_demo_variables(demo: DemoSource) -> None:
     assert label_values(demo.prom, variables["task_id"]["query"], {"dag_id": ["state_store_metrics_02"]}) == {
         "touch_asset_store"
     }
-    assert label_values(demo.prom, variables["operator"]["query"], {}) == {PY_OPERATOR, "MockBatchOperator"}
-    assert label_values(demo.prom, variables["run_type"]["query"], {}) == {"manual"}
+    # Every value the calls carry, the demo's asset watcher (its trigger class, asset_watcher) included.
+    operators = {dict(ls)["operator"] for _, ls in demo.model.counts}
+    assert operators == {PY_OPERATOR, "MockBatchOperator", "QueueWatermarkTrigger"}
+    assert label_values(demo.prom, variables["operator"]["query"], {}) == operators
+    assert label_values(demo.prom, variables["run_type"]["query"], {}) == {"manual", "asset_watcher"}
 
 
 def label_values(prom: Prometheus, query: str, variables: Mapping[str, list[str] | None]) -> set[str]:

@@ -34,7 +34,7 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"error: DAG runs did not succeed: {', '.join(failed)} (kept {result.home} for a look)")
         return 1
     if args.serve:
-        serve_forever(result.endpoint)
+        serve_forever(result.endpoint, refresh=result.refresh_footprint)
     if args.keep:
         print(f"kept the demo's AIRFLOW_HOME: {result.home}")
     else:

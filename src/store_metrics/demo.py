@@ -6,6 +6,12 @@ the plugin (OpenTelemetry backend, Prometheus exporter). It prints the series ex
 Prometheus scrape of that endpoint shows them, plus Airflow's own ``resumable_job.*`` counters
 (received on a local StatsD socket), and with ``--serve`` keeps the endpoint up.
 
+The same endpoint also serves every other row of the dashboard (:mod:`store_metrics.demo_sources`):
+the API server's route metrics and stall monitor (the plugin's middleware on the in-process
+Execution API the runs talk to), an asset watcher's calls (its trigger run the triggerer's way,
+three times) and the state store footprint (the inventory over the demo's database, read again
+every ``FOOTPRINT_EVERY`` seconds while serving).
+
 Environment variables are set before Airflow is imported in this process: Airflow reads its
 configuration at import.
 """
@@ -31,7 +37,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
-from .example_dags import SCENARIOS
+from .example_dags import SCENARIOS, WATCHER
 
 #: The proposal's runs: scenario 2 was run twice to show absent, then found.
 PROPOSAL_RUNS: tuple[str, ...] = (
@@ -41,7 +47,16 @@ PROPOSAL_RUNS: tuple[str, ...] = (
     "state_store_metrics_03",
     "example_resumable_job",
 )
+#: Runs of the asset watcher's trigger (its watermark: read absent, then found).
+WATCHER_RUNS = 3
+#: Seconds between two readings of the footprint while ``--serve`` keeps the endpoint up.
+FOOTPRINT_EVERY = 15.0
 _SERIES = re.compile(r"^[a-z_]+_(task|asset)_state_store_[a-z_]+_total\{")
+#: The other rows' families, for the summary line (watcher calls are told apart by their labels).
+_OTHER_ROWS = {
+    "the API server": re.compile(r"^[a-z_]+_api_server_"),
+    "the footprint": re.compile(r"^[a-z_]+_(state_store_inventory_|(task|asset)_state_store_footprint_)"),
+}
 _NOISE_LABELS = re.compile(r'(otel_scope_[a-z_]+|instance|job)="[^"]*",?')
 
 
@@ -54,6 +69,10 @@ class DemoResult:
     runs: list[tuple[str, str, float]] = field(default_factory=list)
     series: list[str] = field(default_factory=list)
     airflow_lines: list[str] = field(default_factory=list)
+    #: Series of the other rows, by row: asset watchers, the footprint, the API server.
+    other_rows: dict[str, int] = field(default_factory=dict)
+    #: Re-reads the footprint (``--serve`` calls it every ``FOOTPRINT_EVERY`` seconds).
+    refresh_footprint: Any = None
 
 
 class _StatsdSink:
@@ -93,7 +112,7 @@ def _prepare_environment(home: Path, host: str, port: int, statsd_port: int | No
     dags = home / "dags"
     dags.mkdir(parents=True)
     examples = Path(__file__).with_name("example_dags")
-    for module in SCENARIOS:
+    for module in (*SCENARIOS, WATCHER):
         shutil.copy(examples / f"{module}.py", dags / f"{module}.py")
     env = {
         "AIRFLOW_HOME": str(home),
@@ -156,12 +175,21 @@ def scrape(endpoint: str, timeout: float = 5.0) -> str:
 
 
 def state_store_series(exposition: str) -> list[str]:
-    """The state store series of a scrape, without the scope/instance/job labels (as the proposal shows)."""
+    """The tasks' state store series of a scrape, without the scope/instance/job labels (as the proposal
+    shows them); asset watchers' calls are left to :func:`other_rows`."""
     lines = []
     for line in exposition.splitlines():
-        if _SERIES.match(line):
+        if _SERIES.match(line) and 'run_type="asset_watcher"' not in line:
             lines.append(_NOISE_LABELS.sub("", line).replace(",}", "}"))
     return sorted(lines)
+
+
+def other_rows(exposition: str) -> dict[str, int]:
+    """How many series a scrape has for each of the dashboard's other rows."""
+    samples = [line for line in exposition.splitlines() if line and not line.startswith("#")]
+    rows = {"asset watchers": sum(1 for x in samples if _SERIES.match(x) and "asset_watcher" in x)}
+    rows.update({row: sum(1 for x in samples if family.match(x)) for row, family in _OTHER_ROWS.items()})
+    return rows
 
 
 def run_demo(
@@ -181,54 +209,26 @@ def run_demo(
     home = home or Path(tempfile.mkdtemp(prefix="store-metrics-demo-"))
     port = port or free_port(host if host != "0.0.0.0" else "127.0.0.1")
     shown_host = "127.0.0.1" if host == "0.0.0.0" else host
-    endpoint = f"http://{shown_host}:{port}/metrics"
+    result = DemoResult(home=home, endpoint=f"http://{shown_host}:{port}/metrics")
     sink = _StatsdSink() if importlib.util.find_spec("statsd") else None
     _prepare_environment(home, host, port, sink.port if sink else None)
-    result = DemoResult(home=home, endpoint=endpoint)
     log_path = home / "demo.log"
     say(f"store-metrics demo: a throwaway Airflow in {home} (SQLite; Airflow's output goes to {log_path})")
-
-    say("[1/3] airflow db migrate ...")
-    t0 = time.monotonic()
-    with log_path.open("a") as log:
-        subprocess.run(
-            [sys.executable, "-m", "airflow", "db", "migrate"],
-            check=True,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=os.environ.copy(),
-        )
-    say(f"      done in {time.monotonic() - t0:.1f} s")
-
-    sequence = [name for _ in range(runs) for name in PROPOSAL_RUNS]
-    say(
-        f"[2/3] running the upstream proposal's scenarios with dag.test() through the plugin "
-        f"({len(sequence)} DAG runs; the OpenTelemetry backend serves {endpoint})"
-    )
-    dags_dir = home / "dags"
-    with log_path.open("a") as log:
-        with _output_to(log):
-            dags = {name: _load_dag(dags_dir / f"{name}.py") for name in SCENARIOS}
-        for name in sequence:
-            t0 = time.monotonic()
-            with _output_to(log):
-                dag_run = dags[name].test()
-            state = str(getattr(getattr(dag_run, "state", None), "value", getattr(dag_run, "state", "?")))
-            elapsed = time.monotonic() - t0
-            result.runs.append((name, state, elapsed))
-            say(f"      {name:<24} {state:<8} {elapsed:5.1f} s")
-
-    result.series = state_store_series(scrape(endpoint))
-    say(f"[3/3] the state store series a Prometheus scrape of {endpoint} returns:")
+    # Kept open for the life of the process: Airflow's log handlers made during the runs keep
+    # writing to it from other threads (the in-process Execution API's event loop) afterwards.
+    log = log_path.open("a", buffering=1)
+    _migrate(log, say)
+    _run_everything(runs, home / "dags", log, result, say)
+    exposition = scrape(result.endpoint)
+    result.series = state_store_series(exposition)
+    result.other_rows = other_rows(exposition)
+    say(f"[3/3] the state store series a Prometheus scrape of {result.endpoint} returns:")
     for line in result.series:
         say(f"      {line}")
+    rows = ", ".join(f"{n} for {row}" for row, n in result.other_rows.items())
+    say(f"      and, for the dashboard's other rows, series {rows}")
     if sink is not None:
-        # Airflow's StatsD client sends at once; the sink thread may still be reading.
-        deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and not any(".resumable_job." in x for x in sink.lines):
-            time.sleep(0.02)
-        result.airflow_lines = sorted(x for x in sink.lines if ".resumable_job." in x)
-        sink.close()
+        result.airflow_lines = _airflow_lines(sink)
         say("      Airflow's own counters alongside (its [metrics] StatsD output, InfluxDB tags):")
         for line in result.airflow_lines:
             say(f"      {line}")
@@ -236,10 +236,85 @@ def run_demo(
     return result
 
 
-def serve_forever(endpoint: str, out: TextIO = sys.stdout) -> None:
+def _migrate(log: TextIO, say: Any) -> None:
+    say("[1/3] airflow db migrate ...")
+    t0 = time.monotonic()
+    command = [sys.executable, "-m", "airflow", "db", "migrate"]
+    subprocess.run(command, check=True, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+    say(f"      done in {time.monotonic() - t0:.1f} s")
+
+
+def _run_everything(runs: int, dags_dir: Path, log: TextIO, result: DemoResult, say: Any) -> None:
+    """The proposal's runs, then the watcher's DAG and what feeds the dashboard's other rows."""
+    sequence = [name for _ in range(runs) for name in PROPOSAL_RUNS]
+    say(
+        f"[2/3] running the upstream proposal's scenarios with dag.test() through the plugin "
+        f"({len(sequence)} DAG runs; the OpenTelemetry backend serves {result.endpoint})"
+    )
+    with _output_to(log):
+        provider = _configure()
+        dags = {name: _load_dag(dags_dir / f"{name}.py") for name in (*SCENARIOS, WATCHER)}
+    for name in sequence:
+        _run(name, dags[name], log, result, say)
+    say(
+        f"      and the rest of the dashboard: an asset watcher's trigger run {WATCHER_RUNS} times, "
+        "the API server's route metrics, the state store footprint"
+    )
+    _run(WATCHER, dags[WATCHER], log, result, say)
+    with _output_to(log):
+        _feed_other_rows(provider, dags[WATCHER], result)
+
+
+def _airflow_lines(sink: _StatsdSink) -> list[str]:
+    """Airflow's own ``resumable_job`` lines; its StatsD client sends at once, the sink may still read."""
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline and not any(".resumable_job." in x for x in sink.lines):
+        time.sleep(0.02)
+    sink.close()
+    return sorted(x for x in sink.lines if ".resumable_job." in x)
+
+
+def _configure() -> Any:
+    """The tasks' emitter from the demo's ``[store_metrics]``, now, and the API server's middleware on
+    the in-process Execution API before the first run reaches it; return the provider serving both."""
+    from . import runtime
+    from .config import load_settings
+    from .demo_sources import attach_api_server_metrics
+
+    settings = load_settings()
+    backend: Any = runtime.configure(**settings.configure_kwargs()).backend  # the otel backend
+    provider = backend.meter_provider
+    attach_api_server_metrics(provider, settings)
+    return provider
+
+
+def _run(name: str, dag: Any, log: TextIO, result: DemoResult, say: Any) -> None:
+    t0 = time.monotonic()
+    with _output_to(log):
+        dag_run = dag.test()
+    state = str(getattr(getattr(dag_run, "state", None), "value", getattr(dag_run, "state", "?")))
+    elapsed = time.monotonic() - t0
+    result.runs.append((name, state, elapsed))
+    say(f"      {name:<24} {state:<8} {elapsed:5.1f} s")
+
+
+def _feed_other_rows(provider: Any, watcher_dag: Any, result: DemoResult) -> None:
+    from .config import load_settings
+    from .demo_sources import Footprint, run_asset_watcher
+
+    run_asset_watcher(watcher_dag, WATCHER_RUNS)
+    footprint = Footprint(provider, load_settings())
+    footprint.refresh()
+    result.refresh_footprint = footprint.refresh
+
+
+def serve_forever(endpoint: str, out: TextIO = sys.stdout, refresh: Any = None) -> None:
     """Keep the process (and so the scrape endpoint) alive until SIGINT or SIGTERM."""
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     print(f"serving {endpoint} for Prometheus; Ctrl-C to stop", file=out, flush=True)
-    stop.wait()
+    while not stop.wait(FOOTPRINT_EVERY):
+        if refresh is not None:
+            with contextlib.suppress(Exception):  # a demo that keeps serving what it has
+                refresh()

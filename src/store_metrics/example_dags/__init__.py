@@ -13,3 +13,5 @@ SCENARIOS: dict[str, str] = {
     "state_store_metrics_03": "state_store_metrics_03",
     "example_resumable_job": "example_resumable_job",
 }
+#: The demo's asset watcher and the DAG its asset schedules (not one of the proposal's scenarios).
+WATCHER = "example_asset_watcher"

@@ -127,6 +127,11 @@ class OtelBackend:
         return self.own.prometheus_port
 
     @property
+    def meter_provider(self) -> Any:
+        """The ``MeterProvider`` the instruments live on, once open (``None`` before)."""
+        return self._provider
+
+    @property
     def instance_id(self) -> str:
         """``service.instance.id`` of our own provider ("" when the provider is not ours)."""
         return self.own.instance_id
