@@ -114,13 +114,6 @@ def test_value_size(operation: str, request_bytes: int, response_bytes: int, siz
     assert value_size(operation, request_bytes, response_bytes) == size
 
 
-def test_worker_identity_is_host_and_pid() -> None:
-    import os
-    import socket
-
-    assert server.worker_identity() == f"{socket.gethostname().split('.')[0]}-{os.getpid()}"
-
-
 _ROUTE_TABLE = textwrap.dedent(
     """
     import json

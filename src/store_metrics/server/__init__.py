@@ -27,7 +27,7 @@ instance whose token the Execution API verified: looked up once per task instanc
 thread, through a bounded LRU cache. Task processes then count nothing.
 
 Each API server worker has its own emitter (cumulative temporality; the identity
-``<host>-<pid>`` as the ``worker`` tag and OpenTelemetry ``service.instance.id``), made on first
+``<host>-<slot>`` as the ``worker`` tag and OpenTelemetry ``service.instance.id``), made on first
 use in that worker, never at import and never in a task process.
 """
 

@@ -1,7 +1,8 @@
 """One API server worker's metrics: its emitter, the state store requests in flight, the stall monitor.
 
 Each worker makes its own on first use (never at import, never in a task process), from
-``[store_metrics]``, with cumulative temporality and the identity ``<host>-<pid>``.
+``[store_metrics]``, with cumulative temporality and the identity ``<host>-<slot>``
+(:mod:`.worker_slot`).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +26,7 @@ from ..catalogue import (
     SERVER_RESPONSE_SIZE,
 )
 from ..emitter import AggregatingEmitter
+from . import worker_slot
 from .attribution import StoreCalls
 from .loop_monitor import LoopMonitor
 from .routes import (
@@ -47,8 +48,8 @@ STALL_FLOOR_MS: Final = 1.0
 
 
 def worker_identity() -> str:
-    """``<short host name>-<pid>``: stable for the worker's life, distinct between workers."""
-    return f"{socket.gethostname().split('.')[0] or 'host'}-{os.getpid()}"
+    """``<short host name>-<slot>``: distinct between a host's live workers, reused by a successor."""
+    return worker_slot.claim()
 
 
 class ServerMetrics:
