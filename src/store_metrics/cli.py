@@ -9,16 +9,9 @@ from collections.abc import Sequence
 
 
 def _catalogue(args: argparse.Namespace) -> int:
-    from .catalogue import CATALOGUE_TABLE
+    from .catalogue import markdown_table
 
-    prefix = args.prefix
-    print("| metric | Prometheus series | tags | description |")
-    print("|---|---|---|---|")
-    for m in CATALOGUE_TABLE:
-        tags = ", ".join(m.tags) + (f" (+ {', '.join(m.optional_tags)} when set)" if m.optional_tags else "")
-        print(
-            f"| `{m.full_name(prefix)}` | `{m.prometheus_name(prefix)}` | {tags or '-'} | {m.description} |"
-        )
+    print(markdown_table(args.prefix), end="")
     return 0
 
 
