@@ -21,9 +21,9 @@ from support.airflow import AirflowHome
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
 
-def airflow(home: Path, *args: str, **settings: str) -> str:
+def run(home: Path, command: list[str], **settings: str) -> str:
     proc = subprocess.run(
-        [sys.executable, "-m", "airflow", *args],
+        command,
         env=AirflowHome(home).env(**settings),
         capture_output=True,
         text=True,
@@ -34,17 +34,13 @@ def airflow(home: Path, *args: str, **settings: str) -> str:
     return proc.stdout
 
 
+def airflow(home: Path, *args: str, **settings: str) -> str:
+    return run(home, [sys.executable, "-m", "airflow", *args], **settings)
+
+
 def python(home: Path, code: str, **settings: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        env=AirflowHome(home).env(**settings),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout.strip().splitlines()[-1]
+    """The last line ``code`` prints (Airflow may log before it)."""
+    return run(home, [sys.executable, "-c", code], **settings).strip().splitlines()[-1]
 
 
 def test_the_provider_info_passes_airflows_own_schema_and_holds_every_option() -> None:
