@@ -205,3 +205,14 @@ def test_check_shows_the_options_of_the_process_it_checks(udp_receiver: UdpRecei
         assert "series cap: 50,000 series per process" in out and "'overflow'" in out
         assert "native counting: none in this Airflow" in out
     assert "sent means handed to the kernel as a UDP datagram: not proof that a receiver got it" in task
+
+
+def test_inventory_help_names_the_exit_codes_inventory_returns() -> None:
+    from store_metrics.cli import INVENTORY_EXIT_CODES
+    from store_metrics.inventory import command
+
+    assert {command.EXIT_OK, command.EXIT_CONFIG, command.EXIT_MISSING, command.EXIT_DATABASE} == set(
+        INVENTORY_EXIT_CODES
+    )
+    assert INVENTORY_EXIT_CODES[command.EXIT_DATABASE] == "the database could not be read"
+    assert INVENTORY_EXIT_CODES[command.EXIT_MISSING].startswith("Airflow or prometheus_client")
