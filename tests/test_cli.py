@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
+import store_metrics
 from store_metrics import catalogue
 from support.cli import run_cli
 from support.ports import free_port
@@ -25,7 +27,7 @@ def test_check_sends_one_increment_to_statsd(udp_receiver: UdpReceiver) -> None:
     assert f"backend: statsd udp://127.0.0.1:{udp_receiver.port}" in proc.stdout
     # The option column fits the longest option name.
     assert "\n  port                   = " in proc.stdout and "([store_metrics] port)" in proc.stdout
-    assert "\n  server_prometheus_port = 9465 " in proc.stdout
+    assert "\n  flush_timeout          = 2.0 " in proc.stdout
     assert udp_receiver.wait_for_lines(1) == ["airflow.store_metrics.check:1|c"]
 
 
@@ -110,11 +112,11 @@ def test_demo_rejects_bad_arguments(args: list[str]) -> None:
     assert "--runs must be at least 1" in proc.stderr
 
 
-def test_readme_catalogue_is_the_catalogue() -> None:
+def test_the_docs_catalogue_is_the_catalogue() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    block = readme.split("<!-- catalogue:start -->\n", 1)[1].split("<!-- catalogue:end -->", 1)[0]
+    page = (Path(__file__).parents[1] / "docs" / "metrics.md").read_text()
+    block = page.split("<!-- catalogue:start -->\n", 1)[1].split("<!-- catalogue:end -->", 1)[0]
     assert block == run_cli("catalogue").stdout
 
 
@@ -134,3 +136,72 @@ def test_check_says_plainly_when_the_counts_go_nowhere(env: dict[str, str], why:
     assert why in proc.stdout
     assert "warning: this configuration sends the counts nowhere" in proc.stdout
     assert ": ok" not in proc.stdout
+
+
+def test_version_prints_the_packages_version() -> None:
+    proc = run_cli("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"store-metrics {store_metrics.__version__}"
+
+
+@pytest.mark.parametrize("command", ["demo", "check", "catalogue", "export", "inventory"])
+def test_each_commands_help_has_a_description_its_exit_codes_and_an_example(command: str) -> None:
+    proc = run_cli(command, "--help")
+    assert proc.returncode == 0
+    usage, description, *_ = proc.stdout.split("\n\n")
+    assert usage.startswith(f"usage: store-metrics {command}") and len(description.split()) > 8
+    codes = proc.stdout.split("exit codes:\n", 1)[1].split("\n\n", 1)[0]
+    assert re.findall(r"^  (\d)  ", codes, re.M)[0] == "0"
+    assert "  2  " in codes and "command line could not be parsed" in codes
+    assert f"store-metrics {command}" in proc.stdout.split("examples:\n", 1)[1]
+
+
+def test_check_help_names_every_exit_code_check_returns() -> None:
+    from store_metrics import check
+
+    returned = {
+        value
+        for name, value in vars(check).items()
+        if re.fullmatch(r"EXIT_[A-Z_]+", name) and name != "EXIT_CODES"
+    }
+    assert returned == set(check.EXIT_CODES)
+    text = " ".join(run_cli("check", "--help").stdout.split())
+    for code, meaning in check.EXIT_CODES.items():
+        assert f" {code} {meaning}" in text, code
+
+
+def test_export_help_lists_every_folder_it_writes() -> None:
+    from store_metrics.pipeline.export import FOLDERS
+
+    text = " ".join(run_cli("export", "--help").stdout.split())
+    for folder in FOLDERS:
+        assert f"{folder}/" in text
+
+
+def test_check_shows_the_options_of_the_process_it_checks(udp_receiver: UdpReceiver) -> None:
+    env = {
+        "AIRFLOW__STORE_METRICS__BACKEND": "statsd",
+        "AIRFLOW__STORE_METRICS__HOST": "127.0.0.1",
+        "AIRFLOW__STORE_METRICS__PORT": str(udp_receiver.port),
+    }
+    task = run_cli("check", **env).stdout
+    server = run_cli("check", "--process", "api-server", **env).stdout
+    inventory = run_cli("check", "--process", "inventory", **env).stdout
+    assert "  backend " in task and "  stall_tick_ms " not in task and "  inventory_top " not in task
+    assert "  stall_tick_ms " in server and "  inventory_top " not in server
+    assert "  inventory_top " in inventory and "  backend " not in inventory  # inventory_export = prometheus
+    for out in (task, server, inventory):
+        assert "series cap: 50,000 series per process" in out and "'overflow'" in out
+        assert "native counting: none in this Airflow" in out
+    assert "sent means handed to the kernel as a UDP datagram: not proof that a receiver got it" in task
+
+
+def test_inventory_help_names_the_exit_codes_inventory_returns() -> None:
+    from store_metrics.cli import INVENTORY_EXIT_CODES
+    from store_metrics.inventory import command
+
+    assert {command.EXIT_OK, command.EXIT_CONFIG, command.EXIT_MISSING, command.EXIT_DATABASE} == set(
+        INVENTORY_EXIT_CODES
+    )
+    assert INVENTORY_EXIT_CODES[command.EXIT_DATABASE] == "the database could not be read"
+    assert INVENTORY_EXIT_CODES[command.EXIT_MISSING].startswith("Airflow or prometheus_client")

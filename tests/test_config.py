@@ -101,12 +101,12 @@ def test_unknown_option_is_an_error_listing_the_known_ones() -> None:
     assert "backend" in err.value.accepted and "flush_interval" in err.value.accepted
 
 
-def test_the_readme_documents_every_option() -> None:
+def test_the_docs_document_every_option() -> None:
     from pathlib import Path
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    page = (Path(__file__).parents[1] / "docs" / "configure.md").read_text()
     for option in OPTIONS:
-        assert f"`{option}`" in readme, option
+        assert f"`{option}`" in page, option
 
 
 def test_settings_reach_the_backend_factories() -> None:
@@ -114,13 +114,13 @@ def test_settings_reach_the_backend_factories() -> None:
     assert kwargs["backend"] == "statsd" and kwargs["port"] == 9999 and kwargs["flush_interval"] == 10.0
 
 
-def test_the_readme_configuration_table_is_the_option_table() -> None:
+def test_the_docs_configuration_table_is_the_option_table() -> None:
     from pathlib import Path
 
     from store_metrics import options
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    block = readme.split("<!-- options:start -->\n", 1)[1].split("<!-- options:end -->", 1)[0]
+    page = (Path(__file__).parents[1] / "docs" / "configure.md").read_text()
+    block = page.split("<!-- options:start -->\n", 1)[1].split("<!-- options:end -->", 1)[0]
     assert block == options.markdown_table()
 
 

@@ -157,7 +157,7 @@ def test_rules_use_only_the_inventory_s_catalogue_series_and_labels() -> None:
     assert {a["alert"] for a in alerts} == ALERTS
     for alert in alerts:
         assert alert["labels"]["severity"] == "warning" and alert["for"]
-        assert alert["annotations"]["summary"] and "docs/inventory.md" in alert["annotations"]["description"]
+        assert alert["annotations"]["summary"] and "/footprint/" in alert["annotations"]["description"]
 
 
 def test_prometheus_scrapes_the_inventory_and_loads_the_rules() -> None:

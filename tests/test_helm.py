@@ -29,6 +29,7 @@ helm 3.17.3.
 from __future__ import annotations
 
 import copy
+import importlib.metadata
 import json
 import os
 import re
@@ -318,7 +319,9 @@ def _pyproject(pattern: str) -> str:
 
 def test_the_requirement_is_this_version() -> None:
     assert _pyproject(r'^name = "([^"]+)"$') == helm.PACKAGE
-    assert _pyproject(r'^version = "([^"]+)"$') == store_metrics.__version__
+    # One version: pyproject reads it from store_metrics.__version__, the installed package carries it.
+    assert _pyproject(r'^version = \{ attr = "([^"]+)" \}$') == "store_metrics.__version__"
+    assert importlib.metadata.version(helm.PACKAGE) == store_metrics.__version__
     assert helm.requirement() == f"{helm.PACKAGE}=={store_metrics.__version__}"
 
 

@@ -9,7 +9,7 @@ or provider exists until :func:`configure` is called (the plugin calls it at a t
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from .accessors import instrument_asset_store, instrument_task_store, unwrap
 from .catalogue import METRICS, Metric

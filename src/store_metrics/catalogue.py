@@ -379,6 +379,17 @@ ALL_METRICS: tuple[Metric, ...] = (*METRICS, *SERVER_METRICS, *INVENTORY_METRICS
 _BY_NAME = {m.name: m for m in ALL_METRICS}
 
 
+def markdown_table(prefix: str = DEFAULT_PREFIX) -> str:
+    """What ``store-metrics catalogue`` prints, and docs/metrics.md shows: :data:`CATALOGUE_TABLE`."""
+    rows = ["| metric | Prometheus series | tags | description |", "|---|---|---|---|"]
+    for m in CATALOGUE_TABLE:
+        tags = ", ".join(m.tags) + (f" (+ {', '.join(m.optional_tags)} when set)" if m.optional_tags else "")
+        rows.append(
+            f"| `{m.full_name(prefix)}` | `{m.prometheus_name(prefix)}` | {tags or '-'} | {m.description} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
 def get(name: str) -> Metric:
     """Return the metric called ``name`` (unprefixed), or raise ``KeyError``."""
     return _BY_NAME[name]

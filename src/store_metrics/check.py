@@ -1,18 +1,19 @@
 """``store-metrics check``: read the configuration as the plugin would, and prove the target works.
 
-It prints every option with where its value came from, builds and opens the backend in the
-foreground (so a failure is reported here, not logged from a worker thread), sends one
-``store_metrics.check`` increment and flushes it. It says whether the counts keep their tags on
-the way. Exit codes: 0 sent, 1 bad configuration (the same message the plugin logs), 2 missing
-extra, 3 the backend failed, 4 the configuration sends nowhere (backend ``none``, or no
-``[metrics]`` backend enabled), 5 the counts would lose their tags (``backend = airflow`` on an
-Airflow ``[metrics]`` sender that drops them: the plugin refuses to count).
+It prints the options that apply to the process it checks with where each value came from,
+whether the plugin stands down (Airflow counting natively) and the series cap; builds and opens the
+backend in the foreground (so a failure is reported here, not logged from a worker thread), sends
+one ``store_metrics.check`` increment, flushes it, and says what "sent" proves for that backend.
+Exit codes: :data:`EXIT_CODES` (0 sent, 1 bad configuration, the same message the plugin logs, 2
+missing extra, 3 the backend failed, 4 the configuration sends nowhere, 5 the counts would lose
+their tags). It says whether the counts keep their tags on the way.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from .backends import create_backend
@@ -20,8 +21,9 @@ from .catalogue import CHECK
 from .config import Settings, load_settings
 from .contracts import TotalsSource
 from .deltas import CounterDelta, TagTuple
+from .emitter.registry import OVERFLOW_TAG_VALUE
 from .errors import ConfigError, MissingExtraError, TagsLostError
-from .options import SERVER_PROMETHEUS_PORTS, split_arguments
+from .options import BY_NAME, SERVER_PROMETHEUS_PORTS, default, split_arguments
 
 EXIT_OK = 0
 EXIT_CONFIG = 1
@@ -40,6 +42,61 @@ _TAGS_ON_THE_WIRE = {
     "otel": "as OpenTelemetry attributes",
     "airflow": "through Airflow's own sender, which keeps them",
 }
+#: What each exit code means: ``store-metrics check --help`` and the docs' CLI page show this.
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "sent (see what 'sent' means for the backend), or store-metrics is disabled",
+    EXIT_CONFIG: "bad configuration: the message names the option and the accepted values",
+    EXIT_MISSING_EXTRA: "the backend's extra is not installed",
+    EXIT_BACKEND: "the backend failed (for example an OTLP endpoint that refuses)",
+    EXIT_NOWHERE: "the configuration sends the counts nowhere",
+    EXIT_TAGS_LOST: "the counts would lose their tags (backend = airflow on a [metrics] sender that drops "
+    "them): the plugin refuses to count",
+}
+#: The kinds of process ``check --process`` can check for; a triggerer reads what a task reads.
+PROCESSES = ("task", "triggerer", "api-server", "inventory")
+_SERVER_OPTIONS = frozenset(
+    {"server_metrics", "stall_tick_ms", "stall_threshold_ms", "server_prometheus_port"}
+)
+_INVENTORY = "inventory_"
+
+
+def applies(name: str, process: str, settings: Settings) -> bool:
+    """Whether option ``name`` changes what a ``process`` does, with these settings."""
+    if name.startswith(_INVENTORY):
+        return process == "inventory"
+    if process == "inventory":  # it sends through the backend only with inventory_export = backend
+        option = BY_NAME[name]
+        sends = name == "backend" or bool(option.backends) or option.emitter
+        return settings.inventory_export == "backend" and sends and option.name != "flush_timeout"
+    if name in _SERVER_OPTIONS:
+        return process == "api-server"
+    return True
+
+
+def what_sent_means(settings: Settings, target: str) -> str:
+    """What a successful send proves, for this backend (``target``: Airflow's, for ``airflow``)."""
+    udp = "handed to the kernel as a UDP datagram: not proof that a receiver got it"
+    if settings.backend in ("statsd", "dogstatsd") or target in ("statsd", "dogstatsd"):
+        return f"sent means {udp}"
+    if settings.backend == "otel" and settings.otel_exporter == "prometheus":
+        return "sent means counted here: nothing is pushed, a Prometheus scrape of the endpoint reads it"
+    if settings.backend == "otel" and settings.otel_exporter == "otlp":
+        return "sent means the OTLP endpoint answered the export"
+    return "sent means handed to the backend"
+
+
+def standing_down() -> str:
+    """Whether the plugin stands down because this Airflow counts state store calls itself."""
+    try:
+        from .plugin import airflow_emits_state_store_metrics
+    except ImportError:
+        return "native counting: unknown (Airflow is not installed here)"
+    if airflow_emits_state_store_metrics():
+        return (
+            "native counting: this Airflow counts state store calls itself, so the plugin stands down in "
+            "tasks and triggerers (Airflow's own series carry the same names)"
+        )
+    return "native counting: none in this Airflow; the plugin counts"
 
 
 class _OneIncrement:
@@ -72,7 +129,7 @@ def where_counted(settings: Settings) -> list[str]:
     return lines
 
 
-def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int:
+def run_check(out: TextIO = sys.stdout, settings: Settings | None = None, process: str = "task") -> int:
     def say(message: str) -> None:
         print(message, file=out, flush=True)
 
@@ -85,11 +142,7 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
     except ConfigError as exc:
         say(f"error: {exc}")
         return EXIT_CONFIG
-    say("store-metrics configuration ([store_metrics] in airflow.cfg or AIRFLOW__STORE_METRICS__*):")
-    values = settings.as_dict()
-    width = max(map(len, values))
-    for name, value in values.items():
-        say(f"  {name:<{width}} = {value!s:<28} ({settings.sources.get(name, 'default')})")
+    _say_settings(settings, process, say)
     if not settings.enabled:
         say("store-metrics is disabled: tasks run uninstrumented. Nothing sent.")
         return EXIT_OK
@@ -100,6 +153,31 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
     if settings.backend in _TAGS_ON_THE_WIRE:
         how = _TAGS_ON_THE_WIRE[settings.backend]
         say(f"tags: kept: dag_id, task_id, run_type, operator (+ team_name) {how}")
+    return _send_one(settings, say)
+
+
+def _say_settings(settings: Settings, process: str, say: Callable[[str], None]) -> None:
+    """The options that apply to ``process``, where each came from, the stand-down and the cap."""
+    say("store-metrics configuration ([store_metrics] in airflow.cfg or AIRFLOW__STORE_METRICS__*):")
+    values = settings.as_dict()
+    width = max(map(len, values))
+    shown = {name: value for name, value in values.items() if applies(name, process, settings)}
+    for name, value in shown.items():
+        say(f"  {name:<{width}} = {value!s:<28} ({settings.sources.get(name, 'default')})")
+    if len(shown) < len(values):
+        say(
+            f"  ({len(values) - len(shown)} options that do not apply to the {process} process are not shown)"
+        )
+    say(standing_down())
+    cap = default("max_series")
+    say(
+        f"series cap: {cap:,} series per process; past it, new tag sets are counted under tag value "
+        f"{OVERFLOW_TAG_VALUE!r} (logged once)"
+    )
+
+
+def _send_one(settings: Settings, say: Callable[[str], None]) -> int:
+    """Open the backend here, send one increment, flush it; the exit code."""
     try:
         arguments = settings.configure_kwargs()
         _, backend_args = split_arguments(arguments.pop("backend"), arguments)
@@ -131,4 +209,13 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
         with contextlib.suppress(Exception):
             backend.close(1.0)
     say(f"sent one increment of {CHECK.full_name(getattr(backend, 'prefix', '') or '')!r}: ok")
+    say(what_sent_means(settings, _airflow_sender() if settings.backend == "airflow" else settings.backend))
     return EXIT_OK
+
+
+def _airflow_sender() -> str:
+    """The sender Airflow's ``[metrics]`` picks (``statsd``, ``dogstatsd``, ``otel``, ``none``)."""
+    from .airflow_metrics import read_airflow_metrics
+    from .config import default_reader
+
+    return read_airflow_metrics(default_reader()).sender

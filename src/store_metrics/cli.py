@@ -5,20 +5,58 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Mapping, Sequence
+
+from . import __version__
+
+#: argparse's own exit code for a command line it cannot parse.
+EXIT_USAGE = 2
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Wraps prose paragraphs; keeps lines that start with two spaces (lists, examples) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        paragraphs = []
+        for paragraph in textwrap.dedent(text).strip().split("\n\n"):
+            if any(line.startswith("  ") for line in paragraph.splitlines()):
+                paragraphs.append(textwrap.indent(paragraph, indent))
+            else:
+                paragraphs.append(
+                    textwrap.fill(
+                        " ".join(paragraph.split()), width, initial_indent=indent, subsequent_indent=indent
+                    )
+                )
+        return "\n\n".join(paragraphs)
+
+
+#: ``store-metrics inventory``'s exit codes (``inventory.command``'s, which a test holds equal: that
+#: package imports SQLAlchemy, which ``--help`` and ``export`` must not need).
+INVENTORY_EXIT_CODES: dict[int, str] = {
+    0: "read (with --serve: stopped by SIGTERM or SIGINT)",
+    1: "bad configuration",
+    2: "Airflow or prometheus_client is not installed",
+    3: "the database could not be read",
+}
+
+
+def epilog(exits: Mapping[int, str], examples: Sequence[str]) -> str:
+    """The end of a subcommand's ``--help``: its exit codes and examples."""
+    parse_error = "the command line could not be parsed"
+    codes = dict(exits)
+    codes[EXIT_USAGE] = f"{exits[EXIT_USAGE]}; or {parse_error}" if EXIT_USAGE in exits else parse_error
+    lines = ["exit codes:"]
+    lines += [f"  {code}  {meaning}" for code, meaning in sorted(codes.items())]
+    lines += ["", "examples:"]
+    lines += [f"  {example}" for example in examples]
+    return "\n".join(lines)
 
 
 def _catalogue(args: argparse.Namespace) -> int:
-    from .catalogue import CATALOGUE_TABLE
+    from .catalogue import markdown_table
 
-    prefix = args.prefix
-    print("| metric | Prometheus series | tags | description |")
-    print("|---|---|---|---|")
-    for m in CATALOGUE_TABLE:
-        tags = ", ".join(m.tags) + (f" (+ {', '.join(m.optional_tags)} when set)" if m.optional_tags else "")
-        print(
-            f"| `{m.full_name(prefix)}` | `{m.prometheus_name(prefix)}` | {tags or '-'} | {m.description} |"
-        )
+    print(markdown_table(args.prefix), end="")
     return 0
 
 
@@ -45,7 +83,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _check(args: argparse.Namespace) -> int:
     from .check import run_check
 
-    return run_check()
+    return run_check(process=args.process)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -63,11 +101,17 @@ def _inventory(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .check import EXIT_CODES, PROCESSES
+    from .pipeline.export import FOLDERS
+
     parser = argparse.ArgumentParser(
         prog="store-metrics",
         description="Counters for every Apache Airflow state store call.",
+        epilog="Each command's --help says what it does, its exit codes and an example.",
+        formatter_class=_Formatter,
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser(
         "demo",
@@ -77,6 +121,18 @@ def build_parser() -> argparse.ArgumentParser:
             "dag.test() on a temporary Airflow home with SQLite, through the plugin with the "
             "OpenTelemetry backend and its Prometheus exporter, then prints the series a scrape returns."
         ),
+        epilog=epilog(
+            {
+                0: "every DAG run succeeded",
+                1: "a DAG run did not succeed (the Airflow home is kept)",
+                EXIT_USAGE: "bad arguments (--runs below 1)",
+            },
+            [
+                "store-metrics demo",
+                "store-metrics demo --serve --host 0.0.0.0   # for a Prometheus in a container",
+            ],
+        ),
+        formatter_class=_Formatter,
     )
     demo.add_argument("--runs", type=int, default=1, help="repeat the proposal's runs N times (default 1)")
     demo.add_argument("--serve", action="store_true", help="keep the scrape endpoint up until Ctrl-C")
@@ -97,20 +153,64 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=_demo)
 
     check = commands.add_parser(
-        "check", help="read [store_metrics] as the plugin would, and send one test increment"
+        "check",
+        help="read [store_metrics] as the plugin would, and send one test increment",
+        description=(
+            "Reads [store_metrics] (airflow.cfg or AIRFLOW__STORE_METRICS__* variables) exactly as the "
+            "plugin would in the given kind of process, and prints the options that apply to it with "
+            "where each value came from, whether the plugin stands down because Airflow counts state "
+            "store calls itself, and the series cap. Then it opens the backend, sends one "
+            "store_metrics.check increment, flushes it, and says what 'sent' proves for that backend "
+            "(over UDP: handed to the kernel, not received). Run it where that process runs, with its "
+            "environment."
+        ),
+        epilog=epilog(
+            EXIT_CODES,
+            [
+                "store-metrics check",
+                "AIRFLOW__STORE_METRICS__BACKEND=statsd store-metrics check --process api-server",
+            ],
+        ),
+        formatter_class=_Formatter,
+    )
+    check.add_argument(
+        "--process",
+        choices=PROCESSES,
+        default="task",
+        help="the kind of Airflow process to check the options of (default task)",
     )
     check.set_defaults(func=_check)
 
-    catalogue = commands.add_parser("catalogue", help="print the metric catalogue as a Markdown table")
-    catalogue.add_argument("--prefix", default="airflow")
+    catalogue = commands.add_parser(
+        "catalogue",
+        help="print the metric catalogue as a Markdown table",
+        description="Prints every metric the tasks and the inventory emit: its name, its Prometheus "
+        "series, its tags and what it counts, for a metric prefix.",
+        epilog=epilog({0: "printed"}, ["store-metrics catalogue --prefix myco.airflow"]),
+        formatter_class=_Formatter,
+    )
+    catalogue.add_argument(
+        "--prefix", default="airflow", help="metric name prefix ([store_metrics] prefix; default airflow)"
+    )
     catalogue.set_defaults(func=_catalogue)
 
+    folders = ", ".join(f"{folder}/" for folder in FOLDERS)
     export = commands.add_parser(
         "export",
-        help="write the collector, Prometheus, statsd_exporter and Grafana files for a metric prefix",
-        description="Writes collector/ (OpenTelemetry Collector and Prometheus configs, rules with their "
-        "promtool tests, statsd_exporter mappings) and dashboards/ (Grafana dashboard, provisioning) "
-        "under --out, for the metric prefix the tasks use ([store_metrics] prefix).",
+        help=f"write the pipeline's files ({folders}) for a metric prefix",
+        description=f"Writes {folders} under --out, for the metric prefix the tasks use "
+        "([store_metrics] prefix): OpenTelemetry Collector and Prometheus configs, recording and "
+        "alerting rules with their promtool tests, statsd_exporter mappings, Grafana dashboard and "
+        "provisioning, Helm values and Dockerfile for Airflow's chart, Datadog dashboard and monitors.",
+        epilog=epilog(
+            {
+                0: "written (with --check: every file is up to date)",
+                1: "with --check: a file is missing or differs",
+                EXIT_USAGE: "the prefix is not valid",
+            },
+            ["store-metrics export --out store-metrics-files --prefix myco.airflow"],
+        ),
+        formatter_class=_Formatter,
     )
     export.add_argument("--out", required=True, help="output folder (created if missing)")
     export.add_argument("--prefix", default="airflow", help="metric name prefix (default airflow)")
@@ -123,7 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Reads task_state_store and asset_state_store with one aggregate query each and prints "
         "entries, bytes, ages and expired entries per DAG and task and per asset, largest first. With "
         "--serve, reads them every [store_metrics] inventory_interval and serves the gauges (one such "
-        "process per deployment).",
+        "process per deployment). It only reads: SELECT on task_state_store, asset_state_store and asset "
+        "is enough.",
+        epilog=epilog(
+            INVENTORY_EXIT_CODES,
+            ["store-metrics inventory --top 50", "store-metrics inventory --serve --host 127.0.0.1"],
+        ),
+        formatter_class=_Formatter,
     )
     inventory.add_argument("--serve", action="store_true", help="keep reading and serving until stopped")
     inventory.add_argument(

@@ -109,14 +109,26 @@ def environment_reader(environ: Mapping[str, str] | None = None) -> OptionReader
 
 
 def airflow_reader() -> OptionReader:
-    """Read options through Airflow's configuration (airflow.cfg, then environment, then defaults)."""
+    """Read options through Airflow's configuration (airflow.cfg, then environment, then defaults).
+
+    Airflow also knows ``[store_metrics]``'s defaults, from this package's provider info
+    (:mod:`store_metrics.provider`): a value equal to that default reads as not set, so that
+    ``store-metrics check`` says "default" and the ``[metrics]`` fallbacks still apply.
+    """
     from airflow.sdk.configuration import conf
+
+    from .provider import option_default
 
     def read(section: str, option: str) -> str | None:
         if not conf.has_option(section, option):
             return None
         value = conf.get(section, option, fallback=None)
-        return None if value is None else str(value)
+        if value is None:
+            return None
+        known = options.BY_NAME.get(option) if section == SECTION else None
+        if known is not None and str(value) == option_default(known):
+            return None
+        return str(value)
 
     return read
 

@@ -8,7 +8,10 @@ documentation. Everything else derives from this table:
 * ``store-metrics check`` prints them with where each value came from;
 * :func:`store_metrics.configure` / ``create_emitter`` reject an argument that is not here, and
   hand each backend only the arguments it declares here;
-* the README's configuration table is :func:`markdown_table` (a test keeps them equal).
+* the docs' configuration table (docs/configure.md) is :func:`markdown_table` (a test keeps them
+  equal);
+* Airflow's own view of the section (``airflow config list``, ``airflow config get-value``) is
+  :mod:`store_metrics.provider`, built from this table.
 """
 
 from __future__ import annotations
@@ -54,10 +57,10 @@ class Option:
     name: str
     check: Check
     default: Any
-    #: What a user may write, for the README and error messages.
+    #: What a user may write, for the docs and error messages.
     accepted: str
     doc: str
-    #: The default as the README states it, when it says more than ``default``.
+    #: The default as the docs state it, when they say more than ``default``.
     default_doc: str = ""
     #: ``[section] key`` pairs of Airflow's own configuration that supply the value when the
     #: option is not set, by backend (``"*"``: any backend).
@@ -102,7 +105,15 @@ def _text(option: str, value: object) -> str:
 _OTEL = "otel"
 
 OPTIONS: Final[tuple[Option, ...]] = (
-    Option("enabled", validate.boolean, True, "`true` / `false`", "instrument tasks at all"),
+    Option(
+        "enabled",
+        validate.boolean,
+        True,
+        "`true` / `false`",
+        "store-metrics on or off: `false` instruments no task and no trigger, and the API server then "
+        "neither counts (`count_at = api_server`) nor serves its route metrics and stall monitor; "
+        "`store-metrics inventory` is not affected",
+    ),
     Option(
         "count_at",
         _choice(COUNT_AT),
@@ -110,7 +121,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         ", ".join(f"`{name}`" for name in COUNT_AT),
         "where state store calls are counted: in each task process (`tasks`; the only one that works "
         "under `dag.test()`), or by the API server's workers as the Execution API requests arrive "
-        "(`api_server`: tasks then count nothing; [Counting at the API server](#counting-at-the-api-server))",
+        "(`api_server`: tasks then count nothing; [Counting at the API server](count-at-api-server.md))",
     ),
     Option(
         "backend",
@@ -171,7 +182,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "delta",
         ", ".join(f"`{name}`" for name in OTEL_TEMPORALITIES),
         "counter temporality of the `otel` backend",
-        default_doc="`delta` (task processes are short-lived; see [Wire it up](#wire-it-up))",
+        default_doc="`delta` (task processes are short-lived; see "
+        "[Topologies](how-it-works.md#which-topology-for-short-lived-task-processes))",
         backends={_OTEL: "temporality"},
         argument="temporality",
     ),
@@ -214,7 +226,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         True,
         "`true` / `false`",
         "the API server's state store route metrics and event-loop stall monitor "
-        "([Server-side metrics](#server-side-metrics))",
+        "([API server health](api-server-health.md))",
     ),
     Option(
         "stall_tick_ms",
@@ -246,7 +258,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         300.0,
         "seconds > 0",
         "seconds between two readings of the state store tables by `store-metrics inventory --serve` "
-        "(one aggregate query per table; [State store footprint](#state-store-footprint))",
+        "(one aggregate query per table; [State store footprint](footprint.md))",
     ),
     Option(
         "inventory_timeout",
@@ -354,6 +366,31 @@ BY_KEYWORD: Final[dict[str, Option]] = {option.keyword: option for option in OPT
 EMITTER_OPTIONS: Final[tuple[Option, ...]] = tuple(o for o in OPTIONS if o.emitter)
 #: The ``[store_metrics]`` options, in table order.
 CONFIG_OPTIONS: Final[tuple[Option, ...]] = tuple(o for o in OPTIONS if o.in_config)
+#: An example value of each ``[store_metrics]`` option, for Airflow's configuration reference
+#: (``airflow config list``; :mod:`store_metrics.provider`).
+EXAMPLES: Final[dict[str, str]] = {
+    "enabled": "false",
+    "count_at": "api_server",
+    "backend": "statsd",
+    "host": "statsd-exporter.monitoring",
+    "port": "9125",
+    "prefix": "myco.airflow",
+    "otel_exporter": "prometheus",
+    "otel_temporality": "cumulative",
+    "prometheus_host": "127.0.0.1",
+    "prometheus_port": "9464",
+    "flush_interval": "30",
+    "flush_timeout": "5",
+    "server_metrics": "false",
+    "stall_tick_ms": "20",
+    "stall_threshold_ms": "250",
+    "server_prometheus_port": "9465",
+    "inventory_interval": "600",
+    "inventory_timeout": "60",
+    "inventory_top": "50",
+    "inventory_export": "backend",
+    "inventory_port": "9491",
+}
 
 
 def default(name: str) -> Any:
@@ -387,7 +424,7 @@ def backend_options(backend: str) -> dict[str, Option]:
 
 
 def markdown_table() -> str:
-    """The README's configuration table (the ``[store_metrics]`` options)."""
+    """The docs' configuration table (the ``[store_metrics]`` options), for docs/configure.md."""
     rows = ["| option | values | default | what it does |", "|---|---|---|---|"]
     for option in CONFIG_OPTIONS:
         shown = option.default_doc or f"`{_shown(option.default)}`"

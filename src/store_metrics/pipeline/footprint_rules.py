@@ -94,7 +94,7 @@ STALE_AFTER_SECONDS = 900
 STALE_FOR = "5m"
 
 _HEADER = """\
-# State store footprint (README "State store footprint", docs/inventory.md): the gauges of
+# State store footprint (docs/footprint.md): the gauges of
 # `store-metrics inventory --serve`. Every rule takes the max across replicas first
 # (max without (instance, pod, job)), so two inventories during a rollout do not double a sum; the
 # `other` buckets are summed with the rest, so totals are exact. Recording rules: entries, bytes
@@ -176,7 +176,7 @@ def recording_rules(prefix: str) -> list[dict[str, Any]]:
     return [*_per_group_rules(prefix), *_per_store_rules(prefix), *_health_rules(prefix)]
 
 
-_WHERE = " See the store-metrics README, State store footprint, and docs/inventory.md."
+_WHERE = " See https://store-metrics.github.io/airflow-store-metrics/footprint/"
 
 
 def _retention_alert() -> dict[str, Any]:

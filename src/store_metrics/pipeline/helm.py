@@ -54,7 +54,7 @@ PACKAGE = "airflow-store-metrics"
 #: The Airflow release the image and the dev values name (store-metrics needs Airflow 3.3 or later).
 AIRFLOW_VERSION = "3.3.2"
 AIRFLOW_IMAGE = f"apache/airflow:{AIRFLOW_VERSION}"
-#: The backend that sends to the chart's statsd_exporter (InfluxDB tags; loss-free, docs/wiring.md).
+#: The backend that sends to the chart's statsd_exporter (InfluxDB tags; loss-free: docs/how-it-works.md).
 BACKEND = "statsd"
 
 

@@ -47,13 +47,15 @@ LOOP_STALLED_RATIO_THRESHOLD = 0.05
 LONG_STALLS_PER_SECOND_THRESHOLD = 1 / 60
 
 _HEADER = """\
-# API server side (README "Server-side metrics"). Recording rules: state store requests per
+# API server side (docs/api-server-health.md). Recording rules: state store requests per
 # second by store, operation and outcome; request duration quantiles; the share of time each
 # worker's event loop was stalled; long stalls per second. Alerting rules: sustained stalls.
 # Bucket bounds are matched as le="100" or le="100.0", whichever the path writes.
 # Unit tests: promtool test rules collector/server-rules.test.yml
 """
-_WHAT_TO_DO = 'See the store-metrics README, Server-side metrics, "When the stall alert fires".'
+_WHAT_TO_DO = (
+    "See https://store-metrics.github.io/airflow-store-metrics/api-server-health/#when-the-stall-alert-fires"
+)
 
 
 def _le(bound: float) -> str:

@@ -489,7 +489,7 @@ def dashboard(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[str, Any]:
     return {
         "title": TITLE,
         "description": "Per-DAG usage of Airflow's task and asset state stores, from the store-metrics "
-        "DogStatsD counters. Wiring: docs/wiring.md of store-metrics.",
+        "DogStatsD counters. Wiring: https://store-metrics.github.io/airflow-store-metrics/how-it-works/",
         "layout_type": "ordered",
         "reflow_type": "auto",
         "template_variables": _template_variables(),

@@ -293,7 +293,7 @@ def dashboard(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[str, Any]:
         "__requires": _requires(kinds),
         "annotations": _annotations(),
         "description": "Per-DAG usage of Airflow's task and asset state stores, from the store-metrics "
-        "counters. Wiring and topologies: docs/wiring.md of store-metrics.",
+        "counters. Wiring and topologies: https://store-metrics.github.io/airflow-store-metrics/how-it-works/",
         "editable": True,
         "fiscalYearStartMonth": 0,
         "graphTooltip": 1,

@@ -1,0 +1,190 @@
+"""The generated parts of the docs: every block between ``<!-- NAME:start -->`` and
+``<!-- NAME:end -->`` in docs/*.md (and README.md), from the one source each fact has.
+
+    .venv/bin/python docs/generate.py           # rewrite the blocks
+    .venv/bin/python docs/generate.py --check   # exit 1 if a block is out of date (tests/test_docs.py)
+
+A development tool: it is not part of the package, and the site leaves it out (mkdocs.yml,
+``exclude_docs``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+#: The width argparse formats help for; fixed, so the CLI page does not depend on a terminal.
+HELP_COLUMNS = "100"
+_BLOCK = re.compile(r"(<!-- (?P<name>[a-z-]+):start -->\n)(?P<body>.*?)(<!-- (?P=name):end -->)", re.S)
+
+
+def options_table() -> str:
+    from store_metrics import options
+
+    return options.markdown_table()
+
+
+def arguments_table() -> str:
+    """The ``configure()`` arguments that are not ``[store_metrics]`` options."""
+    from store_metrics import options
+
+    rows = ["| argument | values | default | what it does |", "|---|---|---|---|"]
+    for option in options.OPTIONS:
+        if option.in_config:
+            continue
+        default = "none" if option.default in (None, "") else f"`{option.default}`"
+        rows.append(f"| `{option.keyword}` | {option.accepted} | {default} | {option.doc} |")
+    return "\n".join(rows) + "\n"
+
+
+def catalogue_table() -> str:
+    from store_metrics import catalogue
+
+    return catalogue.markdown_table()
+
+
+def _buckets(metric: object) -> str:
+    from store_metrics import catalogue
+
+    assert isinstance(metric, catalogue.Metric)
+    kind = metric.kind.value
+    if metric.kind is catalogue.Kind.HISTOGRAM:
+        return f"{kind}, {metric.unit}: " + ", ".join(f"{b:g}" for b in metric.buckets)
+    if metric.kind is catalogue.Kind.GAUGE:
+        return f"{kind}, {metric.unit}"
+    return kind
+
+
+def server_table() -> str:
+    """The API server's metrics: :data:`store_metrics.catalogue.SERVER_METRICS`."""
+    from store_metrics import catalogue
+
+    rows = ["| metric | Prometheus series | kind, buckets | tags | description |", "|---|---|---|---|---|"]
+    for m in catalogue.SERVER_METRICS:
+        rows.append(
+            f"| `{m.full_name()}` | `{m.prometheus_name()}` | {_buckets(m)} | {', '.join(m.tags)} "
+            f"| {m.description} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def cli_reference() -> str:
+    """``store-metrics --help`` and every subcommand's ``--help``, as the command prints them."""
+    from store_metrics.cli import build_parser
+
+    previous = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = HELP_COLUMNS
+    try:
+        parser = build_parser()
+        parts = ["```text\n$ store-metrics --help\n" + parser.format_help() + "```\n"]
+        for name, sub in _subcommands(parser).items():
+            parts.append(f"\n## `store-metrics {name}`\n\n```text\n$ store-metrics {name} --help\n")
+            parts.append(sub.format_help() + "```\n")
+        return "".join(parts)
+    finally:
+        if previous is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = previous
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+#: Minimum versions the repository cannot read from a file of its own, each with where it comes from.
+PROMETHEUS = "2.42.0"  # the Prometheus and promtool every test runs (Debian 12's `prometheus`)
+STATSD_EXPORTER = "0.20.0"  # `observer_type` + `histogram_options` (collector/statsd-mapping-server.yml)
+
+
+def versions_table() -> str:
+    """Supported versions: Airflow and Python from pyproject.toml, Grafana from the dashboard."""
+    import json
+
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (airflow,) = project["optional-dependencies"]["airflow"]
+    low, high = re.findall(r"[<>]=?\s*([\d.]+)", airflow)
+    python = project["requires-python"].lstrip(">=")
+    dashboard = json.loads((ROOT / "dashboards" / "store-metrics.json").read_text())
+    grafana = next(r["version"] for r in dashboard["__requires"] if r["id"] == "grafana")
+    rows = [
+        "| component | minimum | why |",
+        "|---|---|---|",
+        f"| Apache Airflow | {low} (below {high}) | the state store came with 3.3; every 3.3 release "
+        "is tested |",
+        f"| Python | {python} | the package's `requires-python` |",
+        f"| Prometheus | {PROMETHEUS} | the version the rules and their unit tests run on |",
+        f"| statsd_exporter | {STATSD_EXPORTER} | the API server mappings use `observer_type` and "
+        "`histogram_options` |",
+        "| OpenTelemetry Collector (contrib) | the first release with the `statsd` receiver's "
+        "`ignore_host` (PR 46639, March 2026), for DogStatsD through the Collector; OTLP needs "
+        "`deltatocumulative` | the shipped collector config |",
+        f"| Grafana | {grafana} | the dashboard's `__requires` |",
+    ]
+    return "\n".join(rows) + "\n"
+
+
+#: Block name -> what it holds.
+BLOCKS: dict[str, Callable[[], str]] = {
+    "versions": versions_table,
+    "options": options_table,
+    "arguments": arguments_table,
+    "catalogue": catalogue_table,
+    "server-metrics": server_table,
+    "cli": cli_reference,
+}
+
+
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def refresh(text: str, blocks: dict[str, str]) -> str:
+    """``text`` with every known block's body replaced by its generated content."""
+
+    def body(match: re.Match[str]) -> str:
+        name = match["name"]
+        if name not in blocks:
+            return match[0]
+        return match[1] + blocks[name] + match[4]
+
+    return _BLOCK.sub(body, text)
+
+
+def block_names(text: str) -> list[str]:
+    return [m["name"] for m in _BLOCK.finditer(text)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a block is stale")
+    args = parser.parse_args(argv)
+    blocks = {name: make() for name, make in BLOCKS.items()}
+    stale = []
+    for page in pages():
+        text = page.read_text()
+        new = refresh(text, blocks)
+        if new == text:
+            continue
+        stale.append(page.relative_to(ROOT))
+        if not args.check:
+            page.write_text(new)
+    for path in stale:
+        print(f"{'stale' if args.check else 'wrote'} {path}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    sys.exit(main())
