@@ -462,3 +462,11 @@ def test_a_wheel_installed_alone_exports_the_same_files_outside_the_repository(t
     expected = export.render_all(PREFIX)
     for relative, text in expected.items():
         assert (outside / "out" / relative).read_text(encoding="utf-8") == text, relative
+    # The Kubernetes manifests too, for this prefix.
+    rules = (outside / "out" / "kubernetes" / "base" / "prometheusrule-rules.yaml").read_text()
+    assert "myco_airflow_task_state_store_" in rules
+    assert sorted(p.name for p in (outside / "out" / "kubernetes").iterdir()) == [
+        "api-server",
+        "base",
+        "statsd",
+    ]
