@@ -60,6 +60,7 @@ import store_metrics
 from store_metrics import catalogue, options
 from store_metrics.config import OPTIONS, load_settings
 from store_metrics.pipeline import export, helm, statsd_mapping
+from support.exported import export_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "myco.airflow"
@@ -99,16 +100,7 @@ def validator(chart: Path) -> jsonschema.Draft7Validator:
 @pytest.fixture(scope="module")
 def custom(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``store-metrics export --prefix myco.airflow``, written by the command."""
-    out = tmp_path_factory.mktemp("helm") / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", "export", "--out", str(out), "--prefix", PREFIX],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return out
+    return export_files(tmp_path_factory.mktemp("helm") / "out", PREFIX)
 
 
 def load(path: Path) -> Any:

@@ -38,6 +38,7 @@ import yaml
 
 from store_metrics import catalogue, options
 from store_metrics.pipeline import export, helm, kubernetes
+from support.exported import export_files
 from support.prometheus import PrometheusServer
 from support.promtool import promtool
 
@@ -55,16 +56,7 @@ KUBERNETES_RELEASES = (
 @pytest.fixture(scope="module")
 def custom(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``store-metrics export --prefix myco.airflow``, written by the command."""
-    out = tmp_path_factory.mktemp("kubernetes") / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", "export", "--out", str(out), "--prefix", PREFIX],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return out
+    return export_files(tmp_path_factory.mktemp("kubernetes") / "out", PREFIX)
 
 
 @pytest.fixture(params=[catalogue.DEFAULT_PREFIX, PREFIX])
