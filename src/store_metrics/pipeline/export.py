@@ -15,14 +15,20 @@ paths, and tests/test_export.py checks they are byte for byte what this writes):
     dashboards/store-metrics.json                          Grafana dashboard
     dashboards/provisioning/datasources/store-metrics.yml  Grafana data source
     dashboards/provisioning/dashboards/store-metrics.yml   Grafana dashboard provider
-    helm/values-store-metrics.yaml                         Airflow Helm chart values
+    helm/values-store-metrics.yaml                         Airflow Helm chart values, StatsD topology
+    helm/values-store-metrics-api-server.yaml              ... count_at = api_server topology
     helm/values-store-metrics-dev.yaml                     ... for a trial (pip-installs at start)
     helm/Dockerfile                                        Airflow image with the package
+    helm/merge_values.py                                   merge values files, joining their lists
+    kubernetes/base/                                       PrometheusRules, dashboard ConfigMap, inventory
+    kubernetes/statsd/, kubernetes/api-server/             + the ServiceMonitor / PodMonitors of a topology
     datadog/dashboard.json                                 Datadog dashboard (DogStatsD series)
     datadog/monitors/*.json                                Datadog monitors
 
 ``prometheus.yml`` loads the rule files by name from its own folder and the promtool tests load
-their rules the same way, so ``collector/`` works as it is written.
+their rules the same way, so ``collector/`` works as it is written. ``helm/`` and ``kubernetes/``
+wrap the text of other files (the statsd mappings, the rules, the dashboard): they are rendered
+after :data:`FILES`, from what those rendered (:data:`WRAPPERS`).
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from store_metrics.wire import is_valid_prefix
 from . import (
     footprint_rules,
     helm,
+    kubernetes,
     otel_collector,
     prometheus_config,
     rules,
@@ -57,6 +64,8 @@ __all__ = [
     "FILES",
     "FOLDERS",
     "HELM",
+    "KUBERNETES",
+    "WRAPPERS",
     "folder_main",
     "render_all",
     "run",
@@ -67,10 +76,11 @@ __all__ = [
 
 COLLECTOR = PurePosixPath("collector")
 DASHBOARDS = PurePosixPath("dashboards")
-HELM = PurePosixPath("helm")
+HELM = helm.FOLDER
 DATADOG = PurePosixPath("datadog")
+KUBERNETES = kubernetes.FOLDER
 #: The folders ``export`` writes; the repository keeps each at the same path.
-FOLDERS = (COLLECTOR, DASHBOARDS, HELM, DATADOG)
+FOLDERS = (COLLECTOR, DASHBOARDS, HELM, DATADOG, KUBERNETES)
 _PROVISIONING = DASHBOARDS / "provisioning"
 
 
@@ -96,12 +106,15 @@ FILES: dict[PurePosixPath, Callable[[str], str]] = {
     DASHBOARDS / dashboard.FILENAME: dashboard.render,
     _PROVISIONING / "datasources" / "store-metrics.yml": provisioning.render_datasource,
     _PROVISIONING / "dashboards" / "store-metrics.yml": provisioning.render_dashboard_provider,
-    HELM / helm.FILENAME: helm.render,
-    HELM / helm.DEV_FILENAME: helm.render_dev,
-    HELM / helm.DOCKERFILE: helm.render_dockerfile,
     DATADOG / datadog_dashboard.FILENAME: datadog_dashboard.render,
     **{DATADOG / datadog_monitors.FOLDER / name: _monitor(name) for name in datadog_monitors.MONITORS},
 }
+
+#: Renderers of files that wrap the text of :data:`FILES` (rendered first): (files, prefix) -> files.
+WRAPPERS: tuple[Callable[[Mapping[PurePosixPath, str], str], dict[PurePosixPath, str]], ...] = (
+    helm.render,
+    kubernetes.render,
+)
 
 
 def _check_prefix(prefix: str) -> None:
@@ -115,7 +128,10 @@ def _check_prefix(prefix: str) -> None:
 def render_all(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[PurePosixPath, str]:
     """Every file's text for ``prefix``, by path relative to the output folder."""
     _check_prefix(prefix)
-    return {path: render(prefix) for path, render in FILES.items()}
+    files = {path: render(prefix) for path, render in FILES.items()}
+    for wrap in WRAPPERS:
+        files.update(wrap(dict(files), prefix))
+    return files
 
 
 def subtree(folder: PurePosixPath, prefix: str = catalogue.DEFAULT_PREFIX) -> dict[PurePosixPath, str]:

@@ -1,152 +1,154 @@
 """``helm/``: wiring for Airflow's official Helm chart (``apache-airflow/airflow``).
 
-Three files, for topology 3 (InfluxDB-StatsD → the chart's statsd_exporter → Prometheus):
+Every file is a template under ``templates/helm/``; this module fills in the values:
 
-* ``values-store-metrics.yaml``: the chart values that make the plugin send to the chart's own
-  statsd_exporter and give that exporter store-metrics' mappings. ``config.store_metrics`` becomes
-  the ``[store_metrics]`` section of the chart's ``airflow.cfg`` (every Airflow container: workers,
-  scheduler, triggerer, API server, DAG processor, and KubernetesExecutor pods); ``host`` and
-  ``port`` are left to their fallback, Airflow's ``[metrics] statsd_host``/``statsd_port``, which
-  the chart already points at its statsd_exporter. ``statsd.extraMappings`` is exactly the
-  ``mappings`` of ``collector/statsd-mapping.yml`` followed by those of
-  ``collector/statsd-mapping-server.yml`` (the chart appends them after its own mappings, none of
-  which matches a store-metrics name);
+* ``values-store-metrics.yaml``: the StatsD topology. ``config.store_metrics`` (the
+  ``[store_metrics]`` section of the chart's ``airflow.cfg``, read by every Airflow container)
+  selects the ``statsd`` backend, whose host and port fall back to the chart's ``[metrics]``
+  statsd_exporter; ``statsd.extraMappings`` is the ``mappings`` list of
+  ``collector/statsd-mapping.yml`` then of ``collector/statsd-mapping-server.yml``, copied from
+  their text (the chart appends them after its own mappings);
+* ``values-store-metrics-api-server.yaml``: ``count_at = api_server`` with the ``otel`` backend's
+  Prometheus exporter, and ``[api] workers`` (one scrape port per worker; the PodMonitor of
+  ``kubernetes/api-server`` has one endpoint each): map keys only;
 * ``values-store-metrics-dev.yaml``: for a trial without building an image, the official image's
-  ``_PIP_ADDITIONAL_REQUIREMENTS`` (every container pip-installs the package at start: slow, and
-  not for production, as the image's documentation says), and the Airflow version;
-* ``Dockerfile``: the official image with the package installed, for production.
+  ``_PIP_ADDITIONAL_REQUIREMENTS`` (every container pip-installs the package at start);
+* ``Dockerfile``: the official image with the package, for production;
+* ``merge_values.py``: Helm replaces a list (``statsd.extraMappings``, ``env``) given in a later
+  values file; this merges values files joining lists instead, for users whose own values set one.
 
-The value names were checked against the chart's ``values.schema.json`` (tests/test_helm.py
-validates both values files against a copy of it).
+The value names were checked against the chart's ``values.schema.json`` and ``helm template``
+(tests/test_helm.py).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from pathlib import PurePosixPath
 
-from store_metrics import __version__, catalogue
+from store_metrics import __version__, catalogue, options
 
-from . import statsd_mapping, templating, yaml_text
+from . import templating
 
 __all__ = [
     "AIRFLOW_IMAGE",
     "AIRFLOW_VERSION",
+    "API_SERVER_FILENAME",
+    "API_SERVER_WORKERS",
+    "BUILT_IMAGE",
     "DEV_FILENAME",
     "DOCKERFILE",
-    "DOCKERFILE_TEMPLATE",
     "FILENAME",
+    "FOLDER",
+    "MERGE_SCRIPT",
     "PACKAGE",
-    "dev_values_document",
+    "STATSD_MAPPINGS",
+    "list_items",
     "render",
-    "render_dev",
-    "render_dockerfile",
     "requirement",
-    "values_document",
 ]
 
+FOLDER = PurePosixPath("helm")
 FILENAME = "values-store-metrics.yaml"
+API_SERVER_FILENAME = "values-store-metrics-api-server.yaml"
 DEV_FILENAME = "values-store-metrics-dev.yaml"
 DOCKERFILE = "Dockerfile"
-DOCKERFILE_TEMPLATE = "helm-Dockerfile"
+MERGE_SCRIPT = "merge_values.py"
+#: The statsd_exporter mapping files whose ``mappings`` become ``statsd.extraMappings``, in order.
+STATSD_MAPPINGS = (
+    PurePosixPath("collector/statsd-mapping.yml"),
+    PurePosixPath("collector/statsd-mapping-server.yml"),
+)
 
 #: The distribution's name on PyPI.
 PACKAGE = "airflow-store-metrics"
 #: The Airflow release the image and the dev values name (store-metrics needs Airflow 3.3 or later).
 AIRFLOW_VERSION = "3.3.2"
 AIRFLOW_IMAGE = f"apache/airflow:{AIRFLOW_VERSION}"
-#: The backend that sends to the chart's statsd_exporter (InfluxDB tags; loss-free: docs/how-it-works.md).
-BACKEND = "statsd"
+#: What the Dockerfile's header and the inventory's Deployment call the image built from it.
+BUILT_IMAGE = f"registry.example.com/airflow-store-metrics:{AIRFLOW_VERSION}"
+#: ``[api] workers`` with count_at = api_server: each worker serves its own port (collector/
+#: prometheus.yml lists two too). Airflow's default is 1; two let one worker answer while the
+#: other's event loop is busy, without the memory of more.
+API_SERVER_WORKERS = 2
 
 
 def requirement() -> str:
-    """The pip requirement of this very version: ``airflow-store-metrics==0.1.0``."""
-    return f"{PACKAGE}=={__version__}"
+    """The pip requirement of this very version, with the extra the Prometheus endpoints need."""
+    return f"{PACKAGE}[otel]=={__version__}"
 
 
-def _store_metrics_section(prefix: str) -> dict[str, str]:
-    section = {"backend": BACKEND}
+def list_items(text: str, key: str) -> str:
+    """The lines of the top-level list ``key:`` of YAML ``text``, as they are (comments included).
+
+    Only the text is read: the block runs from the line ``key:`` to the next top-level key.
+    """
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.split("#")[0].rstrip() == f"{key}:")
+    except StopIteration:
+        raise ValueError(f"no top-level list {key!r} in this YAML") from None
+    block = []
+    for line in lines[start + 1 :]:
+        if line and line[0] not in " -#":
+            break
+        block.append(line)
+    while block and not block[-1].strip():
+        block.pop()
+    return "\n".join(block)
+
+
+def _indent(block: str, spaces: int) -> str:
+    return "\n".join(" " * spaces + line if line.strip() else line for line in block.splitlines())
+
+
+def _prefix(prefix: str) -> dict[str, str]:
     # An empty option falls back to Airflow's `[metrics] statsd_prefix` (the chart's `airflow`), so
-    # an empty prefix cannot be set through airflow.cfg: the header says so.
+    # an empty prefix cannot be set through airflow.cfg: the note says so.
     if prefix:
-        section["prefix"] = prefix
-    return section
-
-
-def values_document(prefix: str) -> dict[str, Any]:
-    """The chart values: ``[store_metrics]`` in airflow.cfg, and the statsd_exporter's extra mappings."""
-    mappings = [
-        *statsd_mapping.mapping_document(prefix)["mappings"],
-        *statsd_mapping.server_mapping_document(prefix)["mappings"],
-    ]
+        return {"prefix_option": f'    prefix: "{prefix}"\n', "prefix_note": ""}
     return {
-        "config": {"store_metrics": _store_metrics_section(prefix)},
-        "statsd": {"enabled": True, "extraMappings": mappings},
+        "prefix_option": "",
+        "prefix_note": (
+            "# The prefix is empty: airflow.cfg cannot say so (an empty option falls back to Airflow's\n"
+            "# [metrics] statsd_prefix), so set it in Python with store_metrics.configure(prefix='').\n"
+        ),
     }
 
 
-def dev_values_document(prefix: str) -> dict[str, Any]:
-    """The trial values: an Airflow 3.3 image that pip-installs the package when a container starts."""
+def render(files: Mapping[PurePosixPath, str], prefix: str) -> dict[PurePosixPath, str]:
+    """Every file of ``helm/``; the StatsD values copy the mappings of ``files``' mapping files."""
+    mappings = "\n".join(_indent(list_items(files[path], "mappings"), 2) for path in STATSD_MAPPINGS)
+    versions = {"airflow_version": AIRFLOW_VERSION, "requirement": requirement()}
     return {
-        "defaultAirflowTag": AIRFLOW_VERSION,
-        "airflowVersion": AIRFLOW_VERSION,
-        "env": [{"name": "_PIP_ADDITIONAL_REQUIREMENTS", "value": requirement()}],
+        FOLDER / FILENAME: templating.render(
+            f"helm/{FILENAME}",
+            prefix,
+            {
+                **_prefix(prefix),
+                **versions,
+                "example_line": catalogue.get("task_state_store.write").full_name(prefix) + ",dag_id=..:1|c",
+                "extra_mappings": mappings,
+            },
+        ),
+        FOLDER / API_SERVER_FILENAME: templating.render(
+            f"helm/{API_SERVER_FILENAME}",
+            prefix,
+            {
+                **_prefix(prefix),
+                **versions,
+                "workers": str(API_SERVER_WORKERS),
+                "server_port": str(options.default("server_prometheus_port")),
+                "triggerer_port": str(options.default("prometheus_port")),
+            },
+        ),
+        FOLDER / DEV_FILENAME: templating.render(
+            f"helm/{DEV_FILENAME}", prefix, {**versions, "values": FILENAME}
+        ),
+        FOLDER / DOCKERFILE: templating.render(
+            f"helm/{DOCKERFILE}",
+            prefix,
+            {**versions, "airflow_image": AIRFLOW_IMAGE, "built_image": BUILT_IMAGE, "values": FILENAME},
+        ),
+        FOLDER / MERGE_SCRIPT: templating.render(f"helm/{MERGE_SCRIPT}", prefix),
     }
-
-
-def _header(prefix: str) -> str:
-    example = catalogue.get("task_state_store.write")
-    empty = (
-        "# The prefix is empty: airflow.cfg cannot say so (an empty option falls back to Airflow's\n"
-        "# [metrics] statsd_prefix), so set it in Python with store_metrics.configure(prefix='').\n"
-        if not prefix
-        else ""
-    )
-    return f"""\
-# Values for Airflow's official Helm chart (apache-airflow/airflow): store-metrics sends its
-# counters with InfluxDB tags to the chart's statsd_exporter (`{example.full_name(prefix)},dag_id=..:1|c`),
-# which serves them to Prometheus as `{example.prometheus_name(prefix)}{{dag_id=..}}`.
-#   helm upgrade --install airflow apache-airflow/airflow -f {FILENAME} \\
-#     --set images.airflow.repository=<your image built from helm/{DOCKERFILE}> \\
-#     --set images.airflow.tag=<its tag> --set airflowVersion={AIRFLOW_VERSION}
-# Trial without building an image: add -f {DEV_FILENAME} (pip-installs the package in
-# every container at start; not for production).
-# `config` merges into the chart's airflow.cfg; host and port follow [metrics] statsd_host and
-# statsd_port, which the chart points at its statsd_exporter. Instead of `config` you may set
-# env: [{{name: AIRFLOW__STORE_METRICS__BACKEND, value: {BACKEND}}}, ...].
-# `statsd.extraMappings` = the mappings of collector/statsd-mapping.yml, then those of
-# collector/statsd-mapping-server.yml. Keep `statsd.cache.ttl` at its default 0s: a daily DAG's
-# series must outlive a day. Do not use `statsd.overrideMappings`: it drops these mappings.
-{empty}"""
-
-
-def render(prefix: str) -> str:
-    """``helm/values-store-metrics.yaml``."""
-    return yaml_text.dump(values_document(prefix), templating.generated_header(prefix) + _header(prefix))
-
-
-_DEV_HEADER = f"""\
-# Trial values for Airflow's Helm chart, used with {FILENAME}: the official Airflow {AIRFLOW_VERSION}
-# image, and its _PIP_ADDITIONAL_REQUIREMENTS, which makes every Airflow container pip-install
-# store-metrics when it starts. That slows every start and depends on PyPI at run time: the image's
-# documentation says it is for testing only. For production build helm/{DOCKERFILE} instead.
-#   helm upgrade --install airflow apache-airflow/airflow -f {FILENAME} -f {DEV_FILENAME}
-"""
-
-
-def render_dev(prefix: str) -> str:
-    """``helm/values-store-metrics-dev.yaml``."""
-    return yaml_text.dump(dev_values_document(prefix), templating.generated_header(prefix) + _DEV_HEADER)
-
-
-def render_dockerfile(prefix: str) -> str:
-    """``helm/Dockerfile``: the official image with the package installed (no prefix in it)."""
-    return templating.render(
-        DOCKERFILE_TEMPLATE,
-        prefix,
-        {
-            "airflow_image": AIRFLOW_IMAGE,
-            "airflow_version": AIRFLOW_VERSION,
-            "requirement": requirement(),
-            "values": FILENAME,
-        },
-    )

@@ -17,8 +17,12 @@ import re
 import shlex
 from collections.abc import Mapping
 from importlib import resources
+from typing import TYPE_CHECKING
 
 from store_metrics import catalogue
+
+if TYPE_CHECKING:  # Python 3.11+ (importlib.abc before): for the annotation only
+    from importlib.resources.abc import Traversable
 
 __all__ = ["generated_header", "render", "template_names", "written_header"]
 
@@ -48,13 +52,22 @@ def written_header(prefix: str, name: str) -> str:
 
 
 def template_names() -> list[str]:
-    """Every template shipped with the package."""
-    folder = resources.files(_PACKAGE).joinpath(_DIRECTORY)
-    return sorted(entry.name for entry in folder.iterdir() if entry.is_file())
+    """Every template shipped with the package, by path under ``templates/`` (``kubernetes/x.yaml``)."""
+
+    def walk(folder: Traversable, under: str) -> list[str]:
+        names = []
+        for entry in folder.iterdir():
+            if entry.is_dir():
+                names += walk(entry, f"{under}{entry.name}/")
+            elif entry.is_file():
+                names.append(f"{under}{entry.name}")
+        return names
+
+    return sorted(walk(resources.files(_PACKAGE).joinpath(_DIRECTORY), ""))
 
 
 def _source(name: str) -> str:
-    return resources.files(_PACKAGE).joinpath(_DIRECTORY, name).read_text(encoding="utf-8")
+    return resources.files(_PACKAGE).joinpath(_DIRECTORY, *name.split("/")).read_text(encoding="utf-8")
 
 
 def render(name: str, prefix: str, values: Mapping[str, str] | None = None) -> str:
