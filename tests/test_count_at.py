@@ -2,9 +2,9 @@
 
 Attribution is driven here at its own level: :class:`~store_metrics.server.StoreCalls` with a real
 emitter (backend ``none``, read back from its totals) and a lookup function standing in for the
-metadata query, whose thread, timing and failures the tests control. The real query against a real
-metadata database, through the real Airflow app and under ``airflow standalone``, is in
-``test_count_at_cost.py`` and ``test_count_at_standalone.py``.
+metadata query, whose thread, timing and failures the tests control. The real query against Airflow's
+real tables is in ``test_count_at_query.py`` (quick); through the real Airflow app and under
+``airflow standalone``, in ``test_count_at_cost.py`` and ``test_count_at_standalone.py``.
 """
 
 from __future__ import annotations
