@@ -85,7 +85,8 @@ def _insert(db: Path) -> None:
                 (ti.hex, task_id, dag_id, RUN_ID, operator),
             )
         conn.execute(
-            "INSERT INTO dag_bundle_team (dag_bundle_name, team_name) VALUES ('bundle_of_team', 'team_payments')"
+            "INSERT INTO dag_bundle_team (dag_bundle_name, team_name) "
+            "VALUES ('bundle_of_team', 'team_payments')"
         )
 
 
