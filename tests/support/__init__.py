@@ -8,6 +8,8 @@ Importable as ``support`` because ``[tool.pytest.ini_options] pythonpath`` puts 
 * :mod:`support.udp` -- :class:`~support.udp.UdpReceiver`, a real UDP socket that records datagrams;
 * :mod:`support.otlp` -- a real OTLP/HTTP receiver, and an endpoint that accepts and never answers;
 * :mod:`support.stores` -- :class:`~support.stores.DictStore`, an in-memory task store accessor;
+* :mod:`support.trigger_runs` -- one trigger run through Airflow's ``TriggerRunner.run_trigger``,
+  its supervisor answering from a dict;
 * :mod:`support.tags` -- the tag sets of the stories, and tag values that would break a line;
 * :mod:`support.lines` -- strict parsers for one StatsD counter line;
 * :mod:`support.totals` -- received lines summed per series;
