@@ -6,6 +6,7 @@ Importable as ``support`` because ``[tool.pytest.ini_options] pythonpath`` puts 
 * :mod:`support.ports` -- a free port on 127.0.0.1;
 * :mod:`support.waiting` -- :func:`~support.waiting.wait_until`, the bounded wait on a condition;
 * :mod:`support.udp` -- :class:`~support.udp.UdpReceiver`, a real UDP socket that records datagrams;
+* :mod:`support.barriers` -- one last count through the same path, proving every earlier one arrived;
 * :mod:`support.otlp` -- a real OTLP/HTTP receiver, and an endpoint that accepts and never answers;
 * :mod:`support.stores` -- :class:`~support.stores.DictStore`, an in-memory task store accessor;
 * :mod:`support.trigger_runs` -- one trigger run through Airflow's ``TriggerRunner.run_trigger``,
