@@ -445,6 +445,7 @@ def test_a_statement_timeout_on_sqlite_costs_one_line_and_exit_code_3(world: Wor
     assert proc.stdout.splitlines()[2].split()[:3] == ["bulk_dag", "bulk", "200,000"]
 
 
+@pytest.mark.slow  # two fresh processes that import Airflow: about 10 s
 def test_bad_inventory_options_are_refused_naming_the_option(tmp_path: Path) -> None:
     # Refused before any database is touched: this one does not even exist.
     world = World(tmp_path, f"sqlite:///{tmp_path / 'absent.db'}")
