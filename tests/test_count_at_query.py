@@ -1,16 +1,16 @@
 """``count_at = api_server``: the metadata query that names the task behind a request, on Airflow's tables.
 
-A throwaway Airflow home (``airflow db migrate``, SQLite) gets a few rows written straight into
-its real ``dag_bundle``, ``team``, ``dag_bundle_team``, ``dag``, ``dag_run`` and
-``task_instance`` tables, with a different value in every tag column of every row, so that a
-query that reads one column for another (``dag_id`` for ``task_id``, ``operator`` for
-``run_type``, ``team_name`` for anything) gives different tags and fails here. The two DAG runs
-share one ``run_id``, so a join on ``run_id`` alone would give a task the other run's
-``run_type``.
+A throwaway Airflow home (SQLite, made by ``airflow.utils.db.upgradedb``: what ``airflow db
+migrate`` runs) gets a few rows written straight into its real ``dag_bundle``, ``team``,
+``dag_bundle_team``, ``dag``, ``dag_run`` and ``task_instance`` tables, with a different value in
+every tag column of every row, so that a query that reads one column for another (``dag_id`` for
+``task_id``, ``operator`` for ``run_type``, ``team_name`` for anything) gives different tags and
+fails here. The two DAG runs share one ``run_id``, so a join on ``run_id`` alone would give a task
+the other run's ``run_type``.
 
-A fresh process with that home's configuration (``[core] multi_team`` on, and one with it off) counts one
-state store request per task instance through :class:`~store_metrics.server.StoreCalls` and its
-real lookup (:func:`~store_metrics.server.lookup_task_instance`), and reports the series it
+A fresh process with that home's configuration (``[core] multi_team`` on, and one with it off)
+counts one state store request per task instance through :class:`~store_metrics.server.StoreCalls`
+and its real lookup (:func:`~store_metrics.server.lookup_task_instance`), and reports the series it
 counted. The same query under the real API server app and ``airflow standalone`` is in
 ``test_count_at_cost.py`` and ``test_count_at_standalone.py`` (slow); this one is quick.
 """
@@ -18,17 +18,15 @@ counted. The same query under the real API server app and ``airflow standalone``
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import textwrap
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from support.airflow import AirflowHome, make_home
+from support.airflow import AirflowHome
 
 pytestmark = pytest.mark.airflow
 
@@ -57,54 +55,68 @@ SHARED_TAGS = {
 UNKNOWN = {"dag_id": "unknown", "task_id": "unknown", "run_type": "unknown", "operator": "unknown"}
 
 
-def _insert(db: Path) -> None:
+def rows() -> list[tuple[str, list[Any]]]:
     """One bundle with a team and one without, a DAG in each, a run of each, a task instance of each."""
+    statements: list[tuple[str, list[Any]]] = [("INSERT INTO team (name) VALUES ('team_payments')", [])]
     dags = [
         ("dag_of_team", "bundle_of_team", "backfill", TEAM_TI, "task_of_team", "OperatorOfTeam"),
         ("dag_shared", "bundle_shared", "asset_triggered", SHARED_TI, "task_shared", "OperatorShared"),
     ]
-    with sqlite3.connect(db) as conn:
-        conn.execute("INSERT INTO team (name) VALUES ('team_payments')")
-        for dag_id, bundle, run_type, ti, task_id, operator in dags:
-            conn.execute("INSERT INTO dag_bundle (name, active) VALUES (?, 1)", (bundle,))
-            conn.execute(
+    for dag_id, bundle, run_type, ti, task_id, operator in dags:
+        statements += [
+            ("INSERT INTO dag_bundle (name, active) VALUES (?, 1)", [bundle]),
+            (
                 "INSERT INTO dag (dag_id, is_paused, is_stale, bundle_name, timetable_type, "
                 "partition_mapper_info, max_active_tasks, max_consecutive_failed_dag_runs, "
                 "has_task_concurrency_limits) VALUES (?, 0, 0, ?, 'NullTimetable', '{}', 16, 0, 0)",
-                (dag_id, bundle),
-            )
-            conn.execute(
+                [dag_id, bundle],
+            ),
+            (
                 "INSERT INTO dag_run (dag_id, run_id, run_type, run_after, state) "
                 "VALUES (?, ?, ?, '2026-01-01 00:00:00', 'running')",
-                (dag_id, RUN_ID, run_type),
-            )
-            conn.execute(
+                [dag_id, RUN_ID, run_type],
+            ),
+            (
                 "INSERT INTO task_instance (id, task_id, dag_id, run_id, try_number, pool, pool_slots, "
                 "operator, custom_operator_name, state) "
                 "VALUES (?, ?, ?, ?, 1, 'default_pool', 1, ?, '@task', 'running')",
-                (ti.hex, task_id, dag_id, RUN_ID, operator),
-            )
-        conn.execute(
-            "INSERT INTO dag_bundle_team (dag_bundle_name, team_name) "
-            "VALUES ('bundle_of_team', 'team_payments')"
+                [ti.hex, task_id, dag_id, RUN_ID, operator],
+            ),
+        ]
+    statements.append(
+        (
+            "INSERT INTO dag_bundle_team (dag_bundle_name, team_name) VALUES (?, ?)",
+            ["bundle_of_team", "team_payments"],
         )
+    )
+    return statements
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
-    home = make_home(tmp_path_factory.mktemp("count-at-query"))
-    _insert(home.path / "airflow.db")
-    return home
-
-
+#: ``migrate DB READY ROWS IDS...``: make the metadata database (what ``airflow db migrate`` runs),
+#: write the rows, say so (the READY file), count. ``after READY IDS...``: wait for that, count.
 _COUNT = textwrap.dedent(
     """
-    import asyncio, json, sys, uuid
+    import asyncio, json, sqlite3, sys, time, uuid
+    from pathlib import Path
     from types import SimpleNamespace
     from store_metrics.runtime import create_emitter
     from store_metrics.server import StoreCalls, lookup_task_instance
 
-    ids = [uuid.UUID(arg) for arg in sys.argv[1:]]
+    if sys.argv[1] == "migrate":
+        db, ready, statements, *ids = sys.argv[2:]
+        from airflow.utils.db import upgradedb
+        upgradedb()
+        with sqlite3.connect(db) as conn:
+            for sql, params in json.loads(statements):
+                conn.execute(sql, params)
+        Path(ready).touch()
+    else:
+        ready, *ids = sys.argv[2:]
+        deadline = time.monotonic() + 120
+        while not Path(ready).exists():
+            assert time.monotonic() < deadline, "the database was never made"
+            time.sleep(0.02)
+    ids = [uuid.UUID(arg) for arg in ids]
     emitter = create_emitter("none", flush_interval=60)
     calls = StoreCalls(emitter)  # its lookup: the real metadata query
 
@@ -126,12 +138,24 @@ _COUNT = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def counted(home: AirflowHome) -> dict[bool, dict[str, Any]]:
+def counted(tmp_path_factory: pytest.TempPathFactory) -> dict[bool, dict[str, Any]]:
     """For ``[core] multi_team`` on and off: one ``read_found`` request per task instance, counted in
-    a fresh process (both at once); what each counted."""
+    a fresh process each, with the home's configuration; what each counted.
+
+    Both start at once: the first makes the database, the second waits for it (so that its imports
+    overlap the first one's work).
+    """
+    home = AirflowHome(tmp_path_factory.mktemp("count-at-query"))
+    home.dags.mkdir()
+    ready = str(home.path / "ready")
+    ids = [str(TEAM_TI), str(SHARED_TI), str(MISSING_TI)]
+    argv = {
+        True: ["migrate", str(home.path / "airflow.db"), ready, json.dumps(rows()), *ids],
+        False: ["after", ready, *ids],
+    }
     procs = {
         multi_team: subprocess.Popen(
-            [sys.executable, "-c", _COUNT, str(TEAM_TI), str(SHARED_TI), str(MISSING_TI)],
+            [sys.executable, "-c", _COUNT, *argv[multi_team]],
             env=home.env(AIRFLOW__CORE__MULTI_TEAM=str(multi_team)),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -140,10 +164,16 @@ def counted(home: AirflowHome) -> dict[bool, dict[str, Any]]:
         for multi_team in (True, False)
     }
     results = {}
-    for multi_team, proc in procs.items():
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, out[-3000:] + err[-5000:]
-        results[multi_team] = json.loads(out.splitlines()[-1])
+    try:
+        for multi_team, proc in procs.items():
+            out, err = proc.communicate(timeout=180)
+            assert proc.returncode == 0, out[-3000:] + err[-5000:]
+            results[multi_team] = json.loads(out.splitlines()[-1])
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return results
 
 
