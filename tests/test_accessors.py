@@ -374,19 +374,29 @@ def test_async_methods_are_counted_like_sync_ones(metrics: MetricsRecorder) -> N
     inner = FakeAssetStore("orders")
     store = store_metrics.instrument_asset_store(inner, metrics, TAGS)
 
-    async def story() -> list[Any]:
-        results = [await store.aget("wm")]
-        await store.aset("wm", 0)
-        results.append(await store.aget("wm", 0))
+    async def story() -> list[tuple[Any, dict[str, int]]]:
+        # Each call with the counts right after it: found and absent told apart call by call
+        # (totals alone would not see a found counted as absent and an absent as found).
+        steps = [(await store.aget("wm"), metrics.counts())]
+        steps.append((await store.aset("wm", 0), metrics.counts()))
+        steps.append((await store.aget("wm", 0), metrics.counts()))  # found, equal to the default
+        steps.append((await store.aget("gone", "dflt"), metrics.counts()))
         await store.adelete("wm")
         await store.aclear()
-        return results
+        return steps
 
-    assert asyncio.run(story()) == [None, 0]
+    absent, found = "asset_state_store.read_absent", "asset_state_store.read_found"
+    write = "asset_state_store.write"
+    assert asyncio.run(story()) == [
+        (None, {absent: 1}),
+        (None, {absent: 1, write: 1}),
+        (0, {absent: 1, write: 1, found: 1}),
+        ("dflt", {absent: 2, write: 1, found: 1}),
+    ]
     assert metrics.counts() == {
-        "asset_state_store.read_absent": 1,
-        "asset_state_store.write": 1,
-        "asset_state_store.read_found": 1,
+        absent: 2,
+        write: 1,
+        found: 1,
         "asset_state_store.delete": 1,
         "asset_state_store.clear": 1,
     }

@@ -118,7 +118,8 @@ def test_otlp_endpoint_that_never_answers(
     a_task_runs(emitter)
     started = time.monotonic()
     assert emitter.flush(0.3) is False
-    assert 0.3 <= time.monotonic() - started < 1.3
+    # It waited its own timeout, and then gave up (a generous upper bound: a hang guard).
+    assert 0.3 <= time.monotonic() - started < 5.0
     wait_until(lambda: silent_otlp.accepted)  # the exporter did connect, and got no answer
     # The next flushes do not wait again while it hangs.
     for _ in range(3):
@@ -181,26 +182,34 @@ def test_process_exit_is_bounded(backend: str, where: str) -> None:
         server = SilentTcpServer()
         env["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"] = f"http://127.0.0.1:{server.port}/v1/metrics"
         env.pop("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", None)  # the SDK default: 10 s per export
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _EXIT_SCRIPT, backend, host, str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
     try:
-        started = time.monotonic()
-        done = subprocess.run(
-            [sys.executable, "-c", _EXIT_SCRIPT, backend, host, str(port)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=env,
-            check=False,
-        )
-        elapsed = time.monotonic() - started
+        # The script's last line is printed just before it returns: from then on the process only
+        # exits (the emitter's exit flush). Timed from that line, not from start (imports).
+        line = proc.stdout.readline()
+        exiting = time.monotonic()
+        proc.wait(60)
+        exit_seconds = time.monotonic() - exiting
+        stderr = proc.stderr.read()
     finally:
+        if proc.poll() is None:
+            proc.kill()
         if server is not None:
             server.close()
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["seconds"] < 1.2  # 1000 counts and a 0.2 s flush
-    # A hang guard, not a performance claim: without the bounded exit flush this would wait
-    # for the exporter's own 10 s timeout (or forever).
-    assert elapsed < 5.0, (elapsed, done.stderr)
+    assert proc.returncode == 0, stderr
+    result = json.loads(line)
+    # Lower bound of a hang: without the bounded flush and exit flush, the exporter's own 10 s
+    # timeout (or forever). The bounds are far from that and far above what they take when idle
+    # (< 0.3 s), so that a loaded machine does not fail them.
+    assert result["seconds"] < 5.0  # 1000 counts and a 0.2 s flush
+    assert exit_seconds < 5.0, (exit_seconds, stderr)
 
 
 @pytest.mark.parametrize("where", ["closed port", "unresolvable host"])

@@ -16,6 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 BACKENDS = ("otel", "dogstatsd", "statsd", "airflow", "none")
 
 
+@pytest.mark.slow  # about 20 s
 @pytest.mark.timeout(180)
 def test_quick_benchmarks_run_and_print_their_tables(tmp_path: Path) -> None:
     page = tmp_path / "performance.md"

@@ -2,9 +2,9 @@
 
 Attribution is driven here at its own level: :class:`~store_metrics.server.StoreCalls` with a real
 emitter (backend ``none``, read back from its totals) and a lookup function standing in for the
-metadata query, whose thread, timing and failures the tests control. The real query against a real
-metadata database, through the real Airflow app and under ``airflow standalone``, is in
-``test_count_at_cost.py`` and ``test_count_at_standalone.py``.
+metadata query, whose thread, timing and failures the tests control. The real query against Airflow's
+real tables is in ``test_count_at_query.py`` (quick); through the real Airflow app and under
+``airflow standalone``, in ``test_count_at_cost.py`` and ``test_count_at_standalone.py``.
 """
 
 from __future__ import annotations
@@ -195,16 +195,27 @@ TAGS = {"dag_id": "etl", "task_id": "load", "run_type": "scheduled", "operator":
 
 
 class Lookup:
-    """Stands in for the metadata query: known task instances, a delay, failures; records each call."""
+    """Stands in for the metadata query: known task instances, a delay or a gate to wait for, failures;
+    records each call."""
 
-    def __init__(self, known: dict[uuid.UUID, dict[str, str]], delay: float = 0.0) -> None:
+    def __init__(
+        self,
+        known: dict[uuid.UUID, dict[str, str]],
+        delay: float = 0.0,
+        gate: threading.Event | None = None,
+    ) -> None:
         self.known = known
         self.delay = delay
+        self.gate = gate
         self.calls: list[tuple[uuid.UUID, str]] = []
+        #: For each call with a gate: whether the gate opened (within 10 s).
+        self.opened: list[bool] = []
         self.fail = False
 
     def __call__(self, ti_id: uuid.UUID) -> dict[str, str] | None:
         self.calls.append((ti_id, threading.current_thread().name))
+        if self.gate is not None:
+            self.opened.append(self.gate.wait(10))
         if self.delay:
             time.sleep(self.delay)
         if self.fail:
@@ -290,32 +301,27 @@ def test_one_query_per_task_instance_however_many_requests_wait_for_it(emitter: 
 
 
 def test_the_query_never_holds_the_event_loop(emitter: AggregatingEmitter) -> None:
-    """A 300 ms query: the loop keeps ticking every 5 ms meanwhile."""
-    calls = StoreCalls(emitter, Lookup({TI: TAGS}, delay=0.3))
-    lateness: list[float] = []
+    """The query runs on a thread of its own: the request path does not wait for it, the loop runs on.
 
-    async def ticker(stop: asyncio.Event) -> None:
-        loop = asyncio.get_running_loop()
-        while not stop.is_set():
-            due = loop.time() + 0.005
-            await asyncio.sleep(0.005)
-            lateness.append(loop.time() - due)
+    The query here cannot answer until the event loop has run three more times after the request
+    was counted (it waits for a gate only the loop opens). Had the request path or the loop waited
+    for the query, the gate would never open: the query would give up after 10 s and say so.
+    """
+    gate = threading.Event()
+    lookup = Lookup({TI: TAGS}, gate=gate)
+    calls = StoreCalls(emitter, lookup)
 
-    async def run() -> float:
-        stop = asyncio.Event()
-        tick = asyncio.ensure_future(ticker(stop))
-        await asyncio.sleep(0.02)
-        start = time.perf_counter()
+    async def run() -> None:
         calls.count(token_scope(TI), ("task", "get"), 200, "read_found")
-        returned = time.perf_counter() - start
-        assert await calls.drain(5)
-        stop.set()
-        await tick
-        return returned
+        assert lookup.opened == []  # the request path returned with the query still waiting
+        for _ in range(3):
+            await asyncio.sleep(0)  # the loop runs on meanwhile
+        gate.set()
+        assert await calls.drain(15)
 
-    returned = asyncio.run(run())
-    assert returned < 0.01  # the request path did not wait for the query
-    assert len(lateness) > 30 and max(lateness) < 0.1, max(lateness)
+    asyncio.run(run())
+    assert lookup.opened == [True]  # the query saw the gate open: nothing waited for it
+    assert lookup.calls[0][1].startswith("store-metrics-attribution")
     assert counts(emitter) == {key("task_state_store.read_found", **TAGS): 1}
 
 

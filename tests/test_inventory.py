@@ -16,7 +16,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from store_metrics.catalogue import OTHER, Kind, Store
 from store_metrics.inventory.footprint import Group, bound, footprint_of
 from store_metrics.inventory.table import age
 from support.airflow import clean_environ
+from support.otlp import SilentTcpServer
 from support.udp import UdpReceiver
 from support.waiting import wait_until
 from test_inventory_support import (
@@ -259,10 +259,10 @@ def test_serve_reports_exactly_what_the_dag_runs_wrote(world: World, tmp_path: P
             labels = (("store", store),)
             assert samples[("airflow_state_store_inventory_footprint_age_seconds", labels)] < 5
             assert samples[("airflow_state_store_inventory_query_duration_milliseconds", labels)] > 0
-        # It keeps reading: the footprint's age stays small over several intervals.
-        time.sleep(1.5)
-        again = served.samples()
-        assert again[("airflow_state_store_inventory_footprint_age_seconds", (("store", "task"),))] < 1.5
+        # It keeps reading: both tables are read again, several times, and the footprint stays.
+        served.wait_for_reads("asset", 3)
+        again = served.wait_for_reads("task", 3)
+        assert again[("airflow_state_store_inventory_footprint_age_seconds", (("store", "task"),))] < 5
         check_footprint(again, world)
         assert served.lines("WARNING") == [] and served.lines("ERROR") == []
         served.close()
@@ -445,6 +445,7 @@ def test_a_statement_timeout_on_sqlite_costs_one_line_and_exit_code_3(world: Wor
     assert proc.stdout.splitlines()[2].split()[:3] == ["bulk_dag", "bulk", "200,000"]
 
 
+@pytest.mark.slow  # two fresh processes that import Airflow: about 10 s
 def test_bad_inventory_options_are_refused_naming_the_option(tmp_path: Path) -> None:
     # Refused before any database is touched: this one does not even exist.
     world = World(tmp_path, f"sqlite:///{tmp_path / 'absent.db'}")
@@ -458,38 +459,10 @@ def test_bad_inventory_options_are_refused_naming_the_option(tmp_path: Path) -> 
     assert "accepted values are prometheus, backend" in proc.stderr
 
 
-class _BlackHole:
-    """A TCP port that accepts connections and never answers (a database host that swallows packets)."""
-
-    def __init__(self) -> None:
-        import socket
-        import threading
-
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.held: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.held.append(conn)
-
-    def close(self) -> None:
-        for conn in self.held:
-            conn.close()
-        self.sock.close()
-
-
 @pytest.mark.slow
 def test_a_query_that_never_returns_is_said_once_and_the_endpoint_keeps_answering(tmp_path: Path) -> None:
     pytest.importorskip("psycopg2")
-    hole = _BlackHole()
+    hole = SilentTcpServer()
     try:
         world = World(tmp_path, f"postgresql+psycopg2://airflow@127.0.0.1:{hole.port}/airflow")
         settings = {"AIRFLOW__STORE_METRICS__INVENTORY_TIMEOUT": "0.5", **FAST}
@@ -498,10 +471,61 @@ def test_a_query_that_never_returns_is_said_once_and_the_endpoint_keeps_answerin
             # says so once, after twice the timeout plus its grace (11 s here).
             wait_until(lambda: served.alive() and served.lines("has not returned"), 40, 0.2)
             assert served.samples() == {}  # nothing read yet, and nothing made up; the endpoint answers
-            time.sleep(2)
-            assert len(served.lines("has not returned")) == 1
-            assert served.lines("ERROR") == []
             served.close()
             assert served.proc.returncode == 0
+            # Its last line, written after everything else: the whole log is in. Once over its life
+            # (how many watchdog ticks after the first say nothing more: the in-process test below).
+            assert served.lines("stopped after 0 collections")
+            assert len(served.lines("has not returned")) == 1
+            assert served.lines("ERROR") == []
     finally:
         hole.close()
+
+
+def test_the_watchdog_says_a_stuck_query_once_however_many_ticks_follow(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The serve loop in process, its collector stuck on a host that never answers (a real psycopg2
+    connection to a black hole). Its ticks are counted through ``on_tick``: after the watchdog's
+    line, twenty more ticks say nothing more. The grace is shortened so that this takes a second."""
+    pytest.importorskip("psycopg2")
+    import threading
+
+    from sqlalchemy import create_engine
+
+    from store_metrics import logs
+    from store_metrics.inventory import serve
+    from store_metrics.inventory.collect import LOG_KEY, Collector, Snapshot
+    from store_metrics.inventory.database import Database
+
+    monkeypatch.setattr(serve, "STUCK_GRACE", 0.2)
+    caplog.set_level("WARNING", logger="store_metrics")
+    logs.forget(serve.STUCK_KEY)
+    hole = SilentTcpServer()
+    engine = create_engine(f"postgresql+psycopg2://airflow@127.0.0.1:{hole.port}/airflow")
+    ticks: list[Snapshot] = []
+    loop = serve.ServeLoop(
+        Collector(Database(engine, timeout=0.1), top=10), interval=0.1, tick=0.02, on_tick=ticks.append
+    )
+    stop = threading.Event()
+    runner = threading.Thread(target=loop.run, args=(stop,))
+
+    def stuck_lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "has not returned" in r.getMessage()]
+
+    runner.start()
+    try:
+        wait_until(stuck_lines, 30)
+        said_at = len(ticks)
+        wait_until(lambda: len(ticks) >= said_at + 20, 30)
+        assert len(stuck_lines()) == 1, stuck_lines()
+        assert loop.collections == 0  # still stuck: nothing re-armed the line
+    finally:
+        stop.set()
+        runner.join(10)
+        hole.close()  # the stuck connection fails, the collector thread sees stop set and ends
+        for thread in threading.enumerate():
+            if thread.name == "store-metrics-inventory":
+                thread.join(10)
+        logs.forget(LOG_KEY)
+    assert not runner.is_alive()

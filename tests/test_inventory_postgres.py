@@ -18,6 +18,7 @@ Skipped, with the reason, only when the PostgreSQL binaries (or psycopg2) are no
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -103,23 +104,59 @@ def test_a_stopped_database_costs_one_line_and_the_loop_recovers(
     with Served(world, tmp_path / "serve.log", **FAST) as served:
         served.wait_up(1.0)
         postgres.stop()
+        stopped = time.time()
+        door = None
         try:
             wait_until(
                 lambda: served.alive() and served.up("task") == 0.0 and served.up("asset") == 0.0, 60, 0.2
             )
-            time.sleep(3)  # several more intervals against a database that is not there
+            # Several more intervals against a database that is not there, counted: each is a
+            # connection attempt to its port, where a listener now shuts each one at once (as a
+            # host with no server there refuses it, and the same kind of failure: unavailable).
+            door = _ShutDoor(postgres.port)
+            wait_until(lambda: served.alive() and door.knocks >= 4, 60, 0.1)
+            scraped = time.time()
             down = served.samples()
-            assert served.alive()
             assert down[WRITER] == EXPECTED_TASKS[("inventory_footprint", "writer")].entries
             age = down[("airflow_state_store_inventory_footprint_age_seconds", (("store", "task"),))]
-            assert age >= 3.0  # the footprint shown is the last one read, and says how old it is
+            # The footprint shown is the last one read (before the stop), and says how old it is.
+            assert age >= scraped - stopped
             warnings = served.lines("WARNING")
             assert len(warnings) == 1, served.text()
             assert "could not reach the database" in warnings[0] and "OperationalError" in warnings[0]
         finally:
+            if door is not None:
+                door.close()
             postgres.start()
         samples = served.wait_up(1.0, timeout=60)
         check_footprint(samples, world)
         assert len(served.lines("WARNING")) == 1
         assert len(served.lines("works again")) == 1, served.text()
         assert served.lines("ERROR") == []
+
+
+class _ShutDoor:
+    """Listens on ``port`` of 127.0.0.1 (a stopped server's), counts each connection and closes it at once."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(16)
+        self.knocks = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.knocks += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self._thread.join(5)

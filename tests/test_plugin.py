@@ -296,7 +296,7 @@ def test_the_task_end_flush_to_a_backend_that_never_answers_is_bounded_by_flush_
             AIRFLOW__STORE_METRICS__FLUSH_TIMEOUT="0.5",
             AIRFLOW__STORE_METRICS__FLUSH_INTERVAL="60",
             OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=f"http://127.0.0.1:{silent.port}/v1/metrics",
-            OTEL_EXPORTER_OTLP_METRICS_TIMEOUT="30",  # the exporter itself waits far longer
+            OTEL_EXPORTER_OTLP_METRICS_TIMEOUT="120",  # the exporter itself waits far longer
         )
         whole_run = time.monotonic() - started
         # The export reached the endpoint and got no answer: its request is in one connection's
@@ -317,8 +317,9 @@ def test_the_task_end_flush_to_a_backend_that_never_answers_is_bounded_by_flush_
     assert result["counted"] == {"task_state_store.write": 1}
     (task,) = result["tasks"]
     assert task["instrumented"]
-    # The end hook waited for the hung export, for the emitter's own flush_timeout and no longer.
-    assert 0.5 <= task["end_hook_seconds"] < 0.5 + 2.0, task
-    assert whole_run < 30  # and the process did not wait for the exporter's own 30 s timeout
+    # The end hook waited for the hung export, for the emitter's own flush_timeout and no longer
+    # (the upper bound: far below the exporter's 120 s, far above what a loaded machine needs).
+    assert 0.5 <= task["end_hook_seconds"] < 0.5 + 10.0, task
+    assert whole_run < 100  # and the process did not wait for the exporter's own 120 s timeout
     # It did not raise (the hook would have logged "could not flush at task end").
     assert [r for r in problems(result) if r[0] != "WARNING"] == []

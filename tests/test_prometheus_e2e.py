@@ -836,6 +836,8 @@ class Feeder:
 
 @pytest.fixture(scope="module")
 def feeder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FeederSource]:
+    """Prometheus and two feeder passes, each scraped twice, and a rule evaluation: about 10 s, so
+    the tests that use it are marked slow."""
     tmp = tmp_path_factory.mktemp("feeder")
     port = free_port()
     feeder = Feeder(port, tmp)
@@ -886,6 +888,7 @@ FEEDER_VARIABLES = [
 
 
 @pytest.mark.prometheus
+@pytest.mark.slow
 @pytest.mark.parametrize("variables", FEEDER_VARIABLES)
 def test_feeder_every_dashboard_query_over_one_pass(
     feeder: FeederSource, variables: dict[str, list[str]]
@@ -900,6 +903,7 @@ def test_feeder_every_dashboard_query_over_one_pass(
 
 
 @pytest.mark.prometheus
+@pytest.mark.slow
 @pytest.mark.parametrize("variables", FEEDER_VARIABLES)
 def test_feeder_range_queries_count_new_series_in_full(
     feeder: FeederSource, variables: dict[str, list[str]]
@@ -922,6 +926,7 @@ def test_feeder_range_queries_count_new_series_in_full(
 
 
 @pytest.mark.prometheus
+@pytest.mark.slow
 def test_feeder_headline_numbers(feeder: FeederSource) -> None:
     targets = {(title, t["refId"]): (t, spec) for title, t, spec in dashboard_targets()}
 
@@ -943,6 +948,7 @@ def test_feeder_headline_numbers(feeder: FeederSource) -> None:
 
 
 @pytest.mark.prometheus
+@pytest.mark.slow
 def test_feeder_recording_rules(feeder: FeederSource) -> None:
     """Each recording rule expression, as written in rules.yml, against pass B's calls."""
     calls = per_dag(feeder.pass_model)
@@ -980,6 +986,7 @@ def test_feeder_recording_rules(feeder: FeederSource) -> None:
 
 
 @pytest.mark.prometheus
+@pytest.mark.slow
 def test_feeder_alert_rules(feeder: FeederSource) -> None:
     alerts = {r["alert"]: r for r in alerting_rules()}
     never_read = {

@@ -204,13 +204,15 @@ def test_a_blocked_loop_is_reported_as_a_stall_of_about_200_ms(
         ]
 
     wait_until(gauge, 15)
-    assert 150 <= max(gauge()) <= 400, gauge()
+    # 200 ms less at most one 10 ms tick; the upper bounds only catch nonsense (a loaded machine
+    # decides how late the loop runs, and may stall it more on its own).
+    assert 190 <= max(gauge()) <= 10_000, gauge()
     stalls = [
         line
         for line in lines(receiver, start)
         if line.name == "airflow.api_server.event_loop.stall" and line.value >= 150
     ]
-    assert stalls and all(150 <= s.value <= 400 for s in stalls), [(s.value, s.observations) for s in stalls]
+    assert stalls and all(s.value <= 10_000 for s in stalls), [(s.value, s.observations) for s in stalls]
     long_stalls: dict[str, Any] = {}
     wait_until(
         lambda: (

@@ -276,32 +276,46 @@ def test_a_stall_during_a_state_store_request_is_counted_for_that_route(metrics:
     asyncio.run(run())
     emitter = metrics.emitter
     long = {tags: n for (name, tags), n in emitter.snapshot().items() if name == catalogue.LONG_STALLS.name}
-    assert long == {(("store", "task"), ("operation", "get"), ("worker", WORKER)): 1}
+    route = (("store", "task"), ("operation", "get"), ("worker", WORKER))
+    assert long[route] == 1
+    # A loaded machine may stall this loop on its own while no request is in flight: such stalls
+    # are nobody's (store and operation "none"), never this route's.
+    assert set(long) <= {route, (("store", "none"), ("operation", "none"), ("worker", WORKER))}, long
+    # The 150 ms the route held the loop, less at most one 5 ms tick: at least 140 ms, recorded
+    # above 100 ms. The upper bounds only catch nonsense: the machine decides how late it runs.
     stalls = emitter.histogram(catalogue.LOOP_STALL, {"worker": WORKER}).cumulative()
-    big = [(i, n) for i, n in enumerate(stalls.counts) if n and i > 0 and stalls.bounds[i - 1] >= 100]
-    assert big == [(catalogue.STALL_BUCKETS_MS.index(250), 1)]  # one stall in (100, 250] ms
-    assert 140 <= stalls.sums[big[0][0]] <= 250
+    big = [i for i, n in enumerate(stalls.counts) if n and i > 0 and stalls.bounds[i - 1] >= 100]
+    assert big and max(stalls.sums[i] for i in big) >= 140, (stalls.counts, stalls.sums)
     peak = emitter.gauge(catalogue.LOOP_STALL_MAX, {"worker": WORKER}).take()
-    assert peak is not None and 140 <= peak.value <= 250
+    assert peak is not None and 140 <= peak.value <= 10_000
 
 
 def test_the_stall_monitor_measures_a_blocked_loop_and_ticks_on(metrics: ServerMetrics) -> None:
-    late: list[float] = []
+    ticks: list[tuple[float, float]] = []  # (how late, when due)
 
     async def run() -> None:
         loop = asyncio.get_running_loop()
-        monitor = server.LoopMonitor(loop, 5, lambda ms, due: late.append(ms))
+        monitor = server.LoopMonitor(loop, 5, lambda ms, due: ticks.append((ms, due)))
         monitor.start()
         await asyncio.sleep(0.05)
+        blocked = len(ticks)
         time.sleep(0.2)  # the loop can do nothing for 200 ms
-        await asyncio.sleep(0.05)
+        while len(ticks) < blocked + 3:  # the stalled tick and two after it
+            await asyncio.sleep(0.005)
         monitor.stop()
 
     asyncio.run(run())
-    assert 195 <= max(late) <= 300, max(late)
-    # Rescheduled from when it ran: one late tick, no burst of catch-up ticks after it.
-    assert sum(1 for x in late if x >= 50) == 1
-    assert 10 <= len(late) <= 25  # 100 ms of 5 ms ticks, plus the stalled one
+    late = [ms for ms, _ in ticks]
+    stalled = late.index(max(late))
+    # A tick was due at most 5 ms into the 200 ms: it ran at least 195 ms late (the upper bound
+    # only catches nonsense: the machine decides how late it runs).
+    assert 195 <= late[stalled] <= 10_000, late
+    # Rescheduled from when it ran, not from when it was due: the next tick is due one tick after
+    # the stalled one ran (a catch-up ticker would have it due 5 ms after the stalled one's due
+    # time, and run a burst of ticks ~195, 190, ... ms late).
+    (late_ms, due), (_, next_due) = ticks[stalled], ticks[stalled + 1]
+    assert next_due == pytest.approx(due + late_ms / 1000 + 0.005, abs=1e-6)
+    assert len(ticks) > stalled + 1  # and it ticks on
 
 
 def test_lifespan_starts_the_monitor_on_the_server_loop_and_shutdown_stops_it(metrics: ServerMetrics) -> None:

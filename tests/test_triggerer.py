@@ -5,9 +5,9 @@ portal, span, logging and event queue it sets up), Airflow's ``BaseEventTrigger`
 ``AssetStateStoreAccessors`` / ``AssetStateStoreAccessor`` (how they build messages, treat a
 not-found answer and raise on an error answer). What is not: the round trip behind
 ``SUPERVISOR_COMMS``. In the triggerer it is a socket to the ``TriggerRunnerSupervisor`` process
-and its database, which cannot exist inside the test process; :class:`InMemorySupervisor` answers
-the same messages from a dict instead. The real round trip is tested under ``airflow standalone``
-in tests/test_triggerer_standalone.py.
+and its database, which cannot exist inside the test process; ``InMemorySupervisor``
+(support/trigger_runs.py) answers the same messages from a dict instead. The real round trip is
+tested under ``airflow standalone`` in tests/test_triggerer_standalone.py.
 
 Counts go to :func:`store_metrics.testing.capture_metrics` (an in-memory emitter), except where a
 test runs a fresh process to see what a triggerer process logs.
@@ -34,53 +34,18 @@ from store_metrics.accessors import is_instrumented
 from store_metrics.testing import capture_metrics
 from support.airflow import clean_environ
 from support.stores import DictStore
+from support.trigger_runs import (
+    WATCHER_TAGS,
+    InMemorySupervisor,
+    event_trigger_class,
+    run_in_airflows_runner,
+    watcher,
+)
+from support.udp import UdpReceiver
 
 pytestmark = pytest.mark.airflow
 
 TESTS = Path(__file__).parent
-ASSET = "store_metrics_test/in_process"
-WATCHER_TAGS = {"dag_id": "none", "task_id": ASSET, "run_type": "asset_watcher"}
-
-
-class InMemorySupervisor:
-    """Answers the asset store messages the triggerer's supervisor answers, from a dict.
-
-    ``fail_with``: raise this very exception object from the round trip instead (a broken pipe,
-    say), so a test can check the trigger sees the same object.
-    """
-
-    def __init__(self) -> None:
-        self.values: dict[tuple[str, str], Any] = {}
-        self.fail_with: BaseException | None = None
-        self.messages: list[str] = []
-
-    def send(self, msg: Any) -> Any:
-        return self._answer(msg)
-
-    async def asend(self, msg: Any) -> Any:
-        await asyncio.sleep(0)
-        return self._answer(msg)
-
-    def _answer(self, msg: Any) -> Any:
-        from airflow.sdk.exceptions import ErrorType
-        from airflow.sdk.execution_time import comms
-
-        self.messages.append(type(msg).__name__)
-        if self.fail_with is not None:
-            raise self.fail_with
-        if isinstance(msg, comms.GetAssetStateStoreByName):
-            if (msg.name, msg.key) in self.values:
-                return comms.AssetStateStoreResult(value=self.values[(msg.name, msg.key)])
-            return comms.ErrorResponse(error=ErrorType.ASSET_STORE_NOT_FOUND)
-        if isinstance(msg, comms.SetAssetStateStoreByName):
-            self.values[(msg.name, msg.key)] = msg.value
-        elif isinstance(msg, comms.DeleteAssetStateStoreByName):
-            self.values.pop((msg.name, msg.key), None)
-        elif isinstance(msg, comms.ClearAssetStateStoreByName):
-            self.values = {k: v for k, v in self.values.items() if k[0] != msg.name}
-        else:
-            raise AssertionError(f"unexpected message {msg!r}")
-        return comms.OKResponse(ok=True)
 
 
 @pytest.fixture
@@ -102,50 +67,6 @@ def hooked() -> Iterator[None]:
     yield
     triggers.uninstall()
     logs.forget("trigger")
-
-
-def _watched_store() -> Any:
-    from airflow.sdk import Asset
-    from airflow.sdk.execution_time.context import AssetStateStoreAccessors
-
-    # Exactly what the triggerer sets (triggerer_job_runner.py, TriggerRunner.create_triggers).
-    return AssetStateStoreAccessors(inlets=[Asset(name=ASSET, uri="s3://store-metrics-test/in-process")])
-
-
-def _event_trigger_class() -> type:
-    from airflow.triggers.base import BaseEventTrigger, TriggerEvent
-
-    class Watermarks(BaseEventTrigger):
-        """aget absent, aset, aget found (with a default equal to the value), then the sync trio."""
-
-        def serialize(self) -> tuple[str, dict[str, Any]]:
-            return "tests.Watermarks", {}
-
-        async def run(self) -> AsyncIterator[TriggerEvent]:
-            store = self.asset_state_store
-            seen = [await store.aget("w"), await store.aset("w", "v1"), await store.aget("w", "v1")]
-            seen += [store.get("s", "dflt"), store.set("s", 2), store.get("s")]
-            await store.adelete("w")
-            store.clear()
-            yield TriggerEvent({"seen": seen, "wrapped": is_instrumented(store)})
-
-    return Watermarks
-
-
-async def _run_in_airflows_runner(trigger: Any, trigger_id: int = 7, context: Any = None) -> list[Any]:
-    """Run one trigger through Airflow's own TriggerRunner.run_trigger; return its event payloads."""
-    from airflow.jobs.triggerer_job_runner import TriggerRunner
-
-    runner = TriggerRunner()
-    runner.triggers[trigger_id] = {"task": None, "is_watcher": True, "name": f"ID {trigger_id}", "events": 0}
-    await runner.run_trigger(trigger_id, trigger, None, context)
-    return [entry.event.payload for entry in runner.events]
-
-
-def _watcher(cls: type | None = None) -> Any:
-    trigger = (cls or _event_trigger_class())()
-    trigger.asset_state_store = _watched_store()
-    return trigger
 
 
 # -- the hook points ----------------------------------------------------------------------------------
@@ -196,7 +117,7 @@ def test_a_watchers_calls_are_counted_exactly_with_the_watcher_tags(
     hooked: None, supervisor: InMemorySupervisor
 ) -> None:
     with capture_metrics() as metrics:
-        (payload,) = asyncio.run(_run_in_airflows_runner(_watcher()))
+        (payload,) = asyncio.run(run_in_airflows_runner(watcher()))
     # The trigger saw what Airflow's accessor returns, untouched: None for absent, the caller's
     # default, the stored value (also when it equals the default), None from set.
     assert payload == {"seen": [None, None, "v1", "dflt", None, 2], "wrapped": True}
@@ -239,7 +160,7 @@ def test_an_exception_from_the_store_reaches_the_trigger_unchanged_and_counts_as
             yield TriggerEvent({})
 
     with capture_metrics() as metrics, pytest.raises(BrokenPipeError) as raised:
-        asyncio.run(_run_in_airflows_runner(_watcher(Raising)))
+        asyncio.run(run_in_airflows_runner(watcher(Raising)))
     assert raised.value is broken and seen == [broken]
     assert metrics.series() == {
         ("asset_state_store.error", (*_tags("Raising"), ("operation", "set"))): 1,
@@ -269,7 +190,7 @@ def test_airflows_error_answer_raises_airflows_error_and_counts_as_error(
                 yield TriggerEvent({"error": exc.error.error.value})
 
     with capture_metrics() as metrics:
-        (payload,) = asyncio.run(_run_in_airflows_runner(_watcher(Rejected)))
+        (payload,) = asyncio.run(run_in_airflows_runner(watcher(Rejected)))
     assert payload == {"error": "API_SERVER_ERROR"}
     assert metrics.counts(operator="Rejected") == {"asset_state_store.error": 1}
     assert metrics.value("asset_state_store.error", operation="get") == 1
@@ -282,7 +203,7 @@ def test_a_trigger_watching_several_assets_names_them_all_sorted(
     from airflow.sdk.execution_time.context import AssetStateStoreAccessors
 
     b, a = Asset(name="queue/b", uri="s3://q/b"), Asset(name="queue/a", uri="s3://q/a")
-    trigger = _event_trigger_class()()
+    trigger = event_trigger_class()()
     trigger.asset_state_store = AssetStateStoreAccessors(inlets=[b, a])
     with capture_metrics() as metrics:
         triggers.instrument_trigger(trigger)
@@ -309,6 +230,50 @@ def test_a_deferred_tasks_trigger_counts_under_the_tasks_own_tags(hooked: None) 
     and the context the kind Airflow builds for ``start_from_trigger`` tasks.
     """
     from airflow.executors.workloads.task import TaskInstanceDTO
+
+    trigger = _wait_for_job()
+    trigger.task_instance = TaskInstanceDTO(
+        id=uuid.uuid4(), task_id="wait", dag_id="etl", run_id="r1", try_number=1,
+        dag_version_id=uuid.uuid4(), pool_slots=1, priority_weight=1,
+    )  # fmt: skip
+    with capture_metrics() as metrics:
+        (payload,) = asyncio.run(run_in_airflows_runner(trigger, context={"dag_run": _ScheduledRun()}))
+    assert payload == {"job": None, "wrapped": True}
+    assert metrics.series() == {
+        ("task_state_store.read_absent", (("dag_id", "etl"), ("task_id", "wait"),
+                                          ("run_type", "scheduled"), ("operator", "unknown"))): 1,
+    }  # fmt: skip
+    # With the task the triggerer deserialises for start_from_trigger (a RuntimeTaskInstance, here
+    # a stand-in with the attributes read), the operator is known: the task's task_type.
+    trigger.task_instance = SimpleNamespace(dag_id="etl", task_id="wait", task=_KubernetesPodOperator())
+    assert triggers.deferred_task_tags(trigger, None) == {
+        "dag_id": "etl", "task_id": "wait", "run_type": "unknown", "operator": "KubernetesPodOperator",
+    }  # fmt: skip
+
+
+def test_a_deferred_task_of_a_teams_dag_counts_under_its_team(hooked: None) -> None:
+    """On a multi-team deployment the task instance's ``stats_tags`` carry its run's team.
+
+    The task instance is a stand-in for the ``RuntimeTaskInstance`` the triggerer deserialises for
+    ``start_from_trigger`` tasks, with what ``run_trigger`` and the hook read: its ``stats_tags``
+    are what Task SDK 1.3's give (``dag_id``, ``task_id``, and ``team_name`` from the run).
+    """
+    trigger = _wait_for_job()
+    trigger.task_instance = SimpleNamespace(
+        id=uuid.uuid4(), dag_id="etl", task_id="wait", run_id="r1", try_number=1, map_index=-1,
+        context_carrier=None, task=_KubernetesPodOperator(),
+        stats_tags={"dag_id": "etl", "task_id": "wait", "team_name": "payments"},
+    )  # fmt: skip
+    with capture_metrics() as metrics:
+        (payload,) = asyncio.run(run_in_airflows_runner(trigger, context={"dag_run": _ScheduledRun()}))
+    assert payload == {"job": None, "wrapped": True}
+    tags = (("dag_id", "etl"), ("task_id", "wait"), ("run_type", "scheduled"),
+            ("operator", "KubernetesPodOperator"), ("team_name", "payments"))  # fmt: skip
+    assert metrics.series() == {("task_state_store.read_absent", tags): 1}
+
+
+def _wait_for_job() -> Any:
+    """A deferred task's trigger that reads its task store once (an in-memory one: DictStore)."""
     from airflow.triggers.base import BaseTrigger, TriggerEvent
 
     class WaitForJob(BaseTrigger):
@@ -319,41 +284,27 @@ def test_a_deferred_tasks_trigger_counts_under_the_tasks_own_tags(hooked: None) 
             store = self.task_state_store
             yield TriggerEvent({"job": store.get("job_id"), "wrapped": is_instrumented(store)})
 
-    class KubernetesPodOperator:
-        task_type = "KubernetesPodOperator"
-        template_ext: tuple[str, ...] = ()
-        template_fields: tuple[str, ...] = ()
-        start_trigger_args = None
-
-    class DagRun:
-        run_type = "scheduled"
-
     trigger = WaitForJob()
-    trigger.task_instance = TaskInstanceDTO(
-        id=uuid.uuid4(), task_id="wait", dag_id="etl", run_id="r1", try_number=1,
-        dag_version_id=uuid.uuid4(), pool_slots=1, priority_weight=1,
-    )  # fmt: skip
     trigger.task_state_store = DictStore()
-    with capture_metrics() as metrics:
-        (payload,) = asyncio.run(_run_in_airflows_runner(trigger, context={"dag_run": DagRun()}))
-    assert payload == {"job": None, "wrapped": True}
-    assert metrics.series() == {
-        ("task_state_store.read_absent", (("dag_id", "etl"), ("task_id", "wait"),
-                                          ("run_type", "scheduled"), ("operator", "unknown"))): 1,
-    }  # fmt: skip
-    # With the task the triggerer deserialises for start_from_trigger (a RuntimeTaskInstance, here
-    # a stand-in with the attributes read), the operator is known: the task's task_type.
-    trigger.task_instance = SimpleNamespace(dag_id="etl", task_id="wait", task=KubernetesPodOperator())
-    assert triggers.deferred_task_tags(trigger, None) == {
-        "dag_id": "etl", "task_id": "wait", "run_type": "unknown", "operator": "KubernetesPodOperator",
-    }  # fmt: skip
+    return trigger
+
+
+class _KubernetesPodOperator:
+    task_type = "KubernetesPodOperator"
+    template_ext: tuple[str, ...] = ()
+    template_fields: tuple[str, ...] = ()
+    start_trigger_args = None
+
+
+class _ScheduledRun:
+    run_type = "scheduled"
 
 
 def test_with_no_emitter_configured_triggers_keep_their_own_store(
     hooked: None, supervisor: InMemorySupervisor
 ) -> None:
     """``enabled = false``, bad configuration, or an Airflow that counts itself: nothing is wrapped."""
-    (payload,) = asyncio.run(_run_in_airflows_runner(_watcher()))
+    (payload,) = asyncio.run(run_in_airflows_runner(watcher()))
     assert payload["wrapped"] is False
 
 
@@ -366,7 +317,7 @@ def test_a_store_that_cannot_be_replaced_leaves_the_trigger_running_with_one_log
     """A trigger that only accepts Airflow's exact accessor type: the hook's assignment raises."""
     from airflow.sdk.execution_time.context import AssetStateStoreAccessors
 
-    base = _event_trigger_class()
+    base = event_trigger_class()
 
     class Strict(base):  # type: ignore[misc, valid-type]
         @property
@@ -381,8 +332,8 @@ def test_a_store_that_cannot_be_replaced_leaves_the_trigger_running_with_one_log
 
     caplog.set_level(logging.INFO, logger="store_metrics")
     with capture_metrics() as metrics:
-        first = asyncio.run(_run_in_airflows_runner(_watcher(Strict), trigger_id=1))
-        second = asyncio.run(_run_in_airflows_runner(_watcher(Strict), trigger_id=2))
+        first = asyncio.run(run_in_airflows_runner(watcher(Strict), trigger_id=1))
+        second = asyncio.run(run_in_airflows_runner(watcher(Strict), trigger_id=2))
     assert first == second == [{"seen": [None, None, "v1", "dflt", None, 2], "wrapped": False}]
     assert metrics.series() == {}
     lines = [r.getMessage() for r in caplog.records if r.name == "store_metrics"]
@@ -416,7 +367,7 @@ def test_an_airflow_without_the_hook_points_gets_one_log_line_and_triggers_run_a
         assert TriggerRunner.__dict__["run_trigger"] is run_trigger
         assert not hasattr(TriggerRunner.__dict__["run"], "__wrapped__")
         with capture_metrics() as metrics:
-            (payload,) = asyncio.run(_run_in_airflows_runner(_watcher()))
+            (payload,) = asyncio.run(run_in_airflows_runner(watcher()))
     finally:
         triggers.uninstall()
         logs.forget("trigger")
@@ -465,28 +416,56 @@ def test_the_triggerer_counts_its_triggers_also_with_count_at_api_server(tmp_pat
 
     A trigger's calls never reach the API server: the triggerer's supervisor answers them through
     an Execution API app of its own, in process (``TriggerRunnerSupervisor.make_client``), which has
-    no plugin middleware. So the triggerer keeps counting them itself.
+    no plugin middleware. So the triggerer keeps counting them itself: here a fresh process with
+    ``count_at = api_server`` and a StatsD backend does what the trigger runner process does (the
+    listener's ``on_starting``, then Airflow's ``TriggerRunner.run``, which configures the emitter
+    before failing to open its comms on a stdin that is no socket), runs one watcher through
+    Airflow's ``run_trigger`` and flushes; its exact lines are read from a real UDP socket.
     """
     script = textwrap.dedent(
         """
-        import json
+        import asyncio, json
         import airflow.jobs.triggerer_job_runner as m
         from store_metrics import plugin, runtime
+        from support.trigger_runs import (
+            answer_from_memory, run_in_airflows_runner, sync_trigger_class, watcher,
+        )
         plugin.listener.on_starting(component=object())
         try:
             m.TriggerRunner().run()
         except OSError:
             pass
-        print(json.dumps({"configured": runtime.is_configured()}))
+        configured = runtime.is_configured()
+        answer_from_memory()
+        payloads = asyncio.run(run_in_airflows_runner(watcher(sync_trigger_class())))
+        flushed = runtime.get_emitter().flush(5)
+        print(json.dumps({"configured": configured, "payloads": payloads, "flushed": flushed}))
         """
     )
-    result, _ = _fresh_process(
-        script,
-        tmp_path,
-        AIRFLOW__STORE_METRICS__COUNT_AT="api_server",
-        AIRFLOW__STORE_METRICS__BACKEND="none",
-    )
-    assert result == {"configured": True}
+    receiver = UdpReceiver()
+    try:
+        result, _ = _fresh_process(
+            script,
+            tmp_path,
+            AIRFLOW__STORE_METRICS__COUNT_AT="api_server",
+            AIRFLOW__STORE_METRICS__BACKEND="statsd",
+            AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
+            AIRFLOW__STORE_METRICS__PORT=str(receiver.port),
+            PYTHONPATH=str(TESTS),
+        )
+        lines = receiver.lines_before_marker()  # the process has exited: everything it sent is here
+    finally:
+        receiver.close()
+    assert result == {
+        "configured": True,
+        "payloads": [{"seen": [None, None, "v1"], "wrapped": True}],
+        "flushed": True,
+    }
+    tags = "dag_id=none,task_id=store_metrics_test_in_process,run_type=asset_watcher,operator=SyncWatermarks"
+    assert sorted(lines) == [
+        f"airflow.asset_state_store.{outcome},{tags}:1|c"
+        for outcome in ("delete", "read_absent", "read_found", "write")
+    ]
 
 
 def _fresh_process(script: str, home: Path, **env: str) -> tuple[Any, str]:

@@ -7,8 +7,11 @@ Importable as ``support`` because ``[tool.pytest.ini_options] pythonpath`` puts 
 * :mod:`support.cli` -- the ``store-metrics`` command in a fresh process;
 * :mod:`support.waiting` -- :func:`~support.waiting.wait_until`, the bounded wait on a condition;
 * :mod:`support.udp` -- :class:`~support.udp.UdpReceiver`, a real UDP socket that records datagrams;
+* :mod:`support.barriers` -- one last count through the same path, proving every earlier one arrived;
 * :mod:`support.otlp` -- a real OTLP/HTTP receiver, and an endpoint that accepts and never answers;
 * :mod:`support.stores` -- :class:`~support.stores.DictStore`, an in-memory task store accessor;
+* :mod:`support.trigger_runs` -- one trigger run through Airflow's ``TriggerRunner.run_trigger``,
+  its supervisor answering from a dict;
 * :mod:`support.tags` -- the tag sets of the stories, and tag values that would break a line;
 * :mod:`support.lines` -- strict parsers for one StatsD counter line;
 * :mod:`support.totals` -- received lines summed per series;
