@@ -1,6 +1,8 @@
 """``store-metrics check``: read the configuration as the plugin would, and prove the target works.
 
-It prints every option with where its value came from, builds and opens the backend in the
+It prints the installed Airflow's release and whether it is a tested one (and whether the
+triggerer and, with ``[core] multi_team``, the API server count), every option with where its value
+came from, builds and opens the backend in the
 foreground (so a failure is reported here, not logged from a worker thread), sends one
 ``store_metrics.check`` increment and flushes it. Exit codes: 0 sent, 1 bad configuration
 (the same message the plugin logs), 2 missing extra, 3 the backend failed, 4 the configuration
@@ -13,6 +15,7 @@ import contextlib
 import sys
 from typing import Any, TextIO
 
+from . import compatibility
 from .backends import create_backend
 from .catalogue import CHECK
 from .config import Settings, load_settings
@@ -74,6 +77,8 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
     width = max(map(len, values))
     for name, value in values.items():
         say(f"  {name:<{width}} = {value!s:<28} ({settings.sources.get(name, 'default')})")
+    for line in compatibility.report():
+        say(line)
     if not settings.enabled:
         say("store-metrics is disabled: tasks run uninstrumented. Nothing sent.")
         return EXIT_OK
