@@ -602,6 +602,15 @@ def mint_token(airflow: Standalone, ti_id: str) -> str:
     )
 
 
+def execution_client(airflow: Standalone, token: str) -> httpx.Client:
+    """A raw HTTP client of the deployment's Execution API, with ``token`` as its bearer."""
+    return httpx.Client(
+        base_url=f"http://127.0.0.1:{airflow.api_port}/execution/",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+
+
 Series = tuple[str, frozenset[tuple[str, str]]]
 
 
@@ -633,11 +642,7 @@ def test_a_raw_http_client_with_a_task_token_is_counted_as_that_task(scraped: Sc
     token = mint_token(airflow, ti_id)
     before = held(prom)
     asset = {"name": "state_store_metrics/asset"}
-    with httpx.Client(
-        base_url=f"http://127.0.0.1:{airflow.api_port}/execution/",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    ) as client:
+    with execution_client(airflow, token) as client:
         answers = [
             client.put(f"store/ti/{ti_id}/raw", json={"value": {"n": 1}}).status_code,
             client.get(f"store/ti/{ti_id}/raw").status_code,
@@ -714,11 +719,7 @@ def test_a_cleared_task_reruns_as_itself_and_its_archived_attempt_counts_as_it(
 
     archived = str(uuid_of(old))
     token = mint_token(airflow, archived)
-    with httpx.Client(
-        base_url=f"http://127.0.0.1:{airflow.api_port}/execution/",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    ) as client:
+    with execution_client(airflow, token) as client:
         answers = [
             client.put(f"store/ti/{archived}/late", json={"value": 1}).status_code,
             client.get(f"store/ti/{archived}/late").status_code,

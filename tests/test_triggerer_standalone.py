@@ -100,6 +100,16 @@ def deploy(root: Path, settings: dict[str, str], plugin: Path | None = None) -> 
     return airflow
 
 
+def to_dogstatsd(receiver: UdpReceiver) -> dict[str, str]:
+    """DogStatsD to ``receiver``, flushed every second (the triggerer keeps running)."""
+    return {
+        "AIRFLOW__STORE_METRICS__BACKEND": "dogstatsd",
+        "AIRFLOW__STORE_METRICS__HOST": "127.0.0.1",
+        "AIRFLOW__STORE_METRICS__PORT": str(receiver.port),
+        "AIRFLOW__STORE_METRICS__FLUSH_INTERVAL": "1",
+    }
+
+
 def run_consumers(airflow: Standalone) -> None:
     """Start Airflow and wait until each watcher fired and its consumer DAG run finished."""
     airflow.start(list(CONSUMERS))
@@ -136,12 +146,7 @@ def dogstatsd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Standa
     receiver = UdpReceiver()
     airflow = deploy(
         tmp_path_factory.mktemp("triggerer-dogstatsd"),
-        {
-            "AIRFLOW__STORE_METRICS__BACKEND": "dogstatsd",
-            "AIRFLOW__STORE_METRICS__HOST": "127.0.0.1",
-            "AIRFLOW__STORE_METRICS__PORT": str(receiver.port),
-            "AIRFLOW__STORE_METRICS__FLUSH_INTERVAL": "1",
-        },
+        to_dogstatsd(receiver),
     )
     try:
         run_consumers(airflow)
@@ -238,12 +243,7 @@ def test_a_changed_trigger_runner_leaves_watchers_unharmed_with_one_log_line(tmp
     receiver = UdpReceiver()
     airflow = deploy(
         tmp_path,
-        {
-            "AIRFLOW__STORE_METRICS__BACKEND": "dogstatsd",
-            "AIRFLOW__STORE_METRICS__HOST": "127.0.0.1",
-            "AIRFLOW__STORE_METRICS__PORT": str(receiver.port),
-            "AIRFLOW__STORE_METRICS__FLUSH_INTERVAL": "1",
-        },
+        to_dogstatsd(receiver),
         plugin=SUPPORT / "plugins" / "store_metrics_test_changed_triggerer.py",
     )
     try:
@@ -279,12 +279,7 @@ def test_a_runner_started_as_a_fresh_interpreter_counts_the_watchers_exactly(tmp
     receiver = UdpReceiver()
     airflow = deploy(
         tmp_path,
-        {
-            "AIRFLOW__STORE_METRICS__BACKEND": "dogstatsd",
-            "AIRFLOW__STORE_METRICS__HOST": "127.0.0.1",
-            "AIRFLOW__STORE_METRICS__PORT": str(receiver.port),
-            "AIRFLOW__STORE_METRICS__FLUSH_INTERVAL": "1",
-        },
+        to_dogstatsd(receiver),
         plugin=SUPPORT / "plugins" / "store_metrics_test_exec_triggerer.py",
     )
     expected = {**WATCHERS, **TASKS}

@@ -207,7 +207,7 @@ class StateStoreListener:
 
     @hookimpl
     def on_starting(self, component: Any) -> None:
-        # In the triggerer (its Job is being made, before the trigger runner subprocess is forked):
+        # In the triggerer (its Job is being made, before the trigger runner subprocess starts):
         # count the state store calls of triggers (store_metrics.triggers). Elsewhere: nothing.
         try:
             triggers.install(_ensure_emitter)
