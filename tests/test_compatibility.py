@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from store_metrics import compatibility
@@ -45,10 +50,25 @@ def test_each_release_is_described_as_tested_supported_or_not() -> None:
 
 
 def test_every_tested_release_is_supported_and_the_extras_say_the_same_range() -> None:
-    from pathlib import Path
-
     assert all(compatibility.is_supported(r) for r in compatibility.TESTED)
     pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text()
     assert pyproject.count(f"apache-airflow[statsd]{compatibility.SUPPORTED}") == 2
     assert f"apache-airflow[celery]{compatibility.SUPPORTED}" in pyproject
     assert "<3.4" not in pyproject
+
+
+def test_an_airflow_that_does_not_load_costs_one_line_not_the_check() -> None:
+    """Airflow imports OpenTelemetry; with it unimportable, Airflow cannot load: one line, no crash."""
+    code = (
+        "import json, sys; sys.modules['opentelemetry'] = None\n"
+        "from store_metrics import compatibility\n"
+        "print(json.dumps(compatibility.report()))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    release, problem = json.loads(proc.stdout.splitlines()[-1])
+    assert release == compatibility.describe_version(compatibility.airflow_version())
+    assert problem.startswith(
+        "airflow: cannot tell what counts on it, it does not load here: ModuleNotFoundError"
+    )
