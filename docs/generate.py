@@ -102,11 +102,14 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 
 #: Minimum versions the repository cannot read from a file of its own, each with where it comes from.
+SITE = "https://store-metrics.github.io/airflow-store-metrics/"
 PROMETHEUS = "2.42.0"  # the Prometheus and promtool every test runs (Debian 12's `prometheus`)
 STATSD_EXPORTER = "0.20.0"  # `observer_type` + `histogram_options` (collector/statsd-mapping-server.yml)
 
 
 def versions_table() -> str:
+    from store_metrics.compatibility import TESTED
+
     """Supported versions: Airflow and Python from pyproject.toml, Grafana from the dashboard."""
     import json
 
@@ -121,8 +124,8 @@ def versions_table() -> str:
     rows = [
         "| component | minimum | why |",
         "|---|---|---|",
-        f"| Apache Airflow | {low} (below {high}) | the state store came with 3.3; every 3.3 release "
-        "is tested |",
+        f"| Apache Airflow | {low} (below {high}) | the state store came with 3.3; tested on "
+        f"{', '.join(TESTED)} ([what runs where]({SITE}airflow-versions/)) |",
         f"| Python | {python} | the package's `requires-python` |",
         f"| Prometheus | {PROMETHEUS} | the version the rules and their unit tests run on |",
         f"| statsd_exporter | {STATSD_EXPORTER} | the API server mappings use `observer_type` and "

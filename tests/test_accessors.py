@@ -1,7 +1,8 @@
 """The instrumented accessors: exact counts, exact pass-through.
 
-The inner stores here are small in-memory fakes with the shape of the Task SDK 1.3.2 accessors
-(``TaskStateStoreAccessor``, ``AssetStateStoreAccessor``, ``AssetStateStoreAccessors``). They
+The inner stores here are small in-memory fakes with the shape of the Task SDK accessors
+(``TaskStateStoreAccessor`` of 1.3, sync only, and of 1.4, with ``aget/aset/adelete/aclear``;
+``AssetStateStoreAccessor``, ``AssetStateStoreAccessors``). They
 stand in for the supervisor round trip a real accessor makes, which only exists inside a running
 Airflow task; real Airflow is exercised by the Airflow tests (``tests/test_airflow*``), and
 ``test_fakes_have_the_shape_of_airflows_accessors`` checks the fakes against the installed
@@ -91,6 +92,26 @@ class FakeTaskStore:
 
     def _clear_backend_only(self) -> None:
         self.backend_cleared += 1
+
+
+class FakeAsyncTaskStore(FakeTaskStore):
+    """Shaped like TaskStateStoreAccessor in Task SDK 1.4: the sync methods and their async twins."""
+
+    async def aget(self, key: str, default: Any = None) -> Any:
+        await asyncio.sleep(0)
+        return self.get(key, default)
+
+    async def aset(self, key: str, value: Any, *, retention: Any = NOT_GIVEN) -> None:
+        await asyncio.sleep(0)
+        self.set(key, value, **({} if retention is NOT_GIVEN else {"retention": retention}))
+
+    async def adelete(self, key: str) -> None:
+        await asyncio.sleep(0)
+        self.delete(key)
+
+    async def aclear(self) -> None:
+        await asyncio.sleep(0)
+        self.clear()
 
 
 class FakeAssetStore:
@@ -400,6 +421,33 @@ def test_async_methods_are_counted_like_sync_ones(metrics: MetricsRecorder) -> N
         "asset_state_store.delete": 1,
         "asset_state_store.clear": 1,
     }
+
+
+def test_an_async_task_stores_calls_are_counted_like_sync_ones(metrics: MetricsRecorder) -> None:
+    """Task SDK 1.4's task accessor has aget/aset/adelete/aclear: the wrapper has them and counts them."""
+    inner = FakeAsyncTaskStore()
+    store = store_metrics.instrument_task_store(inner, metrics, TAGS)
+    six_hours = timedelta(hours=6)
+
+    async def story() -> list[Any]:
+        results = [await store.aget("job_id")]
+        await store.aset("job_id", "j-1", retention=six_hours)
+        results.append(await store.aget("job_id", "j-1"))  # found, though equal to the default
+        await store.adelete("job_id")
+        results.append(await store.aget("job_id", "gone"))
+        await store.aclear()
+        return results
+
+    assert asyncio.run(story()) == [None, "j-1", "gone"]
+    assert metrics.counts() == {
+        "task_state_store.read_absent": 2,
+        "task_state_store.write": 1,
+        "task_state_store.read_found": 1,
+        "task_state_store.delete": 1,
+        "task_state_store.clear": 1,
+    }
+    # retention= reached the accessor unchanged.
+    assert ("set", ("job_id", "j-1"), {"retention": six_hours}) in inner.calls
 
 
 @pytest.mark.parametrize("operation", ["get", "set", "delete", "clear"])
@@ -712,11 +760,14 @@ def test_fakes_have_the_shape_of_airflows_accessors(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     real = json.loads(done.stdout.strip().splitlines()[-1])
     # Same methods, same parameter names and kinds (annotations differ: no Airflow types here).
-    assert _fake_shape(FakeTaskStore) == real["shapes"]["TaskStateStoreAccessor"]
+    # The task accessor is sync only up to Task SDK 1.3; 1.4 (Airflow 3.4) adds the async four.
+    task_async = "aget" in real["shapes"]["TaskStateStoreAccessor"]
+    fake_task = FakeAsyncTaskStore if task_async else FakeTaskStore
+    assert _fake_shape(fake_task) == real["shapes"]["TaskStateStoreAccessor"]
     assert _fake_shape(FakeAssetStore) == real["shapes"]["AssetStateStoreAccessor"]
     assert _fake_shape(FakeAssetStores) == real["shapes"]["AssetStateStoreAccessors"]
-    # Wrapping the real classes: isinstance, ==, hash, repr pass through; the 1.3.2 task
-    # accessor is sync only, so its wrapper has no aget; the asset accessor has all four.
-    assert real["task"] == [True, True, True, True, True, False, True]
+    # Wrapping the real classes: isinstance, ==, hash, repr pass through; the task accessor's
+    # wrapper has aget exactly when the accessor has; the asset accessor has all four.
+    assert real["task"] == [True, True, True, True, True, task_async, True]
     assert real["asset"] == [True, True, [True, True, True, True]]
     assert real["mapping"] == [True, True, "InstrumentedAsyncAssetMapping"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from support.airflow import AirflowHome, make_home
+from support.airflow import TESTS, AirflowHome, make_home
 from support.totals import by_name, totals
 from support.udp import UdpReceiver
 from support.waiting import wait_until
@@ -246,6 +247,67 @@ def test_stays_out_of_the_way_when_airflow_counts_itself(
     assert result["log"].count("counts state store calls itself; the plugin stays out of the way") == 1
     # The runs have exited: anything they sent is ahead of a marker sent now.
     assert receiver.lines_before_marker() == []
+
+
+#: Airflow's own API server setup of plugins (``init_plugins``) on a fresh FastAPI app: which root
+#: middlewares it added, and what store-metrics logged while Airflow loaded the plugins.
+_INIT_PLUGINS = """
+import json, logging
+records = []
+
+class Keep(logging.Handler):
+    def emit(self, record):
+        records.append([record.levelname, record.getMessage()])
+
+logging.getLogger("store_metrics").addHandler(Keep())
+from fastapi import FastAPI
+from airflow.api_fastapi.app import init_plugins
+from airflow.plugins_manager import AirflowPlugin
+
+app = FastAPI()
+init_plugins(app)
+print(json.dumps({"middlewares": [m.cls.__name__ for m in app.user_middleware], "records": records,
+                  "team_scoped_plugins": hasattr(AirflowPlugin, "team_name")}))
+"""
+
+
+def test_with_multi_team_on_the_api_server_keeps_the_global_plugins_middleware(
+    home: AirflowHome, tmp_path: Path
+) -> None:
+    """``[core] multi_team`` on, store-metrics' own plugin (global) beside a copy given a team_name.
+
+    Airflow 3.4 skips a team-scoped plugin's root middleware: the copy's is skipped and store-metrics
+    says once why that plugin counts nothing in the API server; the global plugin's is added. Airflow
+    3.3 has no team-scoped plugins: both are added, and nothing is said.
+    """
+    shutil.copy(TESTS / "server_plugins" / "store_metrics_test_team_scoped.py", tmp_path)
+    env = home.env(AIRFLOW__CORE__MULTI_TEAM="True", AIRFLOW__CORE__PLUGINS_FOLDER=str(tmp_path))
+    proc = subprocess.run(
+        [sys.executable, "-c", _INIT_PLUGINS],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result = json.loads(proc.stdout.splitlines()[-1])
+    ours = result["middlewares"].count("StateStoreRouteMetrics")
+    if result["team_scoped_plugins"]:
+        assert ours == 1, result
+        assert result["records"] == [
+            [
+                "WARNING",
+                "store-metrics: server-side counting is off: plugin 'store_metrics_test_team_scoped' has "
+                "team_name = 'payments' and [core] multi_team is on: Airflow skips the root middlewares of "
+                "team-scoped plugins, so the API server counts no state store request (no route metrics, "
+                "and with count_at = api_server nothing at all). Leave team_name unset: the plugin is "
+                "global, and calls still carry their own team_name tag",
+            ]
+        ]
+    else:
+        assert ours == 2, result
+        assert result["records"] == []
 
 
 def test_the_plugin_is_listed_by_airflow(home: AirflowHome) -> None:

@@ -2,8 +2,9 @@
 
 Two deployments, each a real ``airflow standalone`` (LocalExecutor: every task its own short-lived
 process) running the same DAG runs: the upstream proposal's four scenarios (scenario 2 twice),
-three mapped instances of one task, an async task on its asset's store, and six tasks using the
-task store at once (at least four in parallel):
+three mapped instances of one task, an async task on its asset's store, an async task on its task
+store (``aget``/``aset``/``adelete``/``aclear`` on Airflow 3.4; the sync methods on 3.3, which has
+no others), and six tasks using the task store at once (at least four in parallel):
 
 * **Switching** (one deployment, one metadata database, one UDP socket, DogStatsD): the runs with
   ``count_at = tasks``, then the same deployment restarted with ``count_at = api_server`` and the
@@ -15,7 +16,9 @@ task store at once (at least four in parallel):
   directly: no Collector, no StatsD): the series Prometheus holds, summed across workers, are
   exactly those the task side sent in the switching deployment's first phase; every dashboard
   query returns what the calls say; and calls made by a raw HTTP client with a task token minted
-  by Airflow's own JWT generator are counted with that task instance's tags.
+  by Airflow's own JWT generator are counted with that task instance's tags. A task cleared and
+  re-run is counted as itself, and so are calls still made as its archived attempt (a write Airflow
+  refuses with 410 Gone on 3.4: ``error``; a read answered 404: ``read_absent``).
 
 Under ``dag.test()`` there is no API server: with ``count_at = api_server`` nothing is counted.
 """
@@ -66,6 +69,7 @@ TASKS = {
     "example_resumable_job": ("run_batch_job", MOCK),
     "store_metrics_mapped": ("resume_or_start", PYOP),
     "store_metrics_async_assets": ("async_watermark", PYOP),
+    "store_metrics_async_task_store": ("async_task_store", PYOP),
 }
 CONCURRENT = "store_metrics_concurrent"
 #: The DAG runs, in two waves: scenario 2's second run must find what its first one wrote.
@@ -77,9 +81,12 @@ SECOND_WAVE = (
     "example_resumable_job",
     "store_metrics_mapped",
     "store_metrics_async_assets",
+    "store_metrics_async_task_store",
     CONCURRENT,
 )
 DAG_IDS = sorted({*FIRST_WAVE, *SECOND_WAVE})
+#: What tests/dags/store_metrics_async_task_store.py calls, async or not.
+ASYNC_TASK_STORE = {"read_absent": 2, "write": 1, "read_found": 1, "delete": 1, "clear": 1}
 
 
 # -- what the runs call ------------------------------------------------------------------------------
@@ -127,6 +134,15 @@ class Calls:
         elif dag_id == "store_metrics_async_assets":
             for outcome in ("write", "read_found", "delete", "read_absent", "clear"):
                 self.add(dag_id, "asset", outcome)
+        elif dag_id == "store_metrics_async_task_store":
+            for outcome, calls in {
+                "read_absent": 2,
+                "write": 1,
+                "read_found": 1,
+                "delete": 1,
+                "clear": 1,
+            }.items():
+                self.add(dag_id, "task", outcome, calls)
         elif dag_id == CONCURRENT:
             for n in range(6):
                 for outcome, calls in {
@@ -321,10 +337,26 @@ def switching(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Switching]:
         receiver.close()
 
 
+def task_store_is_async() -> bool:
+    """Whether this Task SDK's task store accessor has aget/aset/adelete/aclear (1.4, Airflow 3.4)."""
+    from airflow.sdk.execution_time.context import TaskStateStoreAccessor
+
+    return hasattr(TaskStateStoreAccessor, "aget")
+
+
 def test_count_at_tasks_counts_each_call_once_on_the_task_side(switching: Switching) -> None:
     expected, received = switching.phases["tasks"]
     assert received == expected
     assert "count_at = api_server" not in switching.logs["tasks"]
+
+
+@pytest.mark.parametrize("phase", ["tasks", "api_server"])
+def test_the_async_task_used_the_async_task_store_methods_where_airflow_has_them(
+    switching: Switching, phase: str
+) -> None:
+    """Its calls are in the exact totals above; here: on Airflow 3.4 they were aget/aset/..."""
+    methods = "async" if task_store_is_async() else "sync"
+    assert f"task store methods: {methods}" in switching.logs[phase]
 
 
 def test_switching_to_api_server_counts_each_call_once_on_the_api_server(switching: Switching) -> None:
@@ -554,16 +586,63 @@ def worker_rates(prom: Prometheus, model: e2e.Model, range_seconds: int, at: flo
 # -- any Execution API client with a task token ----------------------------------------------------
 
 
-def mint_token(airflow: Standalone, ti_id: str) -> str:
-    """A task token for ``ti_id``, signed by Airflow's own generator with the deployment's secret."""
-    code = (
-        "from airflow.api_fastapi.execution_api.app import _jwt_generator\n"
-        f"print(_jwt_generator().generate(extras={{'sub': {ti_id!r}}}))\n"
-    )
+def in_deployment(airflow: Standalone, code: str) -> str:
+    """Run ``code`` in a fresh interpreter with the deployment's environment; its last line of output."""
     proc = subprocess.run(
         [sys.executable, "-c", code], env=airflow.env, capture_output=True, text=True, timeout=120, check=True
     )
     return proc.stdout.strip().splitlines()[-1]
+
+
+def mint_token(airflow: Standalone, ti_id: str) -> str:
+    """A task token for ``ti_id``, signed by Airflow's own generator with the deployment's secret."""
+    return in_deployment(
+        airflow,
+        "from airflow.api_fastapi.execution_api.app import _jwt_generator\n"
+        f"print(_jwt_generator().generate(extras={{'sub': {ti_id!r}}}))\n",
+    )
+
+
+def execution_client(airflow: Standalone, token: str) -> httpx.Client:
+    """A raw HTTP client of the deployment's Execution API, with ``token`` as its bearer."""
+    return httpx.Client(
+        base_url=f"http://127.0.0.1:{airflow.api_port}/execution/",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
+
+
+Series = tuple[str, frozenset[tuple[str, str]]]
+
+
+def series_of(store: str, outcome: str, labels: Mapping[str, str]) -> Series:
+    return catalogue.get(f"{store}_state_store.{outcome}").prometheus_name(), frozenset(labels.items())
+
+
+def wait_for_delta(
+    prom: Prometheus, before: Mapping[Series, float], wanted: Mapping[Series, float], marker: Series
+) -> None:
+    """Wait until Prometheus holds ``wanted``'s calls more than ``before`` and one ``marker`` call; then
+    what it gained, the marker aside, must be exactly ``wanted``.
+
+    The marker is a raw client's last request: on the same connection (so the same API server worker),
+    as the same task instance (so counted after its other requests, even those waiting for its
+    metadata query), on a series of its own. A worker's counters are scraped whole: once a scrape
+    holds the marker, it holds every count that worker made before it, anything counted twice too.
+    """
+
+    def delta() -> dict[Series, float]:
+        now = held(prom)
+        return {k: v - before.get(k, 0.0) for k, v in now.items() if v != before.get(k, 0.0)}
+
+    def arrived() -> bool:
+        got = delta()
+        return got.get(marker) == 1 and sum(got.values()) - 1 >= sum(wanted.values())
+
+    e2e.wait_for(arrived, 60, "the calls, up to the marker, in Prometheus")
+    got = delta()
+    del got[marker]
+    assert got == wanted
 
 
 def test_a_raw_http_client_with_a_task_token_is_counted_as_that_task(scraped: Scraped) -> None:
@@ -577,11 +656,7 @@ def test_a_raw_http_client_with_a_task_token_is_counted_as_that_task(scraped: Sc
     token = mint_token(airflow, ti_id)
     before = held(prom)
     asset = {"name": "state_store_metrics/asset"}
-    with httpx.Client(
-        base_url=f"http://127.0.0.1:{airflow.api_port}/execution/",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=30,
-    ) as client:
+    with execution_client(airflow, token) as client:
         answers = [
             client.put(f"store/ti/{ti_id}/raw", json={"value": {"n": 1}}).status_code,
             client.get(f"store/ti/{ti_id}/raw").status_code,
@@ -606,10 +681,7 @@ def test_a_raw_http_client_with_a_task_token_is_counted_as_that_task(scraped: Sc
     assert marker == 403
     tags = dict(_series("state_store_metrics_01", "touch_store", PYOP))
     unknown = {"dag_id": "unknown", "task_id": "unknown", "run_type": "unknown", "operator": "unknown"}
-
-    def key(store: str, outcome: str, labels: dict[str, str]) -> tuple[str, frozenset[tuple[str, str]]]:
-        return catalogue.get(f"{store}_state_store.{outcome}").prometheus_name(), frozenset(labels.items())
-
+    key = series_of
     wanted = {
         key("task", "write", tags): 1,
         key("task", "read_found", tags): 1,
@@ -626,23 +698,92 @@ def test_a_raw_http_client_with_a_task_token_is_counted_as_that_task(scraped: Sc
         # No valid token: no task instance to name.
         key("task", "error", {**unknown, "operation": "get"}): 1,
     }
+    wait_for_delta(prom, before, wanted, marker=key("task", "error", {**tags, "operation": "clear"}))
 
-    def delta() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-        now = held(prom)
-        return {k: v - before.get(k, 0.0) for k, v in now.items() if v != before.get(k, 0.0)}
 
-    # The worker's counters are scraped whole: once a scrape holds the marker, it holds every count
-    # the worker made before it, anything counted twice included.
-    last = key("task", "error", {**tags, "operation": "clear"})
+# -- a cleared task: its new attempt, and calls still made as the archived one ---------------------------
 
-    def arrived() -> bool:
-        got = delta()
-        return got.get(last) == 1 and sum(got.values()) - 1 >= sum(wanted.values())
 
-    e2e.wait_for(arrived, 30, "the raw calls, up to the last one, in Prometheus")
-    got = delta()
-    del got[last]
-    assert got == wanted
+def test_a_cleared_task_reruns_as_itself_and_its_archived_attempt_counts_as_it(
+    scraped: Scraped,
+) -> None:
+    """Clearing a finished task makes a new attempt with a new task instance id and archives the old
+    one: Airflow 3.4 keeps it in ``task_instance`` outside the working set (hidden from ORM queries
+    without ``include_all_attempts``), 3.3 moves it to ``task_instance_history``. The re-run counts as
+    the task, and so do calls made with the old attempt's token: the write Airflow refuses (410 Gone
+    on 3.4, 404 on 3.3) as ``error{operation=set}``, the read it answers 404 as ``read_absent``."""
+    airflow, prom = scraped.airflow, scraped.prom
+    dag_id, (task_id, operator) = "state_store_metrics_03", TASKS["state_store_metrics_03"]
+    ((old, run_id),) = airflow.home.query(
+        "select id, run_id from task_instance where dag_id = ? and task_id = ?", dag_id, task_id
+    )
+    before = held(prom)
+    api(
+        airflow,
+        "POST",
+        f"/api/v2/dags/{dag_id}/clearTaskInstances",
+        {"dry_run": False, "dag_run_id": run_id, "task_ids": [task_id], "only_failed": False},
+    )
+
+    def rerun() -> bool:
+        attempts = airflow.home.query(
+            "select count(*) from task_instance where dag_id = ? and task_id = ? and id != ? and state = ?",
+            dag_id, task_id, old, "success",
+        )  # fmt: skip
+        runs = airflow.home.query("select state from dag_run where run_id = ?", run_id)
+        return attempts == [(1,)] and runs == [("success",)]
+
+    wait_until(lambda: rerun() or airflow._died(), 120, interval=0.5)
+    assert rerun(), airflow.log_tail()
+
+    archived = str(uuid_of(old))
+    token = mint_token(airflow, archived)
+    other = airflow.home.query("select id from task_instance where dag_id = 'state_store_metrics_01'")[0][0]
+    with execution_client(airflow, token) as client:
+        answers = [
+            client.put(f"store/ti/{archived}/late", json={"value": 1}).status_code,
+            client.get(f"store/ti/{archived}/late").status_code,
+        ]
+        # The marker (wait_for_delta): clearing another task's store, refused (403, or 410 from 3.4's
+        # live-attempt check), an error of operation clear under the archived attempt's own tags.
+        assert client.delete(f"store/ti/{uuid_of(other)}").status_code in (403, 410)
+    archives_in_place = airflow_version() >= (3, 4)
+    assert answers == [410 if archives_in_place else 404, 404]
+
+    tags = dict(_series(dag_id, task_id, operator))
+    rerun_calls = Calls()
+    rerun_calls.run(dag_id)
+    wanted = {
+        **as_prometheus(rerun_calls.totals),
+        series_of("task", "error", {**tags, "operation": "set"}): 1,
+        series_of("task", "read_absent", tags): 1,
+    }
+    wait_for_delta(prom, before, wanted, marker=series_of("task", "error", {**tags, "operation": "clear"}))
+
+    # The query a cold API server worker makes finds the archived attempt, where a plain ORM query
+    # on TaskInstance (working set only on 3.4; the row has moved on 3.3) finds nothing.
+    found = json.loads(
+        in_deployment(
+            airflow,
+            "import json, uuid\n"
+            "from sqlalchemy import select\n"
+            "from airflow.models.taskinstance import TaskInstance\n"
+            "from airflow.utils.session import create_session\n"
+            "from store_metrics.server.attribution import lookup_task_instance\n"
+            f"ti = uuid.UUID({archived!r})\n"
+            "with create_session() as session:\n"
+            "    plain = session.scalar(select(TaskInstance.task_id).where(TaskInstance.id == ti))\n"
+            "print(json.dumps({'plain': plain, 'tags': lookup_task_instance(ti)}))\n",
+        )
+    )
+    assert found == {"plain": None, "tags": tags}
+
+
+def airflow_version() -> tuple[int, int]:
+    from importlib.metadata import version
+
+    major, minor = version("apache-airflow-core").split(".")[:2]
+    return int(major), int(minor)
 
 
 def uuid_of(value: Any) -> Any:

@@ -86,7 +86,7 @@ def test_the_readme_states_the_supported_versions_as_the_docs_do() -> None:
         r"<!-- versions:start -->\n(.*?)<!-- versions:end -->", README.read_text(), re.S
     )
     assert readme_block == gen.versions_table()
-    assert "| Apache Airflow | 3.3.0 (below 3.4) |" in readme_block
+    assert "| Apache Airflow | 3.3.0 (below 3.5) |" in readme_block
 
 
 def test_the_docs_command_tables_are_what_the_command_prints() -> None:

@@ -24,7 +24,7 @@ from store_metrics import catalogue
 from store_metrics.catalogue import OTHER, Kind, Store
 from store_metrics.inventory.footprint import Group, bound, footprint_of
 from store_metrics.inventory.table import age
-from support.airflow import clean_environ
+from support.airflow import clean_environ, map_index_column
 from support.otlp import SilentTcpServer
 from support.udp import UdpReceiver
 from support.waiting import wait_until
@@ -424,10 +424,12 @@ def test_a_statement_timeout_on_sqlite_costs_one_line_and_exit_code_3(world: Wor
     shutil.copy(Path(world.url.removeprefix("sqlite:///")), db)
     with sqlite3.connect(db) as conn:
         run_id, dag_run_id = conn.execute("select run_id, id from dag_run limit 1").fetchone()
+        # Airflow 3.4 renamed map_index (its new region_id has a default).
+        index = map_index_column({row[1] for row in conn.execute("pragma table_info(task_state_store)")})
         conn.execute(
             "with recursive n(i) as (select 1 union all select i + 1 from n where i < 200000) "
             "insert into task_state_store "
-            "(dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at) "
+            f"(dag_run_id, task_id, {index}, key, dag_id, run_id, value, updated_at) "
             "select ?, 'bulk', -1, 'k' || i, 'bulk_dag', ?, '\"' || hex(randomblob(20)) || '\"', "
             "'2026-01-01 00:00:00.000000' from n",
             (dag_run_id, run_id),

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from store_metrics import plugin
+from store_metrics import compatibility, plugin
 from support.airflow import clean_environ
 from support.otlp import SilentTcpServer
 from support.ports import free_port
@@ -87,6 +87,38 @@ def test_an_airflow_whose_accessor_takes_stats_tags_counts_itself(monkeypatch: p
         assert plugin.airflow_emits_state_store_metrics() is True
     finally:
         plugin.airflow_emits_state_store_metrics.cache_clear()
+
+
+def test_check_names_this_airflow_release_and_what_counts_on_it(tmp_path: Path) -> None:
+    """``store-metrics check`` as a user runs it: the release, whether it is tested, the triggerer."""
+    release = compatibility.airflow_version()
+    assert release is not None
+    environ = {**clean_environ(), "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__STORE_METRICS__BACKEND": "none"}
+
+    def check(**env: str) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "store_metrics.cli", "check"],
+            env={**environ, **env}, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 4, proc.stdout + proc.stderr  # backend none: sends nowhere
+        return proc
+
+    proc = check()
+    lines = proc.stdout.splitlines()
+    tested = ", ".join(compatibility.TESTED)
+    if release in compatibility.TESTED:
+        assert f"airflow: apache-airflow {release}, a tested release (tested: {tested})" in lines
+    else:  # a newer release the matrix picked from the index before TESTED names it
+        assert f"airflow: apache-airflow {release}, supported (>=3.3.0,<3.5) but not a tested release" in (
+            proc.stdout
+        )
+    assert "triggerer: asset watchers' state store calls are counted (the trigger runner is forked)" in lines
+    assert not any(line.startswith("multi-team") for line in lines)  # [core] multi_team is off
+    multi_team = check(AIRFLOW__CORE__MULTI_TEAM="True").stdout.splitlines()
+    assert (
+        "multi-team: the API server adds store-metrics' middleware ([core] multi_team is on; the "
+        "store_metrics plugin is global, with no team_name)"
+    ) in multi_team
 
 
 def test_the_plugin_registers_the_listener_and_the_server_middleware() -> None:

@@ -86,6 +86,11 @@ def test_status_class(status: int, klass: str) -> None:
         ("set", 422, "error"),
         ("delete", 204, "delete"),
         ("delete", 404, "error"),
+        # A mutation from an attempt Airflow 3.4 archived (a retry or a clear replaced it): 410 Gone,
+        # which the task side sees as the accessor's exception.
+        ("set", 410, "error"),
+        ("delete", 410, "error"),
+        ("clear", 410, "error"),
         ("clear", 204, "clear"),
         ("clear", 500, "error"),
     ],

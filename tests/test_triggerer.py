@@ -72,7 +72,7 @@ def hooked() -> Iterator[None]:
 # -- the hook points ----------------------------------------------------------------------------------
 
 
-def test_airflow_3_3_2_has_the_two_methods_the_hook_wraps() -> None:
+def test_this_airflow_has_the_two_methods_the_hook_wraps() -> None:
     from airflow.jobs.triggerer_job_runner import TriggerRunner
 
     points = triggers.hook_points(TriggerRunner)
@@ -376,8 +376,8 @@ def test_an_airflow_without_the_hook_points_gets_one_log_line_and_triggers_run_a
     lines = [r.getMessage() for r in caplog.records if r.name == "store_metrics"]
     assert lines == [
         "store-metrics: triggers' state store calls are not counted in this triggerer: TriggerRunner."
-        "run_trigger does not take (trigger_id, trigger, ...) (the hook fits Airflow 3.3's trigger "
-        "runner); triggers run as usual"
+        "run_trigger does not take (trigger_id, trigger, ...) (the hook fits Airflow 3.3's and 3.4's "
+        "trigger runner); triggers run as usual"
     ]
 
 
@@ -466,6 +466,123 @@ def test_the_triggerer_counts_its_triggers_also_with_count_at_api_server(tmp_pat
         f"airflow.asset_state_store.{outcome},{tags}:1|c"
         for outcome in ("delete", "read_absent", "read_found", "write")
     ]
+
+
+# -- a trigger runner started as a fresh interpreter (Airflow 3.4's use_exec) ----------------------------
+
+#: The triggerer's process: the plugin's on_starting, on an Airflow whose platform gate for a fresh
+#: interpreter (supervisor._should_use_exec, Airflow 3.4: true on macOS) says ``argv[1]``, and whose
+#: runner entry point is a plain function when ``argv[2]`` says so. Prints what Airflow would start
+#: the runner with (``module:qualname``, as TriggerRunnerSupervisor.start derives it for use_exec),
+#: what ``store-metrics check`` says, and every store_metrics log line.
+_TRIGGERER = textwrap.dedent(
+    """
+    import json, logging, sys
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append([record.levelname, record.getMessage()])
+
+    logging.getLogger("store_metrics").addHandler(Keep())
+    logging.getLogger("store_metrics").setLevel(logging.INFO)
+    import airflow.jobs.triggerer_job_runner as m
+    from airflow.sdk.execution_time import supervisor
+    from store_metrics import plugin, triggers
+
+    supervisor._should_use_exec = lambda: sys.argv[1] == "exec"
+    if sys.argv[2] == "changed":
+        m.TriggerRunnerSupervisor.run_in_process = staticmethod(lambda: m.TriggerRunner().run())
+    plugin.listener.on_starting(component=object())
+    target = m.TriggerRunnerSupervisor.run_in_process
+    print(json.dumps({"target": f"{target.__module__}:{target.__qualname__}", "records": records,
+                      "check": triggers.describe_triggerer()}))
+    """
+)
+
+
+OURS = "store_metrics.triggers:run_trigger_runner"
+COUNTING = "store-metrics: counting the state store calls of triggers in this triggerer"
+FRESH = (
+    "store-metrics: this triggerer starts its trigger runner as a fresh interpreter (use_exec); "
+    f"store-metrics hooks it from the runner's entry point ({OURS})"
+)
+NO_ENTRY = (
+    "its trigger runner starts as a fresh interpreter (use_exec), which loads no plugin, and "
+    "TriggerRunnerSupervisor.run_in_process is not a classmethod without arguments"
+)
+NOT_COUNTED = (
+    f"store-metrics: triggers' state store calls are not counted in this triggerer: {NO_ENTRY} "
+    "(the hook fits Airflow 3.3's and 3.4's trigger runner); triggers run as usual"
+)
+CHECK_FORKED = "triggerer: asset watchers' state store calls are counted (the trigger runner is forked)"
+CHECK_FRESH = (
+    "triggerer: asset watchers' state store calls are counted; the trigger runner starts as a fresh "
+    "interpreter (use_exec) and is hooked from its entry point"
+)
+CHECK_NOT_COUNTED = "triggerer: asset watchers' state store calls are NOT counted: " + NO_ENTRY.replace(
+    "its trigger runner", "the trigger runner"
+)
+
+
+@pytest.mark.parametrize(
+    ("start", "entry", "expected"),
+    [
+        pytest.param(
+            "fork", "airflows",
+            {"target": OURS, "records": [["INFO", COUNTING]], "check": CHECK_FORKED},
+            id="forked",
+        ),
+        pytest.param(
+            "exec", "airflows",
+            {"target": OURS, "records": [["INFO", FRESH]], "check": CHECK_FRESH},
+            id="fresh-interpreter",
+        ),
+        pytest.param(
+            "exec", "changed",
+            {"target": "__main__:<lambda>", "records": [["WARNING", NOT_COUNTED]],
+             "check": CHECK_NOT_COUNTED},
+            id="fresh-interpreter-entry-changed",
+        ),
+    ],
+)  # fmt: skip
+def test_the_triggerer_says_once_how_its_runner_is_hooked_and_check_says_the_same(
+    tmp_path: Path, start: str, entry: str, expected: dict[str, Any]
+) -> None:
+    environ = {**clean_environ(), "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__STORE_METRICS__BACKEND": "none"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _TRIGGERER, start, entry],
+        env=environ, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == expected
+
+
+def test_a_runner_started_as_a_fresh_interpreter_hooks_itself_from_its_entry_point(tmp_path: Path) -> None:
+    """What a fresh interpreter (``use_exec``) runs: the target Airflow names in ``_AIRFLOW_CHILD_TARGET``,
+    resolved with ``pkgutil.resolve_name`` as Airflow 3.4's ``_child_exec_main`` does, in a process
+    that loaded no plugin. It hooks that process (configures the emitter, wraps the runner), then
+    Airflow's own entry point runs and fails to open its comms on a stdin that is no socket, exactly
+    as it would without the plugin. (tests/test_triggerer_standalone.py starts a real one.)"""
+    script = textwrap.dedent(
+        """
+        import json, logging, pkgutil, sys
+        logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+        from store_metrics import runtime, triggers
+        raised = None
+        try:
+            pkgutil.resolve_name("store_metrics.triggers:run_trigger_runner")()
+        except Exception as exc:
+            raised = type(exc).__name__
+        import airflow.jobs.triggerer_job_runner as m
+        print(json.dumps({"raised": raised, "hooked": triggers._hook.installed,
+                          "configured": runtime.is_configured(),
+                          "wrapped": hasattr(m.TriggerRunner.run, "__wrapped__")}))
+        """
+    )
+    result, output = _fresh_process(script, tmp_path, AIRFLOW__STORE_METRICS__BACKEND="none")
+    assert result == {"raised": "OSError", "hooked": True, "configured": True, "wrapped": True}
+    assert output.count("counting the state store calls of triggers in this triggerer") == 1
 
 
 def _fresh_process(script: str, home: Path, **env: str) -> tuple[Any, str]:

@@ -13,6 +13,9 @@ the watermark (one ``read_found``, tagged as that task).
   arrive at task end, the triggerer's only when it stops (its shutdown flush), exactly.
 * A plugin that makes this Airflow's trigger runner look changed: one log line, the watchers run and
   fire as before, with what they saw (values and exceptions) identical, and nothing counted for them.
+* Airflow 3.4 only: a plugin that makes this Linux triggerer start its trigger runner as a fresh
+  interpreter (``use_exec``, what macOS does): the runner hooks itself from its entry point, and the
+  watchers' calls are counted exactly as with a forked runner.
 """
 
 from __future__ import annotations
@@ -97,6 +100,16 @@ def deploy(root: Path, settings: dict[str, str], plugin: Path | None = None) -> 
     return airflow
 
 
+def to_dogstatsd(receiver: UdpReceiver) -> dict[str, str]:
+    """DogStatsD to ``receiver``, flushed every second (the triggerer keeps running)."""
+    return {
+        "AIRFLOW__STORE_METRICS__BACKEND": "dogstatsd",
+        "AIRFLOW__STORE_METRICS__HOST": "127.0.0.1",
+        "AIRFLOW__STORE_METRICS__PORT": str(receiver.port),
+        "AIRFLOW__STORE_METRICS__FLUSH_INTERVAL": "1",
+    }
+
+
 def run_consumers(airflow: Standalone) -> None:
     """Start Airflow and wait until each watcher fired and its consumer DAG run finished."""
     airflow.start(list(CONSUMERS))
@@ -133,12 +146,7 @@ def dogstatsd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Standa
     receiver = UdpReceiver()
     airflow = deploy(
         tmp_path_factory.mktemp("triggerer-dogstatsd"),
-        {
-            "AIRFLOW__STORE_METRICS__BACKEND": "dogstatsd",
-            "AIRFLOW__STORE_METRICS__HOST": "127.0.0.1",
-            "AIRFLOW__STORE_METRICS__PORT": str(receiver.port),
-            "AIRFLOW__STORE_METRICS__FLUSH_INTERVAL": "1",
-        },
+        to_dogstatsd(receiver),
     )
     try:
         run_consumers(airflow)
@@ -235,12 +243,7 @@ def test_a_changed_trigger_runner_leaves_watchers_unharmed_with_one_log_line(tmp
     receiver = UdpReceiver()
     airflow = deploy(
         tmp_path,
-        {
-            "AIRFLOW__STORE_METRICS__BACKEND": "dogstatsd",
-            "AIRFLOW__STORE_METRICS__HOST": "127.0.0.1",
-            "AIRFLOW__STORE_METRICS__PORT": str(receiver.port),
-            "AIRFLOW__STORE_METRICS__FLUSH_INTERVAL": "1",
-        },
+        to_dogstatsd(receiver),
         plugin=SUPPORT / "plugins" / "store_metrics_test_changed_triggerer.py",
     )
     try:
@@ -255,6 +258,41 @@ def test_a_changed_trigger_runner_leaves_watchers_unharmed_with_one_log_line(tmp
         assert len(lines) == 1, airflow.log_tail()
         assert "run_trigger does not take (trigger_id, trigger, ...)" in lines[0]
         assert not triggerer_lines(airflow, "counting the state store calls of triggers")
+    finally:
+        airflow.stop()
+        receiver.close()
+
+
+# -- a trigger runner started as a fresh interpreter (Airflow 3.4's use_exec) -------------------------------
+
+
+def _starts_runner_with_use_exec() -> bool:
+    """Whether this Airflow has the gate its triggerer asks (``supervisor._should_use_exec``, 3.4 on)."""
+    from airflow.sdk.execution_time import supervisor
+
+    return hasattr(supervisor, "_should_use_exec")
+
+
+def test_a_runner_started_as_a_fresh_interpreter_counts_the_watchers_exactly(tmp_path: Path) -> None:
+    if not _starts_runner_with_use_exec():
+        pytest.skip("this Airflow always forks its trigger runner (use_exec came with Airflow 3.4)")
+    receiver = UdpReceiver()
+    airflow = deploy(
+        tmp_path,
+        to_dogstatsd(receiver),
+        plugin=SUPPORT / "plugins" / "store_metrics_test_exec_triggerer.py",
+    )
+    expected = {**WATCHERS, **TASKS}
+    try:
+        run_consumers(airflow)
+        wait_until(lambda: sum(totals(receiver.lines(), "dogstatsd").values()) >= sum(expected.values()), 20)
+        assert dict(totals(receiver.lines_before_marker(), "dogstatsd")) == expected
+        assert payloads(airflow) == sorted(PAYLOADS, key=json.dumps)
+        assert store_types(airflow) == {"InstrumentedAsyncAssetMapping"}
+        # The triggerer says how its runner is hooked; the runner, once hooked, that it counts.
+        assert len(triggerer_lines(airflow, "starts its trigger runner as a fresh interpreter")) == 1
+        assert len(triggerer_lines(airflow, "counting the state store calls of triggers")) == 1
+        assert not triggerer_lines(airflow, "are not counted")
     finally:
         airflow.stop()
         receiver.close()

@@ -1,12 +1,14 @@
 """``store-metrics check``: read the configuration as the plugin would, and prove the target works.
 
-It prints the options that apply to the process it checks with where each value came from,
-whether the plugin stands down (Airflow counting natively) and the series cap; builds and opens the
-backend in the foreground (so a failure is reported here, not logged from a worker thread), sends
-one ``store_metrics.check`` increment, flushes it, and says what "sent" proves for that backend.
-Exit codes: :data:`EXIT_CODES` (0 sent, 1 bad configuration, the same message the plugin logs, 2
-missing extra, 3 the backend failed, 4 the configuration sends nowhere, 5 the counts would lose
-their tags). It says whether the counts keep their tags on the way.
+It prints the options that apply to the process it checks with where each value came from, the
+installed Airflow's release and whether it is a tested one (and whether the triggerer and, with
+``[core] multi_team``, the API server count), whether the plugin stands down (Airflow counting
+natively) and the series cap; builds and opens the backend in the foreground (so a failure is
+reported here, not logged from a worker thread), sends one ``store_metrics.check`` increment,
+flushes it, and says what "sent" proves for that backend and whether the counts keep their tags on
+the way. Exit codes: :data:`EXIT_CODES` (0 sent, 1 bad configuration, the same message the plugin
+logs, 2 missing extra, 3 the backend failed, 4 the configuration sends nowhere, 5 the counts would
+lose their tags).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from . import compatibility
 from .backends import create_backend
 from .catalogue import CHECK
 from .config import Settings, load_settings
@@ -143,6 +146,8 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None, proces
         say(f"error: {exc}")
         return EXIT_CONFIG
     _say_settings(settings, process, say)
+    for line in compatibility.report():
+        say(line)
     if not settings.enabled:
         say("store-metrics is disabled: tasks run uninstrumented. Nothing sent.")
         return EXIT_OK

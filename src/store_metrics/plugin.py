@@ -14,7 +14,10 @@ In the triggerer, ``on_starting`` hooks the trigger runner (:mod:`store_metrics.
 state store calls of asset watchers' triggers are counted too.
 
 In the API server, its FastAPI root middleware (:class:`~store_metrics.server.StateStoreRouteMetrics`)
-counts the Execution API's state store requests and watches each worker's event loop. With
+counts the Execution API's state store requests and watches each worker's event loop. The plugin is
+global (no ``team_name``): Airflow 3.4 with ``[core] multi_team`` on skips the root middlewares of
+team-scoped plugins, so a subclass given a ``team_name`` says once, when Airflow loads it, that the
+API server counts nothing (:func:`skipped_middleware_reason`). With
 ``[store_metrics] count_at = api_server`` it also counts the calls on the task side's counters, with
 the task's tags (:mod:`store_metrics.server.attribution`), and task processes count nothing.
 
@@ -205,7 +208,7 @@ class StateStoreListener:
 
     @hookimpl
     def on_starting(self, component: Any) -> None:
-        # In the triggerer (its Job is being made, before the trigger runner subprocess is forked):
+        # In the triggerer (its Job is being made, before the trigger runner subprocess starts):
         # count the state store calls of triggers (store_metrics.triggers). Elsewhere: nothing.
         try:
             triggers.install(_ensure_emitter)
@@ -248,6 +251,45 @@ class StateStoreListener:
 listener = StateStoreListener()
 
 
+def skipped_middleware_reason(plugin_class: Any) -> str | None:
+    """Why the API server skips this plugin class's root middleware, or ``None`` when it adds it.
+
+    Airflow 3.4 with ``[core] multi_team`` on skips the root middlewares of plugins that have a
+    ``team_name`` (``init_plugins`` in ``airflow/api_fastapi/app.py``): a root middleware sees every
+    team's requests. Airflow 3.3 has no team-scoped plugins.
+    """
+    team = getattr(plugin_class, "team_name", None)
+    if not team or not getattr(plugin_class, "fastapi_root_middlewares", None):
+        return None
+    if not hasattr(AirflowPlugin, "team_name"):
+        return None
+    from airflow.configuration import conf
+
+    if not conf.getboolean("core", "multi_team", fallback=False):
+        return None
+    return (
+        f"plugin {plugin_class.name!r} has team_name = {team!r} and [core] multi_team is on: Airflow skips "
+        "the root middlewares of team-scoped plugins, so the API server counts no state store request "
+        "(no route metrics, and with count_at = api_server nothing at all). Leave team_name unset: the "
+        "plugin is global, and calls still carry their own team_name tag"
+    )
+
+
+def describe_server_registration() -> str | None:
+    """For ``store-metrics check``, with ``[core] multi_team`` on: does the API server add the middleware."""
+    from airflow.configuration import conf
+
+    if not conf.getboolean("core", "multi_team", fallback=False):
+        return None
+    reason = skipped_middleware_reason(StoreMetricsPlugin)
+    if reason:
+        return f"warning: multi-team: server-side counting is off: {reason}"
+    return (
+        "multi-team: the API server adds store-metrics' middleware ([core] multi_team is on; the "
+        "store_metrics plugin is global, with no team_name)"
+    )
+
+
 class StoreMetricsPlugin(AirflowPlugin):
     """Counts every state store call of every task (see the store-metrics README)."""
 
@@ -257,3 +299,17 @@ class StoreMetricsPlugin(AirflowPlugin):
     fastapi_root_middlewares = [  # noqa: RUF012
         {"name": "store_metrics_state_store_routes", "middleware": StateStoreRouteMetrics}
     ]
+
+    @classmethod
+    def on_load(cls, *args: Any, **kwargs: Any) -> None:
+        # Airflow calls it once per process that loads plugins, the API server among them.
+        try:
+            reason = skipped_middleware_reason(cls)
+            if reason:
+                logs.once(
+                    "multi_team", logging.WARNING, "store-metrics: server-side counting is off: %s", reason
+                )
+        except Exception:
+            logs.once(
+                "on_load", logging.ERROR, "store-metrics could not check its registration", exc_info=True
+            )

@@ -24,9 +24,21 @@ and only this module, wraps two methods of Airflow's internal ``TriggerRunner`` 
 
 :func:`install` does it, called from the plugin's ``on_starting`` listener, which Airflow calls in
 the triggerer's main process when the triggerer's ``Job`` is made (``airflow/jobs/job.py``), before
-the trigger runner subprocess is forked from that process: the child inherits the wrapped class.
-In every other process (scheduler, DAG processor, task processes) the trigger runner module is not
-loaded and :func:`install` does nothing.
+the trigger runner subprocess is started from that process. In every other process (scheduler, DAG
+processor, task processes) the trigger runner module is not loaded and :func:`install` does nothing.
+
+**Forked or a fresh interpreter.** On Linux the trigger runner subprocess is forked: it inherits
+the wrapped class. Airflow 3.4 may start it as a fresh interpreter instead
+(``TriggerRunnerSupervisor.start(use_exec=supervisor._should_use_exec())``, true on macOS): the
+child is ``python -c <bootstrap>`` running the ``module:qualname`` named in
+``_AIRFLOW_CHILD_TARGET``, which Airflow derives from ``TriggerRunnerSupervisor.run_in_process``.
+It loads no plugin and no listener, so a hook made in the parent would be lost silently. So
+:func:`install` also makes :func:`run_trigger_runner` the runner's entry point (it replaces
+``run_in_process``): a fresh interpreter then imports this module by name, and
+:func:`run_trigger_runner` hooks that process before it calls Airflow's own entry point. Forked or
+fresh, the same calls are counted. Where the entry point cannot be taken over (its shape changed)
+and the runner starts fresh, one line says that watcher calls are not counted, and
+``store-metrics check`` says so too (:func:`describe_triggerer`).
 
 What would make this hook unnecessary: a listener spec for triggers (say
 ``on_trigger_starting(trigger, trigger_id, task_instance)``, called by the trigger runner in its
@@ -53,6 +65,7 @@ name>``: as many series as watched assets, never a key.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import logging
 import sys
@@ -70,6 +83,11 @@ RUNNER_MODULE: Final = "airflow.jobs.triggerer_job_runner"
 RUNNER_CLASS: Final = "TriggerRunner"
 #: The positional parameters ``run_trigger`` must start with.
 _RUN_TRIGGER_PARAMS: Final = ("self", "trigger_id", "trigger")
+#: The class whose ``run_in_process`` is the trigger runner subprocess's entry point.
+SUPERVISOR_CLASS: Final = "TriggerRunnerSupervisor"
+ENTRY: Final = "run_in_process"
+#: Where Airflow 3.4 decides whether a subprocess starts as a fresh interpreter.
+SUPERVISOR_MODULE: Final = "airflow.sdk.execution_time.supervisor"
 #: Set on our wrappers, so a second :func:`install` sees them.
 _MARK: Final = "__store_metrics_hook__"
 
@@ -83,6 +101,8 @@ class _Hook:
 
     installed: bool = False
     absent: str | None = None  # why the hook points are missing, when they are
+    #: Airflow's own ``run_in_process`` (bound to its class) once :func:`run_trigger_runner` replaced it.
+    entry: Callable[[], Any] | None = None
 
 
 _hook = _Hook()
@@ -242,17 +262,84 @@ def _wrap_run_trigger(original: Callable[..., Any]) -> Callable[..., Any]:
     return run_trigger
 
 
-def install(ensure_emitter: Callable[[], bool]) -> bool:
+def runner_starts_fresh() -> bool:
+    """Whether this Airflow starts the trigger runner as a fresh interpreter (``use_exec``) here.
+
+    Airflow 3.4 asks ``supervisor._should_use_exec()`` (true on macOS); Airflow 3.3 always forks.
+    """
+    supervisor = sys.modules.get(SUPERVISOR_MODULE)
+    should = getattr(supervisor, "_should_use_exec", None)
+    if not callable(should):
+        return False
+    try:
+        return bool(should())
+    except Exception:
+        return False
+
+
+def entry_point(supervisor_class: Any) -> Callable[[], Any] | str:
+    """Airflow's ``TriggerRunnerSupervisor.run_in_process`` (bound), or why it cannot be taken over."""
+    if not inspect.isclass(supervisor_class):
+        return f"{RUNNER_MODULE} has no {SUPERVISOR_CLASS} class"
+    entry = inspect.getattr_static(supervisor_class, ENTRY, None)
+    if isinstance(entry, staticmethod) and getattr(entry.__func__, _MARK, False):
+        return "taken over already"
+    if not isinstance(entry, classmethod) or len(inspect.signature(entry.__func__).parameters) != 1:
+        return f"{SUPERVISOR_CLASS}.{ENTRY} is not a classmethod without arguments"
+    bound: Callable[[], Any] = getattr(supervisor_class, ENTRY)
+    return bound
+
+
+def _take_over_entry(module: Any) -> str | None:
+    """Make :func:`run_trigger_runner` the runner's entry point; return why not, or ``None``."""
+    supervisor_class = getattr(module, SUPERVISOR_CLASS, None)
+    entry = entry_point(supervisor_class)
+    if isinstance(entry, str):
+        return None if _hook.entry is not None else entry
+    _hook.entry = entry
+    # A staticmethod, so ``cls.run_in_process`` is the plain function: Airflow names it
+    # ``store_metrics.triggers:run_trigger_runner`` for a fresh interpreter, or calls it after a fork.
+    setattr(supervisor_class, ENTRY, staticmethod(run_trigger_runner))
+    return None
+
+
+def run_trigger_runner() -> None:
+    """The trigger runner subprocess's entry point while the hook is installed.
+
+    After a fork, the hook came along: call Airflow's own entry point. In a fresh interpreter
+    (``use_exec``) nothing came along: hook this process as the plugin hooks a triggerer, then call
+    Airflow's entry point, which in this interpreter is still the class's own.
+    """
+    module = importlib.import_module(RUNNER_MODULE)
+    if _hook.entry is None:
+        try:
+            from .plugin import _ensure_emitter
+
+            install(_ensure_emitter, in_runner=True)
+        except Exception as exc:
+            logs.once(
+                "trigger_hook_failed", logging.ERROR, "store-metrics could not hook the triggerer: %r", exc
+            )
+    entry = _hook.entry or getattr(getattr(module, SUPERVISOR_CLASS), ENTRY)
+    entry()
+
+
+setattr(run_trigger_runner, _MARK, True)
+
+
+def install(ensure_emitter: Callable[[], bool], *, in_runner: bool = False) -> bool:
     """Wrap ``TriggerRunner.run`` and ``run_trigger`` if this process loaded Airflow's triggerer.
 
     ``ensure_emitter`` configures the emitter (in the trigger runner subprocess, before its loop)
     and says whether counting is on. Returns whether the hook is in place. Idempotent; never
     raises. Where the trigger runner module is not loaded (every process but the triggerer), it
     does nothing. Where its shape is not the one wrapped here, it logs one line and does nothing.
+    ``in_runner``: called by :func:`run_trigger_runner` in a freshly started trigger runner.
     """
     module = sys.modules.get(RUNNER_MODULE)
     if module is None:
         return False
+    fresh = False
     with _lock:
         if _hook.installed:
             return True
@@ -260,15 +347,14 @@ def install(ensure_emitter: Callable[[], bool]) -> bool:
             runner_class: Any = getattr(module, RUNNER_CLASS, None)
             points = hook_points(runner_class)
             if isinstance(points, str):
-                _hook.absent = points
-                logs.once(
-                    "trigger_hook_absent",
-                    logging.WARNING,
-                    "store-metrics: triggers' state store calls are not counted in this triggerer: %s "
-                    "(the hook fits Airflow 3.3's trigger runner); triggers run as usual",
-                    points,
+                return _absent(points)
+            fresh = not in_runner and runner_starts_fresh()
+            problem = _take_over_entry(module)
+            if problem is not None and fresh:
+                return _absent(
+                    f"its trigger runner starts as a fresh interpreter (use_exec), which loads no plugin, "
+                    f"and {problem}"
                 )
-                return False
             run, run_trigger = points
             if not getattr(run, _MARK, False):
                 runner_class.run = _wrap_run(run, ensure_emitter)
@@ -280,22 +366,72 @@ def install(ensure_emitter: Callable[[], bool]) -> bool:
                 "trigger_hook_failed", logging.ERROR, "store-metrics could not hook the triggerer: %r", exc
             )
             return False
-    logs.once(
-        "trigger_hook",
-        logging.INFO,
-        "store-metrics: counting the state store calls of triggers in this triggerer",
-    )
+    if fresh:
+        # The runner says "counting" itself, once it is hooked in its own interpreter.
+        logs.once(
+            "trigger_hook_fresh",
+            logging.INFO,
+            "store-metrics: this triggerer starts its trigger runner as a fresh interpreter (use_exec); "
+            "store-metrics hooks it from the runner's entry point (%s:%s)",
+            __name__,
+            run_trigger_runner.__qualname__,
+        )
+    else:
+        logs.once(
+            "trigger_hook",
+            logging.INFO,
+            "store-metrics: counting the state store calls of triggers in this triggerer",
+        )
     return True
+
+
+def _absent(why: str) -> bool:
+    _hook.absent = why
+    logs.once(
+        "trigger_hook_absent",
+        logging.WARNING,
+        "store-metrics: triggers' state store calls are not counted in this triggerer: %s "
+        "(the hook fits Airflow 3.3's and 3.4's trigger runner); triggers run as usual",
+        why,
+    )
+    return False
+
+
+def describe_triggerer() -> str:
+    """One line for ``store-metrics check``: whether this Airflow's triggerer would count triggers' calls."""
+    try:
+        module = importlib.import_module(RUNNER_MODULE)
+    except Exception as exc:
+        return f"triggerer: cannot tell whether triggers' calls are counted ({RUNNER_MODULE}: {exc!r})"
+    points = hook_points(getattr(module, RUNNER_CLASS, None))
+    if isinstance(points, str):
+        return f"triggerer: asset watchers' state store calls are NOT counted: {points}"
+    entry = entry_point(getattr(module, SUPERVISOR_CLASS, None))
+    if runner_starts_fresh():
+        if isinstance(entry, str) and _hook.entry is None:
+            return (
+                "triggerer: asset watchers' state store calls are NOT counted: the trigger runner starts "
+                f"as a fresh interpreter (use_exec), which loads no plugin, and {entry}"
+            )
+        return (
+            "triggerer: asset watchers' state store calls are counted; the trigger runner starts as a "
+            "fresh interpreter (use_exec) and is hooked from its entry point"
+        )
+    return "triggerer: asset watchers' state store calls are counted (the trigger runner is forked)"
 
 
 def uninstall() -> None:
     """Put Airflow's own methods back (tests)."""
     module = sys.modules.get(RUNNER_MODULE)
     runner_class = getattr(module, RUNNER_CLASS, None)
+    supervisor_class = getattr(module, SUPERVISOR_CLASS, None)
     with _lock:
         for name in ("run", "run_trigger"):
             method = inspect.getattr_static(runner_class, name, None) if runner_class else None
             if method is not None and getattr(method, _MARK, False):
                 setattr(runner_class, name, method.__wrapped__)
+        if _hook.entry is not None and supervisor_class is not None:
+            setattr(supervisor_class, ENTRY, classmethod(_hook.entry.__func__))  # type: ignore[attr-defined]
         _hook.installed = False
         _hook.absent = None
+        _hook.entry = None

@@ -1,4 +1,4 @@
-"""A real, throwaway Airflow 3.3 installation for tests: temp AIRFLOW_HOME, SQLite, DAG files.
+"""A real, throwaway Airflow installation for tests: temp AIRFLOW_HOME, SQLite, DAG files.
 
 Each run happens in a fresh subprocess with its own environment, so every test picks its own
 ``[store_metrics]`` configuration the way a deployment would (environment variables):
@@ -70,6 +70,10 @@ class AirflowHome:
         except sqlite3.OperationalError:  # not migrated yet, or busy
             return []
 
+    def columns(self, table: str) -> set[str]:
+        """The column names of ``table`` in this home's metadata database."""
+        return {str(row[1]) for row in self.query(f"pragma table_info({table})")}
+
     def dag_file(self, module: str) -> Path:
         path = self.dags / f"{module}.py"
         assert path.is_file(), path
@@ -92,6 +96,11 @@ class AirflowHome:
         data: dict[str, Any] = json.loads(result.read_text())
         data["log"] = log_text + proc.stdout + proc.stderr
         return data
+
+
+def map_index_column(columns: set[str]) -> str:
+    """The column of a task instance's (or its task store's) map index: Airflow 3.4 renamed it."""
+    return "region_index" if "region_index" in columns else "map_index"
 
 
 def make_home(root: Path) -> AirflowHome:

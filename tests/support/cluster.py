@@ -27,7 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
 
-from support.airflow import AirflowHome
+from support.airflow import AirflowHome, map_index_column
 from support.ports import free_port
 from support.waiting import wait_until
 
@@ -245,9 +245,10 @@ class Cluster:
         return {r: states[r] for r in run_ids}
 
     def task_instances(self, dag_id: str) -> list[dict[str, Any]]:
+        index = map_index_column(self.home.columns("task_instance"))
         rows = self.query(
-            "select run_id, task_id, map_index, state, hostname, pid, try_number from task_instance "
-            "where dag_id = ? order by run_id, task_id, map_index",
+            f"select run_id, task_id, {index}, state, hostname, pid, try_number from task_instance "
+            f"where dag_id = ? order by run_id, task_id, {index}",
             dag_id,
         )
         keys = ("run_id", "task_id", "map_index", "state", "hostname", "pid", "try_number")

@@ -3,7 +3,12 @@
 Built with SQLAlchemy Core on Airflow's own table definitions
 (``airflow.models.task_state_store.TaskStateStoreModel``, ``...asset_state_store.AssetStateStoreModel``
 and ``airflow.models.asset.AssetModel``), so the columns and their types (``UtcDateTime``) are
-exactly those Airflow 3.3's migration ``0112`` created, on SQLite, PostgreSQL and MySQL.
+exactly those of the installed Airflow's schema, on SQLite, PostgreSQL and MySQL. Only columns
+that every supported schema has are read (``dag_id``, ``task_id``, ``value``, ``updated_at``,
+``expires_at``; ``asset_id`` and the asset's ``name``): Airflow 3.4's migrations rename
+``task_state_store.map_index`` to ``region_index``, add ``region_id`` to the task store and
+``last_updated_by_*`` to the asset store, and none of them is read or grouped by. A task's entries
+in several regions or map indexes are one group, as they are one series of the task's counters.
 
 Nothing reads ``value`` into Python. Per group, the database returns:
 

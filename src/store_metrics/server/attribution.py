@@ -20,6 +20,15 @@ on the task store routes ``require_auth(scopes=["ti:self"])`` also checks that i
   ``read_found``, a GET answered 404 ``read_absent``, a PUT ``write``, a DELETE ``delete`` (a key)
   or ``clear`` (all keys), any other 4xx/5xx ``error{operation}``.
 
+**Archived attempts.** A task instance id names one attempt. Airflow 3.4 keeps an attempt that a
+retry or a clear replaced in ``task_instance`` with ``working_set`` NULL, and ORM queries on
+``TaskInstance`` hide such rows unless they pass ``include_all_attempts`` (``models/taskinstance.py``):
+the query passes it, so an archived attempt's requests count under its own DAG and task. Airflow 3.3
+moves a replaced attempt to ``task_instance_history`` (same ``task_instance_id``): the query looks
+there when ``task_instance`` has no such row. What Airflow answers such an attempt: a GET 404 (the
+task side's ``read_absent``: the accessor returns the default), a PUT or DELETE 410 Gone on 3.4
+(404 on 3.3): ``error{operation}``, as the task side counts the exception the accessor raises.
+
 Never an id, a key or an asset in a tag: the id is only the cache key. Requests that carry no
 task instance get honest tags: :data:`UNKNOWN_TAGS` (refused as unauthenticated, a token whose
 subject is no task instance, or a metadata database that did not answer) and :data:`WATCHER_TAGS`
@@ -141,17 +150,16 @@ def _bearer_subject(scope: Scope) -> str | None:
 # -- the metadata query ----------------------------------------------------------------------------
 
 
-@functools.cache
-def _statement() -> Any:
-    """``task_instance`` joined to its ``dag_run`` (and, multi-team, to its DAG bundle's team)."""
+def _attempt_statement(model: Any, ident: Any) -> Any:
+    """``model``'s row whose ``ident`` column is ``:ti_id``, joined to its ``dag_run`` (and, multi-team,
+    to its DAG bundle's team)."""
     from airflow.configuration import conf
     from airflow.models.dagrun import DagRun
-    from airflow.models.taskinstance import TaskInstance
     from sqlalchemy import and_, bindparam, select
 
-    statement = select(
-        TaskInstance.dag_id, TaskInstance.task_id, TaskInstance.operator, DagRun.run_type
-    ).join(DagRun, and_(DagRun.dag_id == TaskInstance.dag_id, DagRun.run_id == TaskInstance.run_id))
+    statement = select(model.dag_id, model.task_id, model.operator, DagRun.run_type).join(
+        DagRun, and_(DagRun.dag_id == model.dag_id, DagRun.run_id == model.run_id)
+    )
     if conf.getboolean("core", "multi_team", fallback=False):
         # The joins of airflow.api_fastapi.execution_api.security._team_name_for_ti_stmt, which
         # gives the task side its team_name (dag_run.team_name), as outer joins: one query.
@@ -161,25 +169,49 @@ def _statement() -> Any:
 
         statement = (
             statement.add_columns(Team.name)
-            .outerjoin(DagModel, DagModel.dag_id == TaskInstance.dag_id)
+            .outerjoin(DagModel, DagModel.dag_id == model.dag_id)
             .outerjoin(DagBundleModel, DagBundleModel.name == DagModel.bundle_name)
             .outerjoin(DagBundleModel.teams)
         )
-    return statement.where(TaskInstance.id == bindparam("ti_id")).limit(1)
+    return statement.where(ident == bindparam("ti_id")).limit(1)
+
+
+@functools.cache
+def _statement() -> Any:
+    """The attempt in ``task_instance``, archived ones included (Airflow 3.4's ``include_all_attempts``;
+    Airflow 3.3 ignores the option)."""
+    from airflow.models.taskinstance import TaskInstance
+
+    statement = _attempt_statement(TaskInstance, TaskInstance.id)
+    return statement.execution_options(include_all_attempts=True)
+
+
+@functools.cache
+def _history_statement() -> Any:
+    """The attempt in ``task_instance_history`` (Airflow 3.3), or ``None`` where there is no such table."""
+    try:
+        from airflow.models.taskinstancehistory import TaskInstanceHistory
+    except ImportError:  # Airflow 3.4 keeps every attempt in task_instance
+        return None
+    return _attempt_statement(TaskInstanceHistory, TaskInstanceHistory.task_instance_id)
 
 
 def lookup_task_instance(ti_id: UUID) -> Tags | None:
-    """The task side's tags of task instance ``ti_id``, from the metadata database (one query).
+    """The task side's tags of task instance (attempt) ``ti_id``, from the metadata database.
 
-    ``operator`` is the task instance's ``operator`` column: the operator's class name as the
-    DAG was serialized (``task_type``), which is what the task side reports
+    One query; a second one (Airflow 3.3's ``task_instance_history``) only for an id that is not in
+    ``task_instance``. ``operator`` is the task instance's ``operator`` column: the operator's class
+    name as the DAG was serialized (``task_type``), which is what the task side reports
     (``type(ti.task).__name__``; ``_PythonDecoratedOperator`` for ``@task``), not the display name
-    (``custom_operator_name``, ``@task``). ``None`` when there is no such task instance.
+    (``custom_operator_name``, ``@task``). ``None`` when there is no such attempt.
     """
     from airflow.utils.session import create_session
 
     with create_session(scoped=False) as session:
         row = session.execute(_statement(), {"ti_id": ti_id}).first()
+        history = _history_statement() if row is None else None
+        if history is not None:
+            row = session.execute(history, {"ti_id": ti_id}).first()
     if row is None:
         return None
     team = row[4] if len(row) > 4 else None

@@ -105,7 +105,11 @@ _COMPLETED: Final = {
 
 
 def outcome_of(operation: str, status: int) -> str:
-    """The task side's outcome for a request: a GET answered 404 is an absent read."""
+    """The task side's outcome for a request: a GET answered 404 is an absent read.
+
+    Any other 4xx/5xx is an error, the 410 Gone Airflow 3.4 answers a mutation from an archived
+    attempt among them (the task side counts the exception its accessor raises for it).
+    """
     if 200 <= status < 300:
         return _COMPLETED[operation]
     if status == 404 and operation == Operation.GET.value:
