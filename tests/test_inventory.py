@@ -36,6 +36,7 @@ from test_inventory_support import (
     asset_labels,
     build_world,
     check_footprint,
+    check_ui_reading,
     expected_totals,
     inventory,
     task_labels,
@@ -505,3 +506,10 @@ def test_a_query_that_never_returns_is_said_once_and_the_endpoint_keeps_answerin
             assert served.proc.returncode == 0
     finally:
         hole.close()
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_the_ui_reads_each_dag_and_the_deployment_exactly(world: World) -> None:
+    """The State store tab's one statement per DAG, and the deployment page's, on SQLite."""
+    check_ui_reading(world)

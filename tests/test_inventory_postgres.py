@@ -35,6 +35,7 @@ from test_inventory_support import (
     a_locked_table_costs_one_line,
     build_world,
     check_footprint,
+    check_ui_reading,
     inventory,
     task_labels,
 )
@@ -123,3 +124,8 @@ def test_a_stopped_database_costs_one_line_and_the_loop_recovers(
         assert len(served.lines("WARNING")) == 1
         assert len(served.lines("works again")) == 1, served.text()
         assert served.lines("ERROR") == []
+
+
+def test_the_ui_reads_each_dag_and_the_deployment_exactly_on_postgres(world: World) -> None:
+    """The State store tab's one statement per DAG, and the deployment page's, on PostgreSQL."""
+    check_ui_reading(world)
