@@ -300,3 +300,18 @@ def test_without_prometheus_the_tab_says_in_one_line_what_it_would_show_and_how(
         and "ui_prometheus_url" in NO_PROMETHEUS
         and "ui_grafana_url" in NO_PROMETHEUS
     )
+
+
+def test_check_says_whether_the_views_are_on_and_whether_their_prometheus_answers() -> None:
+    from store_metrics.ui.check import check_lines
+
+    assert check_lines(settings(ui="false")) == [
+        "ui: off (ui = false): no State store tab or page in Airflow's UI"
+    ]
+    lines = check_lines(settings())
+    assert lines[0].startswith("ui: a State store tab on each DAG's page (dags/<dag_id>/plugin/state-store)")
+    assert lines[1] == "ui: no ui_prometheus_url: the tab shows what the state store holds, not the calls"
+    closed = f"http://127.0.0.1:{free_port()}"
+    refused = check_lines(settings(ui_prometheus_url=closed, ui_grafana_url="http://grafana:3000"))
+    assert refused[1].startswith(f"ui: warning: Prometheus at {closed} does not answer (URLError")
+    assert refused[2] == "ui: the tab links to Grafana at http://grafana:3000"

@@ -22,6 +22,8 @@ no per-DAG permission; the components here are those standalone starts (LocalExe
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,31 +34,10 @@ import pytest
 import test_prometheus_e2e as e2e
 from store_metrics import catalogue
 from support.browser import Browser
-from support.ui import ORDERS, PASSWORDS, SECRET, SMALL, UiDeployment, start_deployment
+from support.ui import CALLS, DAG_ASSETS, ORDERS, PASSWORDS, SECRET, SMALL, UiDeployment, start_deployment
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.prometheus]
 
-#: The assets each DAG uses (its tasks' outlets), from the DAG files.
-DAG_ASSETS = {ORDERS: {"ui/orders", "ui/customers"}, SECRET: {"ui/customers"}, SMALL: set()}
-
-#: The calls each task makes in one run, from the DAG files: (dag, task) -> "store.outcome" -> calls.
-CALLS: dict[tuple[str, str], dict[str, int]] = {
-    (ORDERS, "extract"): {
-        "task_state_store.read_absent": 1,
-        "task_state_store.write": 3,
-        "task_state_store.read_found": 1,
-    },
-    (ORDERS, "transform"): {"task_state_store.read_absent": 3, "task_state_store.write": 3},
-    (ORDERS, "load"): {"asset_state_store.read_absent": 1, "asset_state_store.write": 2},
-    (ORDERS, "enrich"): {
-        "asset_state_store.read_absent": 1,
-        "asset_state_store.write": 1,
-        "task_state_store.write": 1,
-        "task_state_store.delete": 1,
-    },
-    (SECRET, "stash"): {"task_state_store.write": 3, "asset_state_store.write": 1},
-    (SMALL, "note"): {"task_state_store.write": 1, "task_state_store.read_found": 1},
-}
 ROUTES = (
     "/store-metrics/",
     f"/store-metrics/dags/{ORDERS}",
@@ -72,7 +53,7 @@ def ui(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UiDeployment]:
     deployment = start_deployment(tmp_path_factory.mktemp("ui"))
     try:
         deployment.run_dags()
-        deployment.wait_for_calls(sum(sum(c.values()) for c in CALLS.values()))
+        deployment.wait_for_calls()
         yield deployment
     finally:
         deployment.stop()
@@ -310,3 +291,18 @@ def test_a_viewer_sees_the_refusal_for_a_dag_it_may_not_read(ui: UiDeployment, b
     assert f"You may not read DAG {SECRET}" in browser.text("#problems")
     browser.open_page("store-metrics")
     assert list(browser.table("dags")) == [ORDERS, SMALL]
+
+
+def test_check_says_how_many_counters_the_uis_prometheus_holds(ui: UiDeployment) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "store_metrics.cli", "check"],
+        env={**ui.airflow.env, "AIRFLOW__STORE_METRICS__BACKEND": "none"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    # The runs made six of the twelve counters (task: found, absent, write, delete; asset: absent, write).
+    assert f"ui: Prometheus at {ui.prom.url} answers; it holds 6 of the 12 counters" in done.stdout, (
+        done.stdout
+    )

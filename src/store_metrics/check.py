@@ -74,6 +74,10 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None) -> int
     width = max(map(len, values))
     for name, value in values.items():
         say(f"  {name:<{width}} = {value!s:<28} ({settings.sources.get(name, 'default')})")
+    from .ui.check import check_lines  # the views do not depend on `enabled`
+
+    for line in check_lines(settings):
+        say(line)
     if not settings.enabled:
         say("store-metrics is disabled: tasks run uninstrumented. Nothing sent.")
         return EXIT_OK

@@ -39,12 +39,33 @@ ORDERS = "store_metrics_ui_orders"
 SECRET = "store_metrics_ui_secret"
 SMALL = "store_metrics_ui_small"
 DAG_IDS = (ORDERS, SECRET, SMALL)
+#: The assets each DAG uses (its tasks' outlets), from the DAG files.
+DAG_ASSETS = {ORDERS: {"ui/orders", "ui/customers"}, SECRET: {"ui/customers"}, SMALL: set()}
+
+#: The calls each task makes in one run, from the DAG files: (dag, task) -> "store.outcome" -> calls.
+CALLS: dict[tuple[str, str], dict[str, int]] = {
+    (ORDERS, "extract"): {
+        "task_state_store.read_absent": 1,
+        "task_state_store.write": 3,
+        "task_state_store.read_found": 1,
+    },
+    (ORDERS, "transform"): {"task_state_store.read_absent": 3, "task_state_store.write": 3},
+    (ORDERS, "load"): {"asset_state_store.read_absent": 1, "asset_state_store.write": 2},
+    (ORDERS, "enrich"): {
+        "asset_state_store.read_absent": 1,
+        "asset_state_store.write": 1,
+        "task_state_store.write": 1,
+        "task_state_store.delete": 1,
+    },
+    (SECRET, "stash"): {"task_state_store.write": 3, "asset_state_store.write": 1},
+    (SMALL, "note"): {"task_state_store.write": 1, "task_state_store.read_found": 1},
+}
 PASSWORDS = {"admin": "admin-password", "viewer": "viewer-password"}
 ROLES = {"admin": "admin", "viewer": "viewer"}
 DENIED = {"viewer": (SECRET,)}
 API_SERVER_JOB = "store-metrics-api-server"
 GRAFANA = "http://grafana.example:3000"
-#: Every state store call the runs make, as Prometheus must end up holding them (one run of each DAG).
+#: Every state store counter series, whatever its labels.
 STATE_STORE_SERIES = '{__name__=~"airflow_(task|asset)_state_store_[a-z_]+_total"}'
 
 
@@ -117,8 +138,9 @@ class UiDeployment:
         )
         assert set(states().values()) == {"success"}, (states(), self.airflow.tails())
 
-    def wait_for_calls(self, total: int) -> None:
-        """Until Prometheus holds ``total`` state store calls (the API server counts each as it answers)."""
+    def wait_for_calls(self) -> None:
+        """Until Prometheus holds every call of :data:`CALLS` (the API server counts each as it answers)."""
+        total = sum(sum(counts.values()) for counts in CALLS.values())
         wait_for(
             lambda: self.prom.scalar(f"sum({STATE_STORE_SERIES})") == total,
             60,
