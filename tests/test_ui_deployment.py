@@ -271,14 +271,14 @@ def test_a_user_logs_in_opens_the_dag_and_sees_its_state_store_tab(
 
 def test_the_tab_follows_airflows_dark_theme(ui: UiDeployment, browser: Browser) -> None:
     browser.login("admin", PASSWORDS["admin"])
-    for theme, background in (("light", "rgb(255, 255, 255)"), ("dark", "rgb(9, 9, 11)")):
+    for theme, text in (("light", "rgb(24, 24, 27)"), ("dark", "rgb(244, 244, 245)")):
         browser.set_theme(theme)
         browser.open_tab(SMALL)
         html = browser.driver.execute_script(
             "return [document.documentElement.dataset.theme,"
-            " getComputedStyle(document.body).backgroundColor];"
+            " getComputedStyle(document.body).color];"
         )
-        assert html == [theme, background]
+        assert html == [theme, text]
 
 
 def test_a_viewer_sees_the_refusal_for_a_dag_it_may_not_read(ui: UiDeployment, browser: Browser) -> None:

@@ -26,7 +26,7 @@ SHOTS = {
 
 def take(out: Path) -> list[Path]:
     with tempfile.TemporaryDirectory(prefix="store-metrics-screenshots-") as tmp:
-        deployment = start_deployment(Path(tmp))
+        deployment = start_deployment(Path(tmp), cache_ttl=30)  # the default, as the pictures say
         try:
             deployment.run_dags()
             deployment.wait_for_calls()

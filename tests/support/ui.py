@@ -152,8 +152,9 @@ class UiDeployment:
         self.prom.stop()
 
 
-def start_deployment(root: Path) -> UiDeployment:
-    """Prometheus first (the UI is pointed at it), then Airflow with the UI DAGs."""
+def start_deployment(root: Path, cache_ttl: float = 2) -> UiDeployment:
+    """Prometheus first (the UI is pointed at it), then Airflow with the UI DAGs; the UI's answers are
+    cached for ``cache_ttl`` seconds (``ui_cache_ttl``: short, so a test sees what the runs wrote)."""
     worker_port = free_port()
     prom = Prometheus(root, f"127.0.0.1:{worker_port}", job=API_SERVER_JOB)
     airflow: Cluster | None = None
@@ -174,7 +175,7 @@ def start_deployment(root: Path) -> UiDeployment:
                 "AIRFLOW__STORE_METRICS__PROMETHEUS_PORT": str(free_port()),
                 "AIRFLOW__STORE_METRICS__SERVER_PROMETHEUS_PORT": str(worker_port),
                 "AIRFLOW__STORE_METRICS__FLUSH_INTERVAL": "1",
-                "AIRFLOW__STORE_METRICS__UI_CACHE_TTL": "2",
+                "AIRFLOW__STORE_METRICS__UI_CACHE_TTL": str(cache_ttl),
                 "AIRFLOW__STORE_METRICS__UI_PROMETHEUS_URL": prom.url,
                 "AIRFLOW__STORE_METRICS__UI_GRAFANA_URL": GRAFANA,
             },

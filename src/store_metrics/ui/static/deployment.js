@@ -23,11 +23,11 @@ function dagLink(dagId, tabRoute) {
   return el("a", { href: `../dags/${encodeURIComponent(dagId)}/plugin/${tabRoute}`, target: "_top" }, dagId);
 }
 
-function table(kind, headers, rows) {
+function table(kind, headers, rows, textColumns = [0]) {
   return el(
     "table",
     { "data-table": kind },
-    el("thead", {}, el("tr", {}, headers.map((h, i) => el("th", { class: i === 0 ? "text" : null }, h)))),
+    el("thead", {}, el("tr", {}, headers.map((h, i) => el("th", { class: textColumns.includes(i) ? "text" : null }, h)))),
     el("tbody", {}, rows),
   );
 }
@@ -74,7 +74,8 @@ function assetsTable(data) {
     ),
   );
   const more = data.asset_count > data.assets.length ? el("p", { class: "muted" }, `The ${data.assets.length} largest of ${data.asset_count} assets with state.`) : null;
-  return [table("assets", ["asset", ...FOOTPRINT_HEADERS, "used by"], rows), more];
+  const headers = ["asset", ...FOOTPRINT_HEADERS, "used by"];
+  return [table("assets", headers, rows, [0, headers.length - 1]), more];
 }
 
 function inventory(data) {
