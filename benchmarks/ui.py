@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import free_port, log
-from .inventory import FULL, QUICK, ThrowawayPostgres, _plan_nodes, airflow_env, fill, migrate
+from .inventory import FULL, QUICK, ThrowawayPostgres, airflow_env, explain_statement, fill, migrate
 
 TARGET_MS = 100.0
 
@@ -120,36 +120,10 @@ def explain_dag(database: Any, dag_id: str) -> dict[str, Any]:
 
     from store_metrics.inventory.queries import dag_statement
 
-    engine = database.engine
-    compiled = dag_statement().compile(dialect=engine.dialect)
-    params = compiled.construct_params({"dag_id": dag_id, "now": dt.datetime.now(dt.timezone.utc)})
-    with engine.connect() as conn:
-        raw = conn.exec_driver_sql(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {compiled}", params).scalar()
-        conn.rollback()
-    plan = (raw if isinstance(raw, list) else json.loads(raw))[0]
-    nodes, indexes = [], set()
-    for depth, node in _plan_nodes(plan["Plan"]):
-        label = node["Node Type"] + (f" on {node['Relation Name']}" if node.get("Relation Name") else "")
-        if node.get("Index Name"):
-            label += f" using {node['Index Name']}"
-            indexes.add(node["Index Name"])
-        nodes.append(
-            {
-                "depth": depth,
-                "label": label,
-                "rows": node.get("Actual Rows"),
-                "ms": node.get("Actual Total Time"),
-            }
-        )
-    top = plan["Plan"]
+    now = dt.datetime.now(dt.timezone.utc)
     return {
         "dag_id": dag_id,
-        "sql": str(compiled),
-        "nodes": nodes,
-        "indexes": sorted(indexes),
-        "execution_ms": plan.get("Execution Time"),
-        "planning_ms": plan.get("Planning Time"),
-        "buffers": top.get("Shared Hit Blocks", 0) + top.get("Shared Read Blocks", 0),
+        **explain_statement(database.engine, dag_statement(), {"dag_id": dag_id, "now": now}),
     }
 
 

@@ -41,12 +41,12 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 import test_prometheus_e2e as e2e
 from store_metrics import catalogue, example_dags
 from support.airflow import AirflowHome, Standalone, make_home
 from support.ports import free_port
-from support.prometheus import Prometheus
 from support.totals import Key, totals
 from support.udp import UdpReceiver
 from support.waiting import wait_until
@@ -354,6 +354,44 @@ def test_switching_back_to_tasks_counts_each_call_once_on_the_task_side(switchin
 WORKERS = 2
 
 
+class Prometheus(e2e.Prometheus):
+    """A real Prometheus with the ``store-metrics-api-server`` job of collector/prometheus.yml,
+    pointed at every API server worker's endpoint, and collector/rules.yml loaded."""
+
+    def __init__(self, tmp: Path, targets: list[str]) -> None:
+        base = yaml.safe_load((e2e.COLLECTOR / "prometheus.yml").read_text())
+        (job,) = [j for j in base["scrape_configs"] if j["job_name"] == JOB]
+        config = {
+            "global": {
+                **base["global"],
+                "scrape_interval": "1s",
+                "scrape_timeout": "900ms",
+                "evaluation_interval": "1s",
+            },
+            "rule_files": [str(e2e.COLLECTOR / "rules.yml")],
+            "scrape_configs": [{**job, "static_configs": [{"targets": targets}]}],
+        }
+        self.config = tmp / "prometheus.yml"
+        self.config.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = (tmp / "prometheus.log").open("w")
+        self.started = time.time()
+        self.proc = subprocess.Popen(
+            [
+                e2e.require_binary("prometheus"),
+                f"--config.file={self.config}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--storage.tsdb.retention.time=1h",
+                "--log.level=warn",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        e2e.wait_for(self._ready, 30, "Prometheus /-/ready")
+
+
 def free_ports(count: int) -> int:
     """The first of ``count`` consecutive ports that are free on 127.0.0.1 now."""
     for _ in range(50):
@@ -422,7 +460,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
             "AIRFLOW__API__WORKERS": str(WORKERS),
         },
     )
-    prom = Prometheus(root, [f"127.0.0.1:{port}" for port in range(first, first + WORKERS)], job=JOB)
+    prom = Prometheus(root, [f"127.0.0.1:{port}" for port in range(first, first + WORKERS)])
     try:
         airflow.start(DAG_IDS)
         calls = Calls()

@@ -32,7 +32,7 @@ from typing import Any
 from support.airflow import TESTS
 from support.cluster import Cluster
 from support.ports import free_port
-from support.prometheus import Prometheus, wait_for
+from test_prometheus_e2e import Prometheus, wait_for
 
 UI_SUPPORT = TESTS / "ui_support"
 ORDERS = "store_metrics_ui_orders"
