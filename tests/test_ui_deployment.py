@@ -275,8 +275,7 @@ def test_the_tab_follows_airflows_dark_theme(ui: UiDeployment, browser: Browser)
         browser.set_theme(theme)
         browser.open_tab(SMALL)
         html = browser.driver.execute_script(
-            "return [document.documentElement.dataset.theme,"
-            " getComputedStyle(document.body).color];"
+            "return [document.documentElement.dataset.theme, getComputedStyle(document.body).color];"
         )
         assert html == [theme, text]
 
