@@ -315,3 +315,19 @@ def test_check_says_whether_the_views_are_on_and_whether_their_prometheus_answer
     refused = check_lines(settings(ui_prometheus_url=closed, ui_grafana_url="http://grafana:3000"))
     assert refused[1].startswith(f"ui: warning: Prometheus at {closed} does not answer (URLError")
     assert refused[2] == "ui: the tab links to Grafana at http://grafana:3000"
+
+
+def test_every_file_the_pages_load_is_shipped_and_served_and_nothing_else() -> None:
+    from importlib import resources
+
+    from store_metrics.ui.app import STATIC
+
+    shipped = {p.name for p in (resources.files("store_metrics.ui") / "static").iterdir()}
+    assert shipped == set(STATIC)
+    loaded = set()
+    for name in shipped:
+        text = (resources.files("store_metrics.ui") / "static" / name).read_text()
+        loaded |= set(re.findall(r'(?:href|src)="(?:\.\./)?static/([\w.-]+)"', text))
+        loaded |= set(re.findall(r'from "\./([\w.-]+)"', text))
+    assert loaded == {"store-metrics.css", "dag.js", "deployment.js", "common.js"}
+    assert loaded <= shipped
