@@ -286,11 +286,17 @@ def explain(database: Any, store: Any, *, no_seqscan: bool = False) -> dict[str,
     """
     from store_metrics.inventory.queries import statement
 
-    engine = database.engine
-    compiled = statement(store).compile(dialect=engine.dialect)
-    params = compiled.construct_params(
-        {"now": dt.datetime.now(dt.timezone.utc)} if "now" in compiled.params else {}
-    )
+    params = {"now": dt.datetime.now(dt.timezone.utc)} if store.value == "task_state_store" else {}
+    return explain_statement(database.engine, statement(store), params, no_seqscan=no_seqscan)
+
+
+def explain_statement(
+    engine: Any, stmt: Any, values: dict[str, Any], *, no_seqscan: bool = False
+) -> dict[str, Any]:
+    """``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` of ``stmt`` with its bound ``values``: plan nodes,
+    indexes used, execution and planning time, buffers."""
+    compiled = stmt.compile(dialect=engine.dialect)
+    params = compiled.construct_params({k: v for k, v in values.items() if k in compiled.params})
     with engine.connect() as conn:
         if no_seqscan:
             conn.exec_driver_sql("SET LOCAL enable_seqscan = off")

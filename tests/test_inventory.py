@@ -36,6 +36,7 @@ from test_inventory_support import (
     asset_labels,
     build_world,
     check_footprint,
+    check_ui_reading,
     expected_totals,
     inventory,
     task_labels,
@@ -531,3 +532,10 @@ def test_the_watchdog_says_a_stuck_query_once_however_many_ticks_follow(
                 thread.join(10)
         logs.forget(LOG_KEY)
     assert not runner.is_alive()
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_the_ui_reads_each_dag_and_the_deployment_exactly(world: World) -> None:
+    """The State store tab's one statement per DAG, and the deployment page's, on SQLite."""
+    check_ui_reading(world)

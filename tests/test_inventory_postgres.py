@@ -36,6 +36,7 @@ from test_inventory_support import (
     a_locked_table_costs_one_line,
     build_world,
     check_footprint,
+    check_ui_reading,
     inventory,
     task_labels,
 )
@@ -160,3 +161,8 @@ class _ShutDoor:
         self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self._thread.join(5)
+
+
+def test_the_ui_reads_each_dag_and_the_deployment_exactly_on_postgres(world: World) -> None:
+    """The State store tab's one statement per DAG, and the deployment page's, on PostgreSQL."""
+    check_ui_reading(world)

@@ -541,3 +541,75 @@ def a_locked_table_costs_one_line(world: World, log: Path, hold: Callable[[threa
         assert len(served.lines("works again")) == 1, served.text()
         assert served.lines("ERROR") == []
         return warnings[0]
+
+
+# -- the UI's statements on the same world (store_metrics.ui.reading) -----------------------------------
+
+#: The assets each DAG uses (its tasks' outlets): real name -> the label the gauges give it above.
+DAG_ASSETS = {
+    "inventory_footprint": {"inventory/orders": "inventory_orders", "inventory/events": "inventory_events"},
+    "inventory_offloaded": {"inventory/offloaded": "inventory_offloaded"},
+}
+
+#: Runs the UI's reads through Airflow's own engine, as an API server worker does; prints JSON.
+UI_READING = """
+import json
+
+from store_metrics.inventory.database import Database
+from store_metrics.ui.payload import group_json
+from store_metrics.ui.reading import read_dag, read_deployment
+
+database = Database.from_airflow(30)
+out = {}
+for dag_id in ("inventory_footprint", "inventory_offloaded", "no_such_dag"):
+    fp = read_dag(database, dag_id)
+    out[dag_id] = {
+        "tasks": {name: group_json(g) for name, g in fp.tasks},
+        "assets": {name: group_json(g) for name, g in fp.assets},
+    }
+deployment = read_deployment(database, top=20)
+out["deployment"] = {
+    "dags": [[name, group_json(g)] for name, g in deployment.dags],
+    "assets": [[name, group_json(g)] for name, g in deployment.assets],
+    "users": {name: list(dags) for name, dags in deployment.asset_users.items()},
+}
+print(json.dumps(out))
+"""
+
+
+def _same(got: dict[str, Any], want: Want, what: object) -> None:
+    assert got["entries"] == want.entries, (what, got)
+    assert got["external"] == want.external, (what, got)
+    assert got["value_bytes"] == want.bytes, (what, got)  # None (unknown) where entries hold references
+    if want.bytes is not None:
+        assert got["bytes"] == want.bytes, (what, got)
+
+
+def check_ui_reading(world: World) -> None:
+    """The UI's per-DAG statement and deployment statements equal the hand-computed footprint."""
+    read = json.loads(_run([sys.executable, "-c", UI_READING], world.env()).stdout)
+    for dag_id, assets in DAG_ASSETS.items():
+        tasks = {t: w for (d, t), w in EXPECTED_TASKS.items() if d == dag_id}
+        assert set(read[dag_id]["tasks"]) == set(tasks), read[dag_id]
+        for task_id, want in tasks.items():
+            got = read[dag_id]["tasks"][task_id]
+            _same(got, want, (dag_id, task_id))
+            assert got["expired"] == want.expired, (dag_id, task_id, got)
+        assert set(read[dag_id]["assets"]) == set(assets), read[dag_id]
+        for name, label in assets.items():
+            got = read[dag_id]["assets"][name]
+            _same(got, EXPECTED_ASSETS[label], (dag_id, name))
+            assert got["expired"] is None
+    assert read["no_such_dag"] == {"tasks": {}, "assets": {}}
+    # The deployment: every DAG's task state summed, largest first; the assets with their users.
+    dags = dict((name, group) for name, group in read["deployment"]["dags"])
+    for dag_id in DAG_ASSETS:
+        wants = [w for (d, _), w in EXPECTED_TASKS.items() if d == dag_id]
+        assert dags[dag_id]["entries"] == sum(w.entries for w in wants)
+        assert dags[dag_id]["expired"] == sum(w.expired for w in wants)
+    stored = [group["bytes"] for _, group in read["deployment"]["dags"]]
+    assert stored == sorted(stored, reverse=True)
+    assert {name for name, _ in read["deployment"]["assets"]} == {n for d in DAG_ASSETS.values() for n in d}
+    assert read["deployment"]["users"] == {
+        name: [dag_id] for dag_id, names in DAG_ASSETS.items() for name in names
+    }

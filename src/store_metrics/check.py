@@ -61,6 +61,8 @@ _SERVER_OPTIONS = frozenset(
     {"server_metrics", "stall_tick_ms", "stall_threshold_ms", "server_prometheus_port"}
 )
 _INVENTORY = "inventory_"
+#: The UI's options (``ui``, ``ui_*``): only the API server serves the views.
+_UI = "ui"
 
 
 def applies(name: str, process: str, settings: Settings) -> bool:
@@ -71,7 +73,7 @@ def applies(name: str, process: str, settings: Settings) -> bool:
         option = BY_NAME[name]
         sends = name == "backend" or bool(option.backends) or option.emitter
         return settings.inventory_export == "backend" and sends and option.name != "flush_timeout"
-    if name in _SERVER_OPTIONS:
+    if name in _SERVER_OPTIONS or name == _UI or name.startswith(f"{_UI}_"):
         return process == "api-server"
     return True
 
@@ -146,6 +148,11 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None, proces
         say(f"error: {exc}")
         return EXIT_CONFIG
     _say_settings(settings, process, say)
+    if process == "api-server":
+        from .ui.check import check_lines  # the views do not depend on `enabled`
+
+        for line in check_lines(settings):
+            say(line)
     for line in compatibility.report():
         say(line)
     if not settings.enabled:

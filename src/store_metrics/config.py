@@ -57,6 +57,11 @@ class Settings:
     inventory_top: int = default("inventory_top")
     inventory_export: str = default("inventory_export")
     inventory_port: int = default("inventory_port")
+    ui: bool = default("ui")
+    ui_cache_ttl: float = default("ui_cache_ttl")
+    ui_timeout: float = default("ui_timeout")
+    ui_prometheus_url: str = default("ui_prometheus_url")
+    ui_grafana_url: str = default("ui_grafana_url")
     #: Where each value came from, for ``store-metrics check``.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
     #: Why ``backend = auto`` stands for :attr:`backend` here ('' when the backend was set).

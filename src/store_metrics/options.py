@@ -293,6 +293,48 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "port of the `store-metrics inventory --serve` scrape endpoint (also of the `otel` backend's "
         "Prometheus exporter there, with `inventory_export = backend`)",
     ),
+    # -- the State store tab and page in Airflow's UI (store_metrics.ui) --------------------------
+    Option(
+        "ui",
+        validate.boolean,
+        True,
+        "`true` / `false`",
+        "the *State store* tab on each DAG's page and the *State store* page in Airflow's UI, served "
+        "by the API server ([State store in the UI](https://store-metrics.github.io/airflow-store-metrics/ui/));"
+        " `false` removes both. `enabled` and `server_metrics` do not affect them",
+    ),
+    Option(
+        "ui_cache_ttl",
+        _seconds(False),
+        30.0,
+        "seconds > 0",
+        "seconds each API server worker keeps what it read for the UI (a DAG's footprint, the "
+        "deployment page, the calls) before it asks the database or Prometheus again",
+    ),
+    Option(
+        "ui_timeout",
+        _seconds(False),
+        5.0,
+        "seconds > 0",
+        "statement timeout of the UI's aggregate queries, and timeout of its Prometheus queries",
+    ),
+    Option(
+        "ui_prometheus_url",
+        validate.http_url,
+        "",
+        "an `http(s)://` URL, or empty",
+        "a Prometheus (or compatible) server the API server queries for the tab's calls per task, "
+        "operation and found ratio (the dashboards' series); empty: the tab says how to get them",
+        default_doc="empty (no calls shown)",
+    ),
+    Option(
+        "ui_grafana_url",
+        validate.http_url,
+        "",
+        "an `http(s)://` URL, or empty",
+        "Grafana's base URL: the tab links to the store-metrics dashboard filtered on the DAG",
+        default_doc="empty (no link)",
+    ),
     # -- arguments of configure() only -----------------------------------------------------------
     Option(
         "exit_timeout",
@@ -390,6 +432,11 @@ EXAMPLES: Final[dict[str, str]] = {
     "inventory_top": "50",
     "inventory_export": "backend",
     "inventory_port": "9491",
+    "ui": "false",
+    "ui_cache_ttl": "60",
+    "ui_timeout": "5",
+    "ui_prometheus_url": "http://prometheus-operated.monitoring:9090",
+    "ui_grafana_url": "https://grafana.example.com",
 }
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import pluggy
 
-from . import logs, runtime, triggers
+from . import logs, runtime, triggers, ui
 from .accessors import instrument_asset_store, instrument_task_store
 from .catalogue import task_tags
 from .config import load_settings
@@ -299,6 +299,10 @@ class StoreMetricsPlugin(AirflowPlugin):
     fastapi_root_middlewares = [  # noqa: RUF012
         {"name": "store_metrics_state_store_routes", "middleware": StateStoreRouteMetrics}
     ]
+    # The State store tab and page in Airflow's UI (store_metrics.ui): read when the API server (or
+    # `airflow plugins`) asks, so `[store_metrics] ui = false` can leave them out.
+    fastapi_apps = property(lambda self: ui.fastapi_apps())
+    external_views = property(lambda self: ui.external_views())
 
     @classmethod
     def on_load(cls, *args: Any, **kwargs: Any) -> None:

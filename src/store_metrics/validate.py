@@ -92,3 +92,24 @@ def prefix(option: str, value: object) -> str:
             option, value, "dot-separated words of letters, digits and '_', each starting with a letter"
         )
     return text
+
+
+def http_url(option: str, value: object) -> str:
+    """An ``http://`` or ``https://`` URL with a host and no query or fragment, without its trailing
+    ``/``; empty means "not set"."""
+    from urllib.parse import urlsplit
+
+    text = str(value).strip()
+    if not text:
+        return ""
+    accepted = "an http:// or https:// URL with a host and no query or fragment, or empty (not set)"
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ConfigError(option, value, accepted) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ConfigError(option, value, accepted)
+    if any(c.isspace() for c in text):
+        raise ConfigError(option, value, accepted)
+    return text.rstrip("/")

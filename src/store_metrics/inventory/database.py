@@ -4,7 +4,9 @@ The inventory uses Airflow's own engine (``airflow.settings.engine``: the URL, c
 pool and ``pool_pre_ping`` of ``[database]``), so it reaches the database exactly as the
 scheduler does and reconnects on its own after the database comes back.
 
-Each query runs in its own short read-only transaction under a statement timeout:
+Each query (:meth:`Database.read` for the inventory, :meth:`Database.fetch` for any aggregate
+statement, e.g. the UI's per-DAG one) runs in its own short read-only transaction under a statement
+timeout:
 
 * PostgreSQL — ``SET TRANSACTION READ ONLY`` and ``SET LOCAL statement_timeout`` (the server
   cancels the statement, lock waits included; ``LOCAL`` ends with the transaction, so the pooled
@@ -23,16 +25,19 @@ from __future__ import annotations
 import datetime as dt
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
-from sqlalchemy import Connection, Engine, Select
+from sqlalchemy import CompoundSelect, Connection, Engine, Select
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ..catalogue import Store
 from .queries import statement
+
+#: A statement :meth:`Database.fetch` runs: a ``SELECT`` or a ``UNION`` of them.
+Query = Select[Any] | CompoundSelect[Any]
 
 #: SQLite calls the progress handler every this many virtual machine instructions.
 _SQLITE_PROGRESS_STEPS = 10_000
@@ -52,7 +57,22 @@ class Reading:
 def timed_statement(store: Store, ms: int) -> Select[Any]:
     """``store``'s aggregate query; on MySQL with the ``MAX_EXECUTION_TIME`` hint (other dialects
     ignore it: their timeout is set on the transaction or the connection)."""
-    return statement(store).prefix_with(f"/*+ MAX_EXECUTION_TIME({ms}) */", dialect="mysql")
+    return with_mysql_timeout(statement(store), ms)
+
+
+@overload
+def with_mysql_timeout(stmt: Select[Any], ms: int) -> Select[Any]: ...
+@overload
+def with_mysql_timeout(stmt: CompoundSelect[Any], ms: int) -> CompoundSelect[Any]: ...
+def with_mysql_timeout(stmt: Query, ms: int) -> Query:
+    """``stmt`` with MySQL's ``MAX_EXECUTION_TIME`` hint (other dialects ignore it). In a ``UNION``
+    it follows the first ``SELECT`` and bounds the whole statement (MySQL's optimizer hints)."""
+    hint = f"/*+ MAX_EXECUTION_TIME({ms}) */"
+    if isinstance(stmt, CompoundSelect):
+        first, *rest = stmt.selects
+        assert isinstance(first, Select)
+        return CompoundSelect(stmt.keyword, first.prefix_with(hint, dialect="mysql"), *rest)
+    return stmt.prefix_with(hint, dialect="mysql")
 
 
 class Database:
@@ -81,23 +101,32 @@ class Database:
         where = f"{url.host}:{url.port or ''}/{url.database}" if url.host else str(url.database)
         return f"{self.dialect} {where}"
 
+    @property
+    def timeout_ms(self) -> int:
+        return max(1, int(self.timeout * 1000))
+
     def read(self, store: Store, now: dt.datetime | None = None) -> Reading:
         """Run ``store``'s aggregate query; raise what the database raised (see :func:`problem_of`)."""
         at = now or dt.datetime.now(dt.timezone.utc)
-        ms = max(1, int(self.timeout * 1000))
-        stmt = timed_statement(store, ms)
         params = {"now": at} if store is Store.TASK else {}
+        rows, duration_ms = self.fetch(statement(store), params)
+        return Reading(store, rows, at, duration_ms)
+
+    def fetch(self, stmt: Query, params: Mapping[str, Any]) -> tuple[list[tuple[Any, ...]], float]:
+        """Rows of ``stmt`` and its duration in ms, read-only under the timeout; raises what the
+        database raised (see :func:`problem_of`)."""
+        ms = self.timeout_ms
         with self.engine.connect() as conn:
             try:
                 start = time.perf_counter()
                 with self._timeout(conn, ms):
-                    rows = [tuple(row) for row in conn.execute(stmt, params)]
+                    rows = [tuple(row) for row in conn.execute(with_mysql_timeout(stmt, ms), dict(params))]
                 duration_ms = (time.perf_counter() - start) * 1000.0
             finally:
                 # Read-only: nothing to keep. A broken connection must not hide the query's own error.
                 with suppress(Exception):
                     conn.rollback()
-        return Reading(store, rows, at, duration_ms)
+        return rows, duration_ms
 
     @contextmanager
     def _timeout(self, conn: Connection, ms: int) -> Iterator[None]:

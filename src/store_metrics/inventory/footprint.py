@@ -120,7 +120,8 @@ class StoreFootprint:
         )
 
 
-def _rank(item: tuple[Any, Group]) -> tuple[int, int, Any]:
+def by_size(item: tuple[Any, Group]) -> tuple[int, int, Any]:
+    """Sort key of ``(key, group)`` pairs: stored bytes, then entries, descending; then the key."""
     key, group = item
     return (-group.stored_bytes, -group.entries, key)
 
@@ -136,7 +137,7 @@ def _merged(pairs: Iterable[tuple[Key, Group]]) -> dict[Key, Group]:
 def bound(store: Store, groups: Mapping[Key, Group], top: int) -> dict[Key, Group]:
     """Keep the ``top`` DAGs (and ``top`` tasks of each) or assets; sum the rest under ``other``."""
     if store is Store.ASSET:
-        ranked = sorted(groups.items(), key=_rank)
+        ranked = sorted(groups.items(), key=by_size)
         kept = ranked[:top]
         rest = [((OTHER,), group) for _, group in ranked[top:]]
         return _merged([*kept, *rest])
@@ -144,10 +145,10 @@ def bound(store: Store, groups: Mapping[Key, Group], top: int) -> dict[Key, Grou
     for key, group in groups.items():
         by_dag.setdefault(key[0], {})[key] = group
     dag_totals = {dag: _merged(((dag,), g) for g in tasks.values())[(dag,)] for dag, tasks in by_dag.items()}
-    ranked_dags = [dag for dag, _ in sorted(dag_totals.items(), key=_rank)]
+    ranked_dags = [dag for dag, _ in sorted(dag_totals.items(), key=by_size)]
     out: list[tuple[Key, Group]] = []
     for dag in ranked_dags[:top]:
-        ranked_tasks = sorted(by_dag[dag].items(), key=_rank)
+        ranked_tasks = sorted(by_dag[dag].items(), key=by_size)
         out += ranked_tasks[:top]
         out += [((dag, OTHER), group) for _, group in ranked_tasks[top:]]
     out += [((OTHER, OTHER), dag_totals[dag]) for dag in ranked_dags[top:]]

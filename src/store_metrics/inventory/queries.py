@@ -25,14 +25,22 @@ Nothing reads ``value`` into Python. Per group, the database returns:
 * ``oldest`` / ``newest`` — ``min``/``max`` of ``updated_at``;
 * ``expired`` (task store only) — entries whose ``expires_at`` is before ``now``, still in the
   table because retention (``airflow db clean`` / the state store cleanup) has not run yet.
+
+The same aggregates serve the UI's State store tab (:mod:`store_metrics.ui`) for one DAG at a time:
+:func:`dag_statement` is one ``UNION ALL`` of the task store restricted to ``:dag_id`` (through the
+table's ``idx_task_state_store_lookup`` index, which leads with ``dag_id``) and the asset store
+restricted to the assets that DAG uses (its schedule, its tasks' inlets and outlets: Airflow's three
+reference tables, looked up by their ``dag_id`` indexes, then ``asset_state_store``'s primary key).
+:func:`dag_totals_statement` is the task store per DAG (the deployment page).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Integer, Select, bindparam, case, func, select
+from sqlalchemy import CompoundSelect, Integer, Select, bindparam, case, func, literal, null, select, union
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
@@ -84,6 +92,20 @@ def _tables() -> tuple[Any, Any, Any]:
     return TaskStateStoreModel.__table__, AssetStateStoreModel.__table__, AssetModel.__table__
 
 
+def _asset_references() -> tuple[Any, ...]:
+    """Airflow's tables saying which assets a DAG uses: its schedule, its tasks' outlets and inlets."""
+    from airflow.models.asset import (
+        DagScheduleAssetReference,
+        TaskInletAssetReference,
+        TaskOutletAssetReference,
+    )
+
+    return tuple(
+        model.__table__
+        for model in (DagScheduleAssetReference, TaskOutletAssetReference, TaskInletAssetReference)
+    )
+
+
 def _common(table: Any) -> list[Any]:
     size = value_bytes(table.c.value)
     # The size test comes first and CASE evaluates lazily: a large value is never sliced (on
@@ -99,27 +121,35 @@ def _common(table: Any) -> list[Any]:
     ]
 
 
+def _expired(task: Any) -> Any:
+    """Entries past their ``expires_at`` at ``:now``."""
+    now = bindparam("now", type_=task.c.expires_at.type)
+    expired = case((task.c.expires_at < now, 1), else_=0)
+    return func.coalesce(func.sum(expired), 0).label(Column.EXPIRED.value)
+
+
 def task_statement() -> Select[Any]:
     """Per (dag_id, task_id): entries, bytes, external, oldest, newest, expired. Takes ``:now``."""
     task, _, _ = _tables()
-    now = bindparam("now", type_=task.c.expires_at.type)
-    expired = case((task.c.expires_at < now, 1), else_=0)
-    return select(
-        task.c.dag_id,
-        task.c.task_id,
-        *_common(task),
-        func.coalesce(func.sum(expired), 0).label(Column.EXPIRED.value),
-    ).group_by(task.c.dag_id, task.c.task_id)
+    return select(task.c.dag_id, task.c.task_id, *_common(task), _expired(task)).group_by(
+        task.c.dag_id, task.c.task_id
+    )
 
 
 def asset_statement() -> Select[Any]:
     """Per asset name: entries, bytes, external, oldest, newest (the asset store has no expiry)."""
+    return _per_asset(lambda asset: [asset.c.name])
+
+
+def _per_asset(keys: Callable[[Any], list[Any]], extra: Sequence[Any] = (), where: Any = None) -> Select[Any]:
+    """The asset store grouped by its asset's name: ``keys(asset table)`` first, then the aggregates."""
     _, state, asset = _tables()
-    return (
-        select(asset.c.name, *_common(state))
-        .select_from(state.outerjoin(asset, state.c.asset_id == asset.c.id))
-        .group_by(asset.c.name)
+    stmt = select(*keys(asset), *_common(state), *extra).select_from(
+        state.outerjoin(asset, state.c.asset_id == asset.c.id)
     )
+    if where is not None:
+        stmt = stmt.where(where(state))
+    return stmt.group_by(asset.c.name)
 
 
 def statement(store: Store) -> Select[Any]:
@@ -129,3 +159,57 @@ def statement(store: Store) -> Select[Any]:
 
 #: How many leading columns of a row of :func:`statement` are its group key.
 KEY_COLUMNS: dict[Store, int] = {Store.TASK: 2, Store.ASSET: 1}
+
+
+# -- for the UI (store_metrics.ui): one DAG, and the deployment per DAG ---------------------------------
+
+
+def dag_asset_ids() -> CompoundSelect[Any]:
+    """The ids of the assets the DAG ``:dag_id`` uses (schedule, outlets, inlets), each once."""
+    dag_id: Any = bindparam("dag_id")
+    return union(*(select(ref.c.asset_id).where(ref.c.dag_id == dag_id) for ref in _asset_references()))
+
+
+def dag_statement() -> CompoundSelect[Any]:
+    """One DAG's footprint in one statement: per task, then per asset it uses. Takes ``:dag_id``, ``:now``.
+
+    Each row: the store (a :class:`Store` value), the task id or the asset name, then the columns of
+    :class:`Column` (``expired`` is NULL for an asset).
+    """
+    task, _, _ = _tables()
+    tasks = (
+        select(
+            literal(Store.TASK.value).label("store"),
+            task.c.task_id.label("name"),
+            *_common(task),
+            _expired(task),
+        )
+        .where(task.c.dag_id == bindparam("dag_id"))
+        .group_by(task.c.task_id)
+    )
+    assets = _per_asset(
+        lambda asset: [literal(Store.ASSET.value).label("store"), asset.c.name.label("name")],
+        extra=[null().label(Column.EXPIRED.value)],
+        where=lambda state: state.c.asset_id.in_(dag_asset_ids()),
+    )
+    return tasks.union_all(assets)
+
+
+def dag_totals_statement() -> Select[Any]:
+    """Per dag_id: entries, bytes, external, oldest, newest, expired. Takes ``:now``."""
+    task, _, _ = _tables()
+    return select(task.c.dag_id, *_common(task), _expired(task)).group_by(task.c.dag_id)
+
+
+def asset_users_statement() -> CompoundSelect[Any]:
+    """(asset name, dag_id) of every DAG using an asset named in ``:names`` (a list), each pair once."""
+    _, _, asset = _tables()
+    names: Any = bindparam("names", expanding=True)
+    return union(
+        *(
+            select(asset.c.name, ref.c.dag_id)
+            .select_from(ref.join(asset, ref.c.asset_id == asset.c.id))
+            .where(asset.c.name.in_(names))
+            for ref in _asset_references()
+        )
+    )

@@ -1,0 +1,30 @@
+"""The State store in Airflow's own UI: a tab on each DAG's page, and a page for the deployment.
+
+The tab shows, per task and per asset the DAG uses, what the state store holds (entries, bytes,
+oldest and newest write, expired entries, entries held by a custom backend), read from the metadata
+database with one bounded aggregate statement; with a Prometheus configured, each task's calls per
+operation and found ratio over a chosen window, from the dashboards' series; with a Grafana, a link
+to the dashboard filtered on the DAG. The page lists the largest DAGs and assets, the expired
+entries nobody cleans up, and the inventory's freshness. Never a key or a value.
+
+One module per job:
+
+* :mod:`.views` — what the plugin registers: the two external views and the FastAPI app;
+* :mod:`.app` — the app: the pages, their static files and their JSON routes;
+* :mod:`.access` — Airflow's auth manager decides who sees what;
+* :mod:`.sources` — per API server worker: settings, database, Prometheus, cached answers;
+* :mod:`.cache` — the per-worker TTL cache (one load at a time per key);
+* :mod:`.reading` — the aggregate statements of :mod:`store_metrics.inventory`, for one DAG and all;
+* :mod:`.calls` — the calls from Prometheus, with the dashboards' PromQL;
+* :mod:`.payload` — the JSON the pages read;
+* ``static/`` — the pages (HTML, CSS, JavaScript: shipped as they are, no build step).
+
+Importing this package imports neither FastAPI nor Airflow: the app is built when the API server
+asks for the plugin's apps.
+"""
+
+from __future__ import annotations
+
+from .views import external_views, fastapi_apps
+
+__all__ = ["external_views", "fastapi_apps"]

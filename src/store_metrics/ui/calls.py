@@ -1,0 +1,146 @@
+"""The tab's calls: each task's state store calls per operation over a window, from Prometheus.
+
+The PromQL is the dashboards' (:mod:`store_metrics.pipeline.promql`): the same counters
+(``<prefix>_task_state_store_<outcome>_total`` and the asset store's), the same "calls in the
+range" rule (a series first seen inside the window counts in full, the others by ``increase``),
+the same exclusion of asset watchers (``run_type="asset_watcher"`` belongs to no DAG), and the
+DAG's id as the counters carry it (sanitised like every tag value). One instant query per DAG and
+window, summed by ``task_id`` and counter; found ratios are computed from the same numbers
+(``read_found / (read_found + read_absent)``, as the dashboards' ratio panels).
+
+The inventory's own health (``store-metrics inventory``'s footprint age and up gauges) comes from
+the same Prometheus, for the deployment page.
+
+Only the standard library talks to Prometheus (``POST /api/v1/query``), with ``ui_timeout``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..catalogue import (
+    DAG_ID,
+    INVENTORY_FOOTPRINT_AGE,
+    INVENTORY_UP,
+    RUN_TYPE,
+    RUN_TYPE_ASSET_WATCHER,
+    STORE,
+    TASK_ID,
+    Outcome,
+    Store,
+)
+from ..pipeline import promql
+from ..wire import sanitize_tag_value
+
+#: The windows the tab offers, and how long each is.
+WINDOWS: Final[dict[str, int]] = {"1h": 3600, "6h": 6 * 3600, "1d": 86400, "7d": 7 * 86400}
+DEFAULT_WINDOW: Final = "1d"
+#: Every counter the tab shows, in the order of the union (its ``store_metrics_counter`` label).
+COUNTERS: Final[tuple[tuple[Store, Outcome], ...]] = tuple(
+    (store, outcome) for store in Store for outcome in promql.ALL_OUTCOMES
+)
+
+
+class PrometheusError(Exception):
+    """Prometheus could not be reached, or refused the query."""
+
+
+def _label_value(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def dag_selector(dag_id: str) -> str:
+    """The DAG's series, as the per-DAG dashboard panels select them (asset watchers left out)."""
+    value = _label_value(sanitize_tag_value(dag_id))
+    return f'{{{DAG_ID}="{value}",{RUN_TYPE}!="{RUN_TYPE_ASSET_WATCHER}"}}'
+
+
+def calls_expr(dag_id: str, prefix: str, window: str) -> str:
+    """Calls of every counter in ``window``, per task and counter (``store_metrics_counter`` = index)."""
+    series = [promql.name(store, outcome, prefix) for store, outcome in COUNTERS]
+    return promql.count_sum(series, dag_selector(dag_id), window, (TASK_ID, promql.COUNTER_LABEL))
+
+
+def query(url: str, expr: str, timeout: float) -> list[dict[str, Any]]:
+    """An instant query at Prometheus's now: the samples of its vector result."""
+    request = urllib.request.Request(
+        f"{url}/api/v1/query",
+        data=urllib.parse.urlencode({"query": expr}).encode(),
+        headers={"Accept": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = json.loads(response.read())
+    except urllib.error.HTTPError as exc:  # Prometheus answers 400/422/503 with a JSON error
+        raise PrometheusError(f"HTTP {exc.code}: {_error_of(exc)}") from None
+    except (OSError, ValueError) as exc:
+        raise PrometheusError(f"{type(exc).__name__}: {exc}") from None
+    if body.get("status") != "success" or body.get("data", {}).get("resultType") != "vector":
+        raise PrometheusError(str(body.get("error") or body)[:300])
+    return list(body["data"]["result"])
+
+
+def _error_of(exc: urllib.error.HTTPError) -> str:
+    try:
+        return str(json.loads(exc.read()).get("error", exc.reason))[:300]
+    except (OSError, ValueError):
+        return str(exc.reason)
+
+
+@dataclass(frozen=True)
+class Calls:
+    """A DAG's calls in a window: task_id (as the counters carry it) -> "store.outcome" -> calls."""
+
+    window: str
+    expr: str
+    tasks: Mapping[str, Mapping[str, float]]
+    #: When Prometheus answered (unix seconds).
+    at: float
+
+
+def counter_key(store: Store, outcome: Outcome) -> str:
+    return f"{store.value}.{outcome.value}"
+
+
+def read_calls(url: str, dag_id: str, prefix: str, window: str, timeout: float) -> Calls:
+    """One query; raises :class:`PrometheusError`."""
+    expr = calls_expr(dag_id, prefix, window)
+    tasks: dict[str, dict[str, float]] = defaultdict(dict)
+    for sample in query(url, expr, timeout):
+        labels = sample["metric"]
+        store, outcome = COUNTERS[int(labels[promql.COUNTER_LABEL])]
+        tasks[labels.get(TASK_ID, "")][counter_key(store, outcome)] = float(sample["value"][1])
+    return Calls(window=window, expr=expr, tasks=dict(tasks), at=time.time())
+
+
+def found_ratio(calls: Mapping[str, float], store: Store) -> float | None:
+    """``read_found / (read_found + read_absent)`` of one store; ``None`` without reads."""
+    found = calls.get(counter_key(store, Outcome.READ_FOUND), 0.0)
+    reads = found + calls.get(counter_key(store, Outcome.READ_ABSENT), 0.0)
+    return found / reads if reads > 0 else None
+
+
+@dataclass(frozen=True)
+class InventoryHealth:
+    """``store-metrics inventory`` as Prometheus last saw it, per store: footprint age (s), up."""
+
+    age_seconds: Mapping[str, float]
+    up: Mapping[str, bool]
+
+
+def read_inventory_health(url: str, prefix: str, timeout: float) -> InventoryHealth:
+    """Two small queries (the freshest replica's age, any replica up); raises :class:`PrometheusError`."""
+    age = query(url, f"min by ({STORE}) ({INVENTORY_FOOTPRINT_AGE.prometheus_name(prefix)})", timeout)
+    up = query(url, f"max by ({STORE}) ({INVENTORY_UP.prometheus_name(prefix)})", timeout)
+    return InventoryHealth(
+        age_seconds={s["metric"].get(STORE, ""): float(s["value"][1]) for s in age},
+        up={s["metric"].get(STORE, ""): float(s["value"][1]) == 1 for s in up},
+    )

@@ -1,0 +1,33 @@
+"""What ``store-metrics check`` says about the State store views: on or off, and whether the
+Prometheus they query answers (one instant query, ``ui_timeout``). Never changes its exit code: the
+views are optional."""
+
+from __future__ import annotations
+
+from ..config import Settings
+from ..pipeline import promql
+from .calls import COUNTERS, PrometheusError, query
+from .views import NAME, PAGE_ROUTE, TAB_ROUTE
+
+
+def check_lines(settings: Settings) -> list[str]:
+    if not settings.ui:
+        return ["ui: off (ui = false): no State store tab or page in Airflow's UI"]
+    lines = [
+        f"ui: a {NAME} tab on each DAG's page (dags/<dag_id>/plugin/{TAB_ROUTE}) and a {NAME} page "
+        f"(plugin/{PAGE_ROUTE}), served by the API server"
+    ]
+    url = settings.ui_prometheus_url
+    if not url:
+        lines.append("ui: no ui_prometheus_url: the tab shows what the state store holds, not the calls")
+    else:
+        series = [promql.name(store, outcome, settings.prefix) for store, outcome in COUNTERS]
+        expr = f'count by (__name__) ({{__name__=~"{promql.name_regex(series)}"}})'
+        try:
+            held = len(query(url, expr, settings.ui_timeout))
+            lines.append(f"ui: Prometheus at {url} answers; it holds {held} of the {len(series)} counters")
+        except PrometheusError as exc:
+            lines.append(f"ui: warning: Prometheus at {url} does not answer ({exc}): the tab will say so")
+    if settings.ui_grafana_url:
+        lines.append(f"ui: the tab links to Grafana at {settings.ui_grafana_url}")
+    return lines

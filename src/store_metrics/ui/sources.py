@@ -1,0 +1,176 @@
+"""Where the pages' numbers come from, per API server worker: the settings, the database, Prometheus.
+
+One :class:`Sources` per worker (made at the first request, never at import). Each answer is
+cached for ``ui_cache_ttl`` seconds (:class:`~.cache.TtlCache`): a DAG's footprint per DAG, the
+deployment's once, the calls per DAG and window. A query that fails never raises out of here: the
+answer carries the problem (and the last good value, if there was one), and the problem is logged
+once until the source works again (:class:`store_metrics.logs.Outage`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from .. import logs
+from ..config import Settings, load_settings
+from ..errors import ConfigError
+from ..inventory.database import Database, problem_of, short
+from .cache import TtlCache
+from .calls import Calls, InventoryHealth, PrometheusError, read_calls, read_inventory_health
+from .reading import DagFootprint, Deployment, read_dag, read_deployment
+
+T = TypeVar("T")
+LOG_KEY = "ui:"
+
+
+@dataclass(frozen=True)
+class Answer(Generic[T]):
+    """A value (``None`` if never read), the problem of its last load (empty: none), and its age."""
+
+    value: T | None
+    problem: str
+    #: Seconds since the value was read (0 when it has just been).
+    age: float
+
+
+@dataclass(frozen=True)
+class _Loaded(Generic[T]):
+    value: T | None
+    problem: str
+    #: ``time.monotonic()`` when ``value`` was read (it may be older than the load, after a failure).
+    read: float
+
+
+class Sources:
+    """The pages' data for one worker."""
+
+    def __init__(self, settings: Settings, problem: str = "") -> None:
+        self.settings = settings
+        #: Why the configuration did not load (the defaults are used then).
+        self.config_problem = problem
+        self._database: Database | None = None
+        ttl = settings.ui_cache_ttl
+        self._dags: TtlCache[_Loaded[DagFootprint]] = TtlCache(ttl)
+        self._deployment: TtlCache[_Loaded[Deployment]] = TtlCache(ttl, size=1)
+        self._calls: TtlCache[_Loaded[Calls]] = TtlCache(ttl)
+        self._health: TtlCache[_Loaded[InventoryHealth]] = TtlCache(ttl, size=1)
+        self._tables = _Source("database", "reading the state store tables")
+        self._prometheus = _Source("prometheus", f"querying Prometheus at {settings.ui_prometheus_url}")
+
+    @classmethod
+    def from_config(cls) -> Sources:
+        try:
+            return cls(load_settings())
+        except ConfigError as exc:
+            logs.once(f"{LOG_KEY}config", logging.ERROR, "store-metrics UI: %s; using the defaults", exc)
+            return cls(Settings(), problem=str(exc))
+
+    @property
+    def database(self) -> Database:
+        if self._database is None:
+            self._database = Database.from_airflow(self.settings.ui_timeout)
+        return self._database
+
+    @property
+    def prometheus_url(self) -> str:
+        return self.settings.ui_prometheus_url
+
+    # -- the metadata database ------------------------------------------------------------------
+
+    def dag(self, dag_id: str) -> Answer[DagFootprint]:
+        return self._answer(self._dags, dag_id, lambda: read_dag(self.database, dag_id), self._tables)
+
+    def deployment(self) -> Answer[Deployment]:
+        top = self.settings.inventory_top
+        return self._answer(
+            self._deployment, "all", lambda: read_deployment(self.database, top), self._tables
+        )
+
+    # -- Prometheus -----------------------------------------------------------------------------
+
+    def calls(self, dag_id: str, window: str) -> Answer[Calls] | None:
+        """The DAG's calls in ``window``; ``None`` without ``ui_prometheus_url``."""
+        if not self.prometheus_url:
+            return None
+        s = self.settings
+        return self._answer(
+            self._calls,
+            (dag_id, window),
+            lambda: read_calls(self.prometheus_url, dag_id, s.prefix, window, s.ui_timeout),
+            self._prometheus,
+        )
+
+    def inventory_health(self) -> Answer[InventoryHealth] | None:
+        if not self.prometheus_url:
+            return None
+        s = self.settings
+        return self._answer(
+            self._health,
+            "all",
+            lambda: read_inventory_health(self.prometheus_url, s.prefix, s.ui_timeout),
+            self._prometheus,
+        )
+
+    # -- both -----------------------------------------------------------------------------------
+
+    def _answer(
+        self, cache: TtlCache[_Loaded[T]], key: object, read: Callable[[], T], source: _Source
+    ) -> Answer[T]:
+        def load() -> _Loaded[T]:
+            try:
+                value = read()
+            except Exception as exc:
+                last = cache.peek(key)
+                kept = last.value if last is not None else _Loaded[T](None, "", time.monotonic())
+                return _Loaded(kept.value, source.failed(exc), kept.read)
+            source.worked()
+            return _Loaded(value, "", time.monotonic())
+
+        loaded = cache.get(key, load).value
+        return Answer(loaded.value, loaded.problem, max(0.0, time.monotonic() - loaded.read))
+
+
+class _Source:
+    """The database or Prometheus: each kind of failure said once, and its end."""
+
+    def __init__(self, name: str, what: str) -> None:
+        self.what = what
+        self.outage = logs.Outage(f"{LOG_KEY}{name}:")
+
+    def failed(self, exc: Exception) -> str:
+        """Log the failure once per kind and outage; return the problem as the page shows it."""
+        if isinstance(exc, PrometheusError):
+            kind, problem = "query", str(exc)
+        else:
+            kind = problem_of(exc)
+            problem = f"{kind}: {short(exc)}"
+        self.outage.failed(
+            kind,
+            logging.WARNING,
+            "store-metrics UI: %s failed (%s); the pages show the last good answer, if any "
+            "(said once until it works again)",
+            self.what,
+            problem,
+        )
+        return problem
+
+    def worked(self) -> None:
+        self.outage.recovered("store-metrics UI: %s works again", self.what)
+
+
+_sources: Sources | None = None
+_lock = threading.Lock()
+
+
+def sources() -> Sources:
+    """This worker's :class:`Sources`, made on first use."""
+    global _sources
+    with _lock:
+        if _sources is None:
+            _sources = Sources.from_config()
+        return _sources
