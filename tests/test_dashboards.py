@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
+from generators.grafana.dashboard import footprint_specs, specs, trigger_specs
+from generators.grafana.footprint_row import FOOTPRINT_ROW_TITLE
+from generators.grafana.rows import NO_WATCHERS_NOTE, TRIGGERS_ROW_TITLE
+from generators.grafana.server_row import SERVER_ROW_TITLE
 from store_metrics import catalogue
-from store_metrics.pipeline.grafana.dashboard import footprint_specs, specs, trigger_specs
-from store_metrics.pipeline.grafana.footprint_row import FOOTPRINT_ROW_TITLE
-from store_metrics.pipeline.grafana.rows import NO_WATCHERS_NOTE, TRIGGERS_ROW_TITLE
-from store_metrics.pipeline.grafana.server_row import SERVER_ROW_TITLE
 from support.dashboard import VARIABLES, assert_laid_out, evaluate_queries, panel_exprs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -34,12 +34,12 @@ from datadog_api_client.model_utils import (
 from datadog_api_client.v1.model.dashboard import Dashboard
 from datadog_api_client.v1.model.monitor import Monitor
 
+from generators.datadog import dashboard as dd_dashboard
+from generators.datadog import monitors as dd_monitors
+from generators.datadog.queries import FILTERS
+from generators.rule_facts import ERROR_RATIO_THRESHOLD
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
-from store_metrics.pipeline import rules
-from store_metrics.pipeline.datadog import dashboard as dd_dashboard
-from store_metrics.pipeline.datadog import monitors as dd_monitors
-from store_metrics.pipeline.datadog.queries import FILTERS
 
 ROOT = Path(__file__).resolve().parent.parent
 DATADOG = ROOT / "datadog"
@@ -401,7 +401,7 @@ def test_monitor_thresholds_agree_with_their_queries_and_the_rules(custom: Path)
             assert data["name"].startswith("[store-metrics]")
             assert "{{#is_alert}}" in data["message"] and "{{#is_recovery}}" in data["message"]
         ratio = files[dd_monitors.RATIO]
-        assert ratio["options"]["thresholds"]["critical"] == rules.ERROR_RATIO_THRESHOLD
+        assert ratio["options"]["thresholds"]["critical"] == ERROR_RATIO_THRESHOLD
         assert ratio["query"].startswith("sum(last_10m):")  # the rule's `for: 10m`
         assert " by {dag_id}" in ratio["query"] and "{{dag_id.name}}" in ratio["name"]
         assert " by {" not in files[dd_monitors.FAILING]["query"]  # one alert for all DAGs

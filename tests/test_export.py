@@ -30,21 +30,15 @@ import pytest
 import yaml
 
 from store_metrics import catalogue
-from store_metrics.pipeline import (
-    export,
-    footprint_rules,
-    helm,
-    rules,
-    server_rules,
-    statsd_mapping,
-    watcher_rules,
-    yaml_text,
-)
+from store_metrics.pipeline import export, helm, statsd_mapping, yaml_text
 from support.promtool import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "myco.airflow"
 SERIES_PREFIX = "myco_airflow_"
+#: The rule files ``export`` writes (in collector/), each with its promtool tests ``<name>.test.yml``.
+RULE_FILES = ("rules.yml", "server-rules.yml", "watcher-rules.yml", "footprint-rules.yml")
+MAPPING_FILES = (statsd_mapping.FILENAME, statsd_mapping.SERVER_FILENAME, statsd_mapping.INVENTORY_FILENAME)
 #: What ``export`` must never import: the backends' libraries, Airflow, and PyYAML (not a dependency).
 OPTIONAL = ("opentelemetry", "datadog", "statsd", "airflow", "prometheus_client", "requests", "grpc", "yaml")
 
@@ -117,9 +111,9 @@ def test_empty_prefix_is_allowed(tmp_path: Path) -> None:
     assert run_export(tmp_path / "out", "--prefix", "").returncode == 0
     text = (tmp_path / "out" / "collector" / "rules.yml").read_text()
     assert '(rate(task_state_store_write_total{run_type!="asset_watcher"}[5m]))' in text
-    watchers = (tmp_path / "out" / "collector" / watcher_rules.FILENAME).read_text()
+    watchers = (tmp_path / "out" / "collector" / "watcher-rules.yml").read_text()
     assert '(rate(task_state_store_write_total{run_type="asset_watcher"}[5m]))' in watchers
-    footprint = (tmp_path / "out" / "collector" / footprint_rules.FILENAME).read_text()
+    footprint = (tmp_path / "out" / "collector" / "footprint-rules.yml").read_text()
     assert "(max without (instance, pod, job) (task_state_store_footprint_entries))" in footprint
 
 
@@ -127,17 +121,10 @@ def test_empty_prefix_is_allowed(tmp_path: Path) -> None:
 
 
 @pytest.mark.prometheus
-@pytest.mark.parametrize(
-    ("rules_file", "tests_file"),
-    [
-        (rules.FILENAME, rules.TESTS_FILENAME),
-        (server_rules.FILENAME, server_rules.TESTS_FILENAME),
-        (watcher_rules.FILENAME, watcher_rules.TESTS_FILENAME),
-        (footprint_rules.FILENAME, footprint_rules.TESTS_FILENAME),
-    ],
-)
-def test_custom_prefix_rules_pass_promtool(custom: Path, rules_file: str, tests_file: str) -> None:
+@pytest.mark.parametrize("rules_file", RULE_FILES)
+def test_custom_prefix_rules_pass_promtool(custom: Path, rules_file: str) -> None:
     collector = custom / "collector"
+    tests_file = rules_file.replace(".yml", ".test.yml")
     count = sum(len(g["rules"]) for g in yaml.safe_load((collector / rules_file).read_text())["groups"])
     checked = promtool("check", "rules", rules_file, cwd=collector)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -152,7 +139,7 @@ def test_custom_prefix_prometheus_config_passes_promtool(custom: Path) -> None:
     checked = promtool("check", "config", "prometheus.yml", cwd=custom / "collector")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "SUCCESS: 4 rule files found" in checked.stdout
-    for name in (rules.FILENAME, server_rules.FILENAME, watcher_rules.FILENAME, footprint_rules.FILENAME):
+    for name in RULE_FILES:
         assert f"Checking {name}" in checked.stdout
 
 
@@ -228,16 +215,15 @@ def test_custom_prefix_dashboard_queries_only_prefixed_series(custom: Path) -> N
     assert {m.prometheus_name(PREFIX) for m in catalogue.STATE_STORE_METRICS} <= used
 
 
-@pytest.mark.parametrize(
-    "rules_file", [rules.FILENAME, server_rules.FILENAME, watcher_rules.FILENAME, footprint_rules.FILENAME]
-)
+@pytest.mark.parametrize("rules_file", RULE_FILES)
 def test_custom_prefix_rules_query_only_prefixed_and_recorded_series(custom: Path, rules_file: str) -> None:
-    recorded = (
-        set(rules.RECORDED)
-        | set(server_rules.API_RECORDED)
-        | set(watcher_rules.RECORDED)
-        | set(footprint_rules.RECORDED)
-    )
+    recorded = {
+        rule["record"]
+        for name in RULE_FILES
+        for group in yaml.safe_load((custom / "collector" / name).read_text())["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    }
     for expr in rule_exprs(custom / "collector" / rules_file):
         for name in series_in(expr):
             assert name.startswith(SERIES_PREFIX) or name in recorded, (name, expr)
@@ -247,19 +233,14 @@ def test_custom_prefix_rules_query_only_prefixed_and_recorded_series(custom: Pat
 
 def test_custom_prefix_statsd_mappings_and_rule_tests_use_the_prefix(custom: Path) -> None:
     collector = custom / "collector"
-    for name in (statsd_mapping.FILENAME, statsd_mapping.SERVER_FILENAME, statsd_mapping.INVENTORY_FILENAME):
+    for name in MAPPING_FILES:
         for entry in yaml.safe_load((collector / name).read_text())["mappings"]:
             assert entry["match"].startswith(f"{PREFIX}.") and entry["name"].startswith(SERIES_PREFIX)
     inventory = yaml.safe_load((collector / statsd_mapping.INVENTORY_FILENAME).read_text())["mappings"]
     assert {(m["match"], m["name"]) for m in inventory} == {
         (m.full_name(PREFIX), m.prometheus_name(PREFIX)) for m in catalogue.INVENTORY_METRICS
     }
-    for name in (
-        rules.TESTS_FILENAME,
-        server_rules.TESTS_FILENAME,
-        watcher_rules.TESTS_FILENAME,
-        footprint_rules.TESTS_FILENAME,
-    ):
+    for name in (r.replace(".yml", ".test.yml") for r in RULE_FILES):
         doc = yaml.safe_load((collector / name).read_text())
         for group in doc["tests"]:
             for series in group["input_series"]:
@@ -287,14 +268,12 @@ def pyyaml(document: Any) -> str:
 
 @pytest.mark.parametrize("prefix", ["airflow", PREFIX, ""])
 def test_yaml_writer_writes_the_generated_documents_as_pyyaml_does(prefix: str) -> None:
+    files = export.render_all(prefix)
+    shipped = [yaml.safe_load(files[export.COLLECTOR / name]) for name in (*RULE_FILES, *MAPPING_FILES)]
     for document in (
-        rules.rules_document(prefix),
-        server_rules.rules_document(prefix),
-        watcher_rules.rules_document(prefix),
-        footprint_rules.rules_document(prefix),
+        *shipped,
         statsd_mapping.mapping_document(prefix),
         statsd_mapping.server_mapping_document(prefix),
-        statsd_mapping.inventory_mapping_document(prefix),
         helm.values_document(prefix),
         helm.dev_values_document(prefix),
     ):

@@ -22,13 +22,29 @@ import pytest
 import yaml
 
 from store_metrics import catalogue, options
-from store_metrics.pipeline import footprint_rules, statsd_mapping
+from store_metrics.pipeline import statsd_mapping
 from support.promtool import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTOR = ROOT / "collector"
-RULES = COLLECTOR / footprint_rules.FILENAME
-RULES_TEST = COLLECTOR / footprint_rules.TESTS_FILENAME
+FILENAME = "footprint-rules.yml"
+TESTS_FILENAME = "footprint-rules.test.yml"
+RULES = COLLECTOR / FILENAME
+RULES_TEST = COLLECTOR / TESTS_FILENAME
+#: What the footprint rules record (the dashboard's Footprint row and the alerts read them).
+RECORDED = (
+    "dag_id:store_metrics_footprint_entries:sum",
+    "dag_id:store_metrics_footprint_bytes:sum",
+    "dag_id:store_metrics_footprint_expired_entries:sum",
+    "asset:store_metrics_footprint_entries:sum",
+    "asset:store_metrics_footprint_bytes:sum",
+    "store:store_metrics_footprint_entries:sum",
+    "store:store_metrics_footprint_bytes:sum",
+    "store:store_metrics_footprint_expired_entries:sum",
+    "store:store_metrics_inventory_up:max",
+    "store:store_metrics_inventory_footprint_age_seconds:min",
+    "store:store_metrics_inventory_query_duration_ms:max",
+)
 MAPPING = COLLECTOR / statsd_mapping.INVENTORY_FILENAME
 ALERTS = {"StateStoreRetentionNotApplied", "StateStoreInventoryDown", "StateStoreInventoryStale"}
 
@@ -39,16 +55,16 @@ def rules() -> list[dict[str, Any]]:
 
 @pytest.mark.prometheus
 def test_promtool_checks_and_unit_tests_pass() -> None:
-    checked = promtool("check", "rules", footprint_rules.FILENAME)
+    checked = promtool("check", "rules", FILENAME)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert f"SUCCESS: {len(rules())} rules found" in checked.stdout
-    tested = promtool("test", "rules", footprint_rules.TESTS_FILENAME)
+    tested = promtool("test", "rules", TESTS_FILENAME)
     assert tested.returncode == 0 and "SUCCESS" in tested.stdout, tested.stdout + tested.stderr
 
 
 def test_the_unit_tests_cover_replicas_other_and_every_alert() -> None:
     doc = yaml.safe_load(RULES_TEST.read_text())
-    assert doc["rule_files"] == [footprint_rules.FILENAME]
+    assert doc["rule_files"] == [FILENAME]
     series = [s["series"] for group in doc["tests"] for s in group["input_series"]]
     # Two replicas of the same group, and the `other` buckets of both stores.
     assert any('pod="store-metrics-inventory-5d8c7-b"' in s for s in series)
@@ -66,7 +82,7 @@ def test_the_unit_tests_cover_replicas_other_and_every_alert() -> None:
         ]
         assert True in results and False in results, alert
     recorded = {t["expr"].split("{")[0] for group in doc["tests"] for t in group.get("promql_expr_test", [])}
-    assert set(footprint_rules.RECORDED) <= recorded
+    assert set(RECORDED) <= recorded
 
 
 #: Plausible mistakes in footprint-rules.yml; each must make `promtool test rules` fail.
@@ -115,12 +131,12 @@ MUTATIONS = {
 def test_unit_tests_catch_a_wrong_rule(mutation: str, tmp_path: Path) -> None:
     old, new = MUTATIONS[mutation]
     text = RULES.read_text()
-    assert old in text, f"mutation {mutation!r} no longer applies to {footprint_rules.FILENAME}"
-    (tmp_path / footprint_rules.FILENAME).write_text(text.replace(old, new))
-    shutil.copy(RULES_TEST, tmp_path / footprint_rules.TESTS_FILENAME)
-    checked = promtool("check", "rules", footprint_rules.FILENAME, cwd=tmp_path)
+    assert old in text, f"mutation {mutation!r} no longer applies to {FILENAME}"
+    (tmp_path / FILENAME).write_text(text.replace(old, new))
+    shutil.copy(RULES_TEST, tmp_path / TESTS_FILENAME)
+    checked = promtool("check", "rules", FILENAME, cwd=tmp_path)
     assert checked.returncode == 0, f"mutant must be valid: {checked.stdout}{checked.stderr}"
-    result = promtool("test", "rules", footprint_rules.TESTS_FILENAME, cwd=tmp_path)
+    result = promtool("test", "rules", TESTS_FILENAME, cwd=tmp_path)
     assert result.returncode != 0 and "FAILED" in result.stdout + result.stderr, mutation
 
 
@@ -130,7 +146,7 @@ SERIES = re.compile(r"\b(airflow_[a-z0-9_]+)\b")
 def test_rules_use_only_the_inventory_s_catalogue_series_and_labels() -> None:
     known = {m.prometheus_name() for m in catalogue.INVENTORY_METRICS}
     recorded = {r["record"] for r in rules() if "record" in r}
-    assert recorded == set(footprint_rules.RECORDED)
+    assert recorded == set(RECORDED)
     labels = {catalogue.DAG_ID, catalogue.ASSET, catalogue.STORE, "severity"}
     used: set[str] = set()
     for rule in rules():
@@ -162,7 +178,7 @@ def test_rules_use_only_the_inventory_s_catalogue_series_and_labels() -> None:
 
 def test_prometheus_scrapes_the_inventory_and_loads_the_rules() -> None:
     config = yaml.safe_load((COLLECTOR / "prometheus.yml").read_text())
-    assert footprint_rules.FILENAME in config["rule_files"]
+    assert FILENAME in config["rule_files"]
     (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "store-metrics-inventory"]
     targets = [t for c in job["static_configs"] for t in c["targets"]]
     assert targets and all(t.endswith(f":{options.default('inventory_port')}") for t in targets)
@@ -172,7 +188,7 @@ def test_prometheus_scrapes_the_inventory_and_loads_the_rules() -> None:
 def test_prometheus_config_with_the_inventory_job_passes_promtool() -> None:
     checked = promtool("check", "config", "prometheus.yml")
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert f"Checking {footprint_rules.FILENAME}" in checked.stdout
+    assert f"Checking {FILENAME}" in checked.stdout
 
 
 def test_statsd_exporter_mapping_gives_every_gauge_its_prometheus_name() -> None:

@@ -17,17 +17,25 @@ import pytest
 import yaml
 
 from store_metrics import catalogue
-from store_metrics.pipeline import watcher_rules
-from store_metrics.pipeline.rules import NOT_WATCHERS, WATCHERS
-from store_metrics.pipeline.watcher_rules import WATCHER_CALLS
 from support.promtool import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTOR = ROOT / "collector"
 RULES = COLLECTOR / "rules.yml"
 RULES_TEST = COLLECTOR / "rules.test.yml"
-WATCHER_RULES = COLLECTOR / watcher_rules.FILENAME
-WATCHER_RULES_TEST = COLLECTOR / watcher_rules.TESTS_FILENAME
+WATCHER_FILENAME = "watcher-rules.yml"
+WATCHER_TESTS_FILENAME = "watcher-rules.test.yml"
+WATCHER_RULES = COLLECTOR / WATCHER_FILENAME
+WATCHER_RULES_TEST = COLLECTOR / WATCHER_TESTS_FILENAME
+#: The asset watchers' calls, and every other call (the tasks'), as the rules select them.
+WATCHERS = f'{{{catalogue.RUN_TYPE}="{catalogue.RUN_TYPE_ASSET_WATCHER}"}}'
+NOT_WATCHERS = f'{{{catalogue.RUN_TYPE}!="{catalogue.RUN_TYPE_ASSET_WATCHER}"}}'
+WATCHER_CALLS = "operator_task_id:store_metrics_watcher_calls:rate5m"
+WATCHER_RECORDED = (
+    WATCHER_CALLS,
+    "operator_task_id:store_metrics_watcher_found:ratio_rate5m",
+    "operator_task_id:store_metrics_watcher_errors:ratio_rate5m",
+)
 
 pytestmark = pytest.mark.prometheus
 
@@ -46,7 +54,7 @@ def test_promtool_check_rules() -> None:
     result = promtool("check", "rules", "rules.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(rules())} rules found" in result.stdout
-    result = promtool("check", "rules", watcher_rules.FILENAME)
+    result = promtool("check", "rules", WATCHER_FILENAME)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(rules(WATCHER_RULES))} rules found" in result.stdout
 
@@ -55,7 +63,7 @@ def test_promtool_test_rules() -> None:
     result = promtool("test", "rules", "rules.test.yml")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
-    result = promtool("test", "rules", watcher_rules.TESTS_FILENAME)
+    result = promtool("test", "rules", WATCHER_TESTS_FILENAME)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "SUCCESS" in result.stdout
 
@@ -123,12 +131,12 @@ WATCHER_MUTATIONS = {
 def test_watcher_rule_unit_tests_catch_a_wrong_rule(mutation: str, tmp_path: Path) -> None:
     old, new = WATCHER_MUTATIONS[mutation]
     text = WATCHER_RULES.read_text()
-    assert old in text, f"mutation {mutation!r} no longer applies to {watcher_rules.FILENAME}"
-    (tmp_path / watcher_rules.FILENAME).write_text(text.replace(old, new))
-    shutil.copy(WATCHER_RULES_TEST, tmp_path / watcher_rules.TESTS_FILENAME)
-    checked = promtool("check", "rules", watcher_rules.FILENAME, cwd=tmp_path)
+    assert old in text, f"mutation {mutation!r} no longer applies to {WATCHER_FILENAME}"
+    (tmp_path / WATCHER_FILENAME).write_text(text.replace(old, new))
+    shutil.copy(WATCHER_RULES_TEST, tmp_path / WATCHER_TESTS_FILENAME)
+    checked = promtool("check", "rules", WATCHER_FILENAME, cwd=tmp_path)
     assert checked.returncode == 0, "mutant must still be valid"
-    result = promtool("test", "rules", watcher_rules.TESTS_FILENAME, cwd=tmp_path)
+    result = promtool("test", "rules", WATCHER_TESTS_FILENAME, cwd=tmp_path)
     assert result.returncode != 0, f"promtool test rules passed with mutation: {mutation}"
     assert "FAILED" in result.stdout + result.stderr
 
@@ -192,7 +200,7 @@ def test_every_state_store_counter_has_a_watcher_rate_rule_and_per_dag_rules_exc
         for rule in rules(path):
             for _, matcher in re.findall(r"\b(airflow_\w+_total)(\{[^}]*\})?\[", rule["expr"]):
                 assert matcher == wanted, rule
-    assert {r["record"] for r in rules(WATCHER_RULES) if "record" in r} == set(watcher_rules.RECORDED)
+    assert {r["record"] for r in rules(WATCHER_RULES) if "record" in r} == set(WATCHER_RECORDED)
 
 
 NAME = re.compile(r"\b([a-zA-Z_][a-zA-Z0-9_]*(?::[a-zA-Z0-9_]+)+|[a-z][a-z0-9_]*_total)\b")

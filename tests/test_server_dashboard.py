@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from generators.grafana.dashboard import server_specs
 from store_metrics import catalogue
-from store_metrics.pipeline.grafana.dashboard import server_specs
 from support.dashboard import assert_laid_out, evaluate_queries, interpolate, panel_exprs
 from support.promtool import promtool
 

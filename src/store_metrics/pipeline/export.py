@@ -36,19 +36,7 @@ from pathlib import Path, PurePosixPath
 from store_metrics import catalogue
 from store_metrics.wire import is_valid_prefix
 
-from . import (
-    footprint_rules,
-    helm,
-    otel_collector,
-    prometheus_config,
-    rules,
-    server_rules,
-    statsd_mapping,
-    watcher_rules,
-)
-from .datadog import dashboard as datadog_dashboard
-from .datadog import monitors as datadog_monitors
-from .grafana import dashboard, provisioning
+from . import helm, otel_collector, templating
 
 __all__ = [
     "COLLECTOR",
@@ -57,6 +45,7 @@ __all__ = [
     "FILES",
     "FOLDERS",
     "HELM",
+    "TEMPLATES",
     "folder_main",
     "render_all",
     "run",
@@ -72,35 +61,49 @@ DATADOG = PurePosixPath("datadog")
 #: The folders ``export`` writes; the repository keeps each at the same path.
 FOLDERS = (COLLECTOR, DASHBOARDS, HELM, DATADOG)
 _PROVISIONING = DASHBOARDS / "provisioning"
+_MONITORS = DATADOG / "monitors"
 
 
-def _monitor(name: str) -> Callable[[str], str]:
-    return lambda prefix: datadog_monitors.render(name, prefix)
+def _monitors() -> dict[PurePosixPath, str]:
+    """Every Datadog monitor template, at ``datadog/monitors/<name>``."""
+    names = [n for n in templating.template_names() if n.startswith(f"{_MONITORS}/")]
+    return {PurePosixPath(name): name for name in names}
+
+
+#: Relative path -> its template (under ``templates/``), in the order the files are written.
+TEMPLATES: dict[PurePosixPath, str] = {
+    COLLECTOR / "otel-collector.yaml": "otel-collector.yaml",
+    COLLECTOR / "prometheus.yml": "prometheus.yml",
+    **{
+        COLLECTOR / name: name
+        for rules in ("rules", "server-rules", "watcher-rules", "footprint-rules")
+        for name in (f"{rules}.yml", f"{rules}.test.yml")
+    },
+    **{
+        COLLECTOR / name: name
+        for name in ("statsd-mapping.yml", "statsd-mapping-server.yml", "statsd-mapping-inventory.yml")
+    },
+    DASHBOARDS / "store-metrics.json": "dashboards/store-metrics.json",
+    _PROVISIONING / "datasources" / "store-metrics.yml": "grafana-datasource.yml",
+    _PROVISIONING / "dashboards" / "store-metrics.yml": "grafana-dashboard-provider.yml",
+    DATADOG / "dashboard.json": "datadog/dashboard.json",
+    **_monitors(),
+}
+#: A template's own tokens (beyond catalogue names), computed when the file is written.
+_VALUES: dict[str, Callable[[], Mapping[str, str]]] = {"otel-collector.yaml": otel_collector.values}
+
+
+def _template(name: str) -> Callable[[str], str]:
+    values = _VALUES.get(name, dict)
+    return lambda prefix: templating.render(name, prefix, values())
 
 
 #: Relative path -> renderer (prefix -> file text), in the order the files are written.
 FILES: dict[PurePosixPath, Callable[[str], str]] = {
-    COLLECTOR / otel_collector.FILENAME: otel_collector.render,
-    COLLECTOR / prometheus_config.FILENAME: prometheus_config.render,
-    COLLECTOR / rules.FILENAME: rules.render,
-    COLLECTOR / rules.TESTS_FILENAME: rules.render_tests,
-    COLLECTOR / server_rules.FILENAME: server_rules.render,
-    COLLECTOR / server_rules.TESTS_FILENAME: server_rules.render_tests,
-    COLLECTOR / watcher_rules.FILENAME: watcher_rules.render,
-    COLLECTOR / watcher_rules.TESTS_FILENAME: watcher_rules.render_tests,
-    COLLECTOR / footprint_rules.FILENAME: footprint_rules.render,
-    COLLECTOR / footprint_rules.TESTS_FILENAME: footprint_rules.render_tests,
-    COLLECTOR / statsd_mapping.FILENAME: statsd_mapping.render,
-    COLLECTOR / statsd_mapping.SERVER_FILENAME: statsd_mapping.render_server,
-    COLLECTOR / statsd_mapping.INVENTORY_FILENAME: statsd_mapping.render_inventory,
-    DASHBOARDS / dashboard.FILENAME: dashboard.render,
-    _PROVISIONING / "datasources" / "store-metrics.yml": provisioning.render_datasource,
-    _PROVISIONING / "dashboards" / "store-metrics.yml": provisioning.render_dashboard_provider,
+    **{path: _template(name) for path, name in TEMPLATES.items()},
     HELM / helm.FILENAME: helm.render,
     HELM / helm.DEV_FILENAME: helm.render_dev,
     HELM / helm.DOCKERFILE: helm.render_dockerfile,
-    DATADOG / datadog_dashboard.FILENAME: datadog_dashboard.render,
-    **{DATADOG / datadog_monitors.FOLDER / name: _monitor(name) for name in datadog_monitors.MONITORS},
 }
 
 

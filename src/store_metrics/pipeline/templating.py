@@ -1,13 +1,19 @@
-"""The hand-written files (package data under ``templates/``), filled in for one metric prefix.
+"""The shipped pipeline files (package data under ``templates/``), filled in for one metric prefix.
 
 Templates are the files as users get them, except for ``@token@`` placeholders:
 
 * ``@<catalogue metric name>@`` (``@task_state_store.write@``) becomes that metric's Prometheus
   series name for the prefix (``airflow_task_state_store_write_total``); a histogram's series add
   ``_bucket``/``_sum``/``_count`` after the token;
+* ``@full:<catalogue metric name>@`` becomes the dotted name as emitted
+  (``airflow.task_state_store.write``: StatsD lines, DogStatsD and Datadog);
 * any other token is a value the caller passes (``@collector_filter@``).
 
-Lines starting with ``#@`` are notes on the template itself and are left out. An unknown token
+So renaming for a prefix is exact: only catalogue names change, never other text.
+
+Lines starting with ``#@`` are notes on the template itself and are left out. One of them may
+be ``#@ header: generated``: the file then starts with :func:`generated_header` instead of
+:func:`written_header`. JSON templates get no header (JSON has no comments). An unknown token
 raises, so a template cannot silently keep a placeholder or a metric the catalogue dropped.
 """
 
@@ -22,7 +28,10 @@ from store_metrics import catalogue
 
 __all__ = ["generated_header", "render", "template_names", "written_header"]
 
-_TOKEN = re.compile(r"@([A-Za-z_][A-Za-z0-9_.]*)@")
+_TOKEN = re.compile(r"@([A-Za-z_][A-Za-z0-9_.:]*)@")
+_FULL = "full:"
+_NOTE = "#@"
+_GENERATED = "#@ header: generated"
 _PACKAGE = "store_metrics.pipeline"
 _DIRECTORY = "templates"
 
@@ -48,13 +57,38 @@ def written_header(prefix: str, name: str) -> str:
 
 
 def template_names() -> list[str]:
-    """Every template shipped with the package."""
-    folder = resources.files(_PACKAGE).joinpath(_DIRECTORY)
-    return sorted(entry.name for entry in folder.iterdir() if entry.is_file())
+    """Every template shipped with the package, as paths relative to ``templates/``."""
+    found: list[str] = []
+    pending = [("", resources.files(_PACKAGE).joinpath(_DIRECTORY))]
+    while pending:
+        base, folder = pending.pop()
+        for entry in folder.iterdir():
+            if entry.is_dir():
+                pending.append((f"{base}{entry.name}/", entry))
+            elif entry.is_file():
+                found.append(f"{base}{entry.name}")
+    return sorted(found)
 
 
-def _source(name: str) -> str:
-    return resources.files(_PACKAGE).joinpath(_DIRECTORY, name).read_text(encoding="utf-8")
+def source(name: str) -> str:
+    """Template ``name`` as shipped, tokens and notes included."""
+    return resources.files(_PACKAGE).joinpath(_DIRECTORY, *name.split("/")).read_text(encoding="utf-8")
+
+
+def _value(token: str, prefix: str, given: Mapping[str, str]) -> str:
+    if token in given:
+        return given[token]
+    if token.startswith(_FULL):
+        return catalogue.get(token[len(_FULL) :]).full_name(prefix)
+    return catalogue.get(token).prometheus_name(prefix)
+
+
+def _header(name: str, prefix: str, lines: list[str]) -> str:
+    if name.endswith(".json"):
+        return ""
+    if any(line.rstrip("\n") == _GENERATED for line in lines):
+        return generated_header(prefix)
+    return written_header(prefix, name)
 
 
 def render(name: str, prefix: str, values: Mapping[str, str] | None = None) -> str:
@@ -62,13 +96,11 @@ def render(name: str, prefix: str, values: Mapping[str, str] | None = None) -> s
     given = dict(values or {})
 
     def fill(match: re.Match[str]) -> str:
-        token = match.group(1)
-        if token in given:
-            return given[token]
         try:
-            return catalogue.get(token).prometheus_name(prefix)
+            return _value(match.group(1), prefix, given)
         except KeyError:
-            raise KeyError(f"template {name}: unknown token @{token}@") from None
+            raise KeyError(f"template {name}: unknown token @{match.group(1)}@") from None
 
-    lines = [line for line in _source(name).splitlines(keepends=True) if not line.startswith("#@")]
-    return written_header(prefix, name) + _TOKEN.sub(fill, "".join(lines))
+    lines = source(name).splitlines(keepends=True)
+    body = "".join(line for line in lines if not line.startswith(_NOTE))
+    return _header(name, prefix, lines) + _TOKEN.sub(fill, body)

@@ -1,7 +1,6 @@
 """PromQL building blocks derived from the metric catalogue.
 
-Used by :mod:`.rules` and :mod:`.footprint_rules` (recording and alerting rules),
-:mod:`.otel_collector` (the collector's metric filter) and :mod:`.grafana` (the dashboard). Every
+Used by :mod:`.grafana` (the dashboard) and :mod:`.datadog`. Every
 metric name in a generated query comes from the catalogue (:func:`name` for the state store
 counters, :meth:`~store_metrics.catalogue.Metric.prometheus_name` for the rest); nothing here
 spells a metric name by hand.
@@ -147,10 +146,3 @@ REPLICA_LABELS: tuple[str, ...] = ("instance", "pod", "job")
 def one_replica(expr: str) -> str:
     """``max without (instance, pod, job) (expr)``: the same gauge from several replicas counts once."""
     return f"max without ({', '.join(REPLICA_LABELS)}) ({expr})"
-
-
-#: The OTTL regular expression (RE2) the collector keeps: every catalogue metric (task side, API
-#: server side and the inventory's gauges), any prefix.
-def collector_name_regex() -> str:
-    stems = "|".join(re.escape(m.name) for m in catalogue.ALL_METRICS)
-    return f"^([A-Za-z][A-Za-z0-9_]*\\.)*({stems})$"

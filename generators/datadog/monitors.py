@@ -28,7 +28,7 @@ from typing import Any
 
 from store_metrics import catalogue
 
-from ..rules import ERROR_RATIO_THRESHOLD
+from ..rule_facts import ERROR_RATIO_THRESHOLD
 from .queries import ALL_CALLS, ERRORS, Term, metric_query, scope
 
 __all__ = ["FAILING", "FOLDER", "MONITORS", "RATIO", "WATCHER_RATIO", "monitors", "render"]

@@ -1,0 +1,45 @@
+"""The shipped pipeline files are data: templates in the package, the dashboards' built by generators/.
+
+* the dashboard templates (Grafana, Datadog) are exactly what the development-time generators
+  (``generators/``, not installed) build, with every catalogue name turned into its token;
+* every template in the package is written by ``export`` (none forgotten), and a token is renamed
+  exactly: the Prometheus name, the dotted name, or a value the caller passes; an unknown one fails.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from generators import templates as generated
+from generators.tokens import SENTINEL, tokenize
+from store_metrics import catalogue
+from store_metrics.pipeline import export, templating
+from store_metrics.pipeline import helm as helm_module
+
+
+def test_the_dashboard_templates_are_what_the_generators_build() -> None:
+    built = generated.build()
+    assert built, "no generated template"
+    for name, text in built.items():
+        assert templating.source(name) == text, f"{name} is out of date: run scripts/dashboards"
+
+
+def test_every_template_is_exported() -> None:
+    helm = {helm_module.DOCKERFILE_TEMPLATE}  # helm.py renders its own
+    assert set(export.TEMPLATES.values()) | helm == set(templating.template_names())
+    with pytest.raises(KeyError, match="unknown token @collector_filter@"):
+        templating.render("otel-collector.yaml", "airflow", {})  # its filter value not given
+    assert set(export.TEMPLATES) < set(export.FILES)
+
+
+def test_tokens_rename_catalogue_names_exactly() -> None:
+    text = tokenize(f"x {SENTINEL}_task_state_store_write_total {SENTINEL}.asset_state_store.error y")
+    assert text == "x @task_state_store.write@ @full:asset_state_store.error@ y"
+    with pytest.raises(ValueError, match="not a catalogue name"):
+        tokenize(f"{SENTINEL}_not_a_metric")
+    duration = catalogue.SERVER_DURATION
+    assert tokenize(f"{duration.prometheus_name(SENTINEL)}_bucket") == f"@{duration.name}@_bucket"
+    rendered = templating.render("dashboards/store-metrics.json", "myco.airflow")
+    assert "myco_airflow_task_state_store_write_total" in rendered and "@" not in re.sub(r"@\d", "", rendered)
