@@ -1,10 +1,11 @@
-"""``datadog/dashboard.json``: the Datadog dashboard over the DogStatsD series, for one prefix.
+"""``datadog/dashboard.json``: the Datadog dashboard over the DogStatsD series.
 
-The same questions as the Grafana dashboard, in groups: an overview of the selected range, calls
-by store, DAG and operation, reads per write and found ratios, top DAGs and tasks, deletes and
-clears, breakdowns by operator, run type and team, errors, and the asset watchers' calls in the
-triggerer. Template variables filter every query by ``team_name``, ``dag_id``, ``task_id``,
-``operator`` and ``run_type``.
+The same questions as the Grafana dashboard, in groups: an overview of the selected range, errors,
+calls by store, DAG and operation, reads per write and found ratios, top DAGs and tasks, deletes
+and clears, breakdowns by operator, run type and team, and the asset watchers' calls in the
+triggerer. Template variables filter every query by environment (the export setting
+``datadog_env_tag``, ``env`` by default: environments never mix), ``team_name``, ``dag_id``,
+``task_id``, ``operator`` and ``run_type``; widgets grouped by DAG leave the asset watchers out.
 
 The JSON is the body of ``POST /api/v1/dashboard`` (ordered layout, automatic reflow: no widget
 positions) and what the UI's "Import dashboard JSON" takes.
@@ -12,54 +13,51 @@ positions) and what the UI's "Import dashboard JSON" takes.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
-from ..promql import ALL_OUTCOMES, READS
-from .queries import ALL_CALLS, BOTH, ERRORS, FILTERS, READ_CALLS, WRITES, Formula, request, terms
+from ..facts import (
+    ALL_OUTCOMES,
+    BOTH,
+    DAG_ID,
+    DOCS,
+    FILTERS,
+    OPERATION,
+    OPERATOR,
+    READS,
+    RUN_TYPE,
+    TABLE_BY,
+    TASK_ID,
+    TEAM_NAME,
+    TITLE,
+    WATCHER,
+    WATCHER_NOTE,
+    store_word,
+)
+from ..tokens import SENTINEL, Value, dumps, setting
+from .queries import ALL_CALLS, ENV, ERRORS, READ_CALLS, WRITES, Formula, request, terms
 
-__all__ = ["FILENAME", "TITLE", "WATCHERS", "dashboard", "render"]
+__all__ = ["FILENAME", "dashboard", "render"]
 
 FILENAME = "dashboard.json"
-TITLE = "Airflow state store usage (store-metrics)"
 #: The Triggers group's own tag: the calls asset-watcher triggers make in the triggerer.
-WATCHERS: tuple[tuple[str, str], ...] = ((catalogue.RUN_TYPE, catalogue.RUN_TYPE_ASSET_WATCHER),)
-
-DAG_ID, TASK_ID, RUN_TYPE, OPERATOR, TEAM_NAME, OPERATION = (
-    catalogue.DAG_ID,
-    catalogue.TASK_ID,
-    catalogue.RUN_TYPE,
-    catalogue.OPERATOR,
-    catalogue.TEAM_NAME,
-    catalogue.OPERATION,
-)
-TABLE_BY = (DAG_ID, TASK_ID, OPERATOR, RUN_TYPE)
+WATCHERS: tuple[tuple[str, str], ...] = (WATCHER,)
 RANGE_NOTE = " Counted over the dashboard's time frame."
 COUNTS_NOTE = " Calls per rollup interval (DogStatsD counters as_count())."
-_WATCHER_NOTE = (
-    " An asset watcher's trigger belongs to no DAG: its calls carry run_type:asset_watcher, "
-    f"dag_id:{catalogue.DAG_ID_NONE}, task_id = the watched asset's name and operator = the "
-    "trigger's class."
-)
-#: Said by the widgets grouped by DAG (their queries keep to the template variables only).
+_WATCHER_NOTE = WATCHER_NOTE
+#: Said by the widgets grouped by DAG (their queries leave the asset watchers out).
 _BY_DAG_NOTE = (
-    f" Asset watchers' calls show up as DAG {catalogue.DAG_ID_NONE} (run_type:asset_watcher): "
-    "choose run types in the run_type variable to leave them out; the Triggers group has them by "
-    "trigger and asset."
+    f" Asset watchers' calls (run_type:{catalogue.RUN_TYPE_ASSET_WATCHER}, dag_id:"
+    f"{catalogue.DAG_ID_NONE}) are left out: they belong to no DAG (the Triggers group has them)."
 )
-
-
-def _word(store: Store) -> str:
-    return store.value.split("_")[0]
 
 
 def _found(store: Store) -> Formula:
     return Formula(
-        terms((store,), (Outcome.READ_FOUND,)), f"{_word(store)} store found", terms((store,), READS)
+        terms((store,), (Outcome.READ_FOUND,)), f"{store_word(store)} store found", terms((store,), READS)
     )
 
 
@@ -82,23 +80,41 @@ def _timeseries(
     *,
     bars: bool = True,
     only: Sequence[tuple[str, str]] = (),
+    marker: str | None = None,
 ) -> dict[str, Any]:
     req = request(formulas, prefix, by, only=only)
     req["display_type"] = "bars" if bars else "line"
-    return _widget(
-        {
-            "type": "timeseries",
-            "title": title,
-            "description": description,
-            "show_legend": True,
-            "legend_layout": "auto",
-            "legend_columns": ["avg", "max", "value"],
-            "requests": [req],
-        }
-    )
+    definition: dict[str, Any] = {
+        "type": "timeseries",
+        "title": title,
+        "description": description,
+        "show_legend": True,
+        "legend_layout": "auto",
+        "legend_columns": ["avg", "max", "value"],
+        "requests": [req],
+    }
+    if marker is not None:  # a line at an alert's threshold (an export setting)
+        definition["markers"] = [
+            {"label": "alert", "value": f"y = {setting(marker)}", "display_type": "error dashed"}
+        ]
+    return _widget(definition)
 
 
-def _value(title: str, description: str, formula: Formula, prefix: str, precision: int) -> dict[str, Any]:
+def _value(
+    title: str,
+    description: str,
+    formula: Formula,
+    prefix: str,
+    precision: int,
+    *,
+    alert_above: str | None = None,
+) -> dict[str, Any]:
+    req = request([formula], prefix, scalar=True)
+    if alert_above is not None:
+        req["conditional_formats"] = [
+            {"comparator": ">", "value": Value(alert_above), "palette": "white_on_red"},
+            {"comparator": "<=", "value": Value(alert_above), "palette": "white_on_green"},
+        ]
     return _widget(
         {
             "type": "query_value",
@@ -106,7 +122,7 @@ def _value(title: str, description: str, formula: Formula, prefix: str, precisio
             "description": description,
             "autoscale": True,
             "precision": precision,
-            "requests": [request([formula], prefix, scalar=True)],
+            "requests": [req],
         }
     )
 
@@ -209,10 +225,12 @@ def _overview(prefix: str) -> dict[str, Any]:
             ),
             _value(
                 "Error ratio",
-                "Calls that raised / all calls." + RANGE_NOTE,
+                "Calls that raised / all calls. Red above the monitors' threshold (export setting "
+                "error_ratio)." + RANGE_NOTE,
                 Formula(ERRORS, "error ratio", ALL_CALLS),
                 prefix,
                 4,
+                alert_above="error_ratio",
             ),
         ],
     )
@@ -309,7 +327,7 @@ def _top(prefix: str) -> dict[str, Any]:
 
 
 def _removals(prefix: str) -> dict[str, Any]:
-    formulas = [Formula(((s, o),), f"{_word(s)} {o.value}") for s, o in REMOVALS]
+    formulas = [Formula(((s, o),), f"{store_word(s)} {o.value}") for s, o in REMOVALS]
     return _group(
         "Delete and clear usage",
         [
@@ -366,7 +384,7 @@ def _breakdowns(prefix: str) -> dict[str, Any]:
 
 
 def _errors(prefix: str) -> dict[str, Any]:
-    per_store = [Formula(((s, Outcome.ERROR),), f"{_word(s)} store errors") for s in BOTH]
+    per_store = [Formula(((s, Outcome.ERROR),), f"{store_word(s)} store errors") for s in BOTH]
     return _group(
         "Errors",
         [
@@ -380,12 +398,13 @@ def _errors(prefix: str) -> dict[str, Any]:
             ),
             _timeseries(
                 "Error ratio by DAG",
-                "Calls that raised / all calls, per DAG, where the DAG made calls in the interval."
-                + _BY_DAG_NOTE,
+                "Calls that raised / all calls, per DAG, where the DAG made calls in the interval. The "
+                "line is the monitor's threshold (over its own window)." + _BY_DAG_NOTE,
                 [Formula(ERRORS, "error ratio", ALL_CALLS)],
                 prefix,
                 (DAG_ID,),
                 bars=False,
+                marker="error_ratio",
             ),
             _table(
                 "Errors by DAG, task and method",
@@ -447,7 +466,7 @@ def _triggers(prefix: str) -> dict[str, Any]:
                 "Asset watcher errors by trigger and method",
                 "State store calls of asset-watcher triggers that raised, by trigger class and the "
                 "method that raised (get, set, delete, clear); monitor "
-                "state-store-watcher-error-ratio.json alerts above 5 % over 10 minutes."
+                "state-store-watcher-error-ratio.json alerts above the export setting error_ratio."
                 + _WATCHER_NOTE
                 + COUNTS_NOTE,
                 [Formula(ERRORS, "errors")],
@@ -481,32 +500,36 @@ def _note(prefix: str) -> dict[str, Any]:
 
 
 def _template_variables() -> list[dict[str, Any]]:
-    return [{"name": tag, "prefix": tag, "available_values": [], "defaults": ["*"]} for tag in FILTERS]
+    env = {"name": ENV, "prefix": setting("datadog_env_tag"), "available_values": [], "defaults": ["*"]}
+    return [
+        env,
+        *({"name": tag, "prefix": tag, "available_values": [], "defaults": ["*"]} for tag in FILTERS),
+    ]
 
 
-def dashboard(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[str, Any]:
+def dashboard(prefix: str = SENTINEL) -> dict[str, Any]:
     """The dashboard definition (the body of ``POST /api/v1/dashboard``)."""
     return {
         "title": TITLE,
         "description": "Per-DAG usage of Airflow's task and asset state stores, from the store-metrics "
-        "DogStatsD counters. Wiring: docs/wiring.md of store-metrics.",
+        "DogStatsD counters. Monitors, settings and runbooks: " + DOCS,
         "layout_type": "ordered",
         "reflow_type": "auto",
         "template_variables": _template_variables(),
         "widgets": [
             _note(prefix),
             _overview(prefix),
+            _errors(prefix),
             _calls(prefix),
             _ratios(prefix),
             _top(prefix),
             _removals(prefix),
             _breakdowns(prefix),
-            _errors(prefix),
             _triggers(prefix),
         ],
     }
 
 
-def render(prefix: str = catalogue.DEFAULT_PREFIX) -> str:
-    """``datadog/dashboard.json``."""
-    return json.dumps(dashboard(prefix), indent=2) + "\n"
+def render(prefix: str = SENTINEL) -> str:
+    """``datadog/dashboard.json``'s template."""
+    return dumps(dashboard(prefix))

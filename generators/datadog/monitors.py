@@ -1,157 +1,347 @@
-"""``datadog/monitors/*.json``: metric monitors over the DogStatsD series, for one prefix.
+"""``datadog/monitors/*.json``: one Datadog monitor per Prometheus alert, over the DogStatsD series.
 
-Each file is the body of ``POST /api/v1/monitor``. They carry the task-side alerts of
-``collector/rules.yml`` that a Datadog metric query can state:
+Each file is the body of ``POST /api/v1/monitor``, the twin of one alert of the rule files: the same
+ratio, floor, window and threshold (the same export settings), alerting per environment (the tag
+named by the export setting ``datadog_env_tag``; environments never mix) and per DAG, watcher,
+worker or store as the alert does. A ratio's floor of calls uses Datadog's ``is_greater`` (a
+ratio times 0 below it); a count of calls over a window uses ``as_count()``, whose monitor
+evaluation sums each side over the window before dividing.
 
-* ``state-store-error-ratio.json``: a DAG's error ratio above 5 % over 10 minutes (a multi alert,
-  one group per ``dag_id``), as ``StateStoreErrorRateHigh``;
-* ``state-store-failing.json``: the calls of all DAGs together failing, warning at 5 % and critical
-  at 20 % over 5 minutes: the store itself (the Execution API or its database) is likely failing,
-  the intent of ``StateStoreFailingAcrossDags``;
-* ``state-store-watcher-error-ratio.json``: an asset watcher's error ratio above 5 % over 10
-  minutes, one alert per trigger class and watched asset, as ``StateStoreWatcherErrorRateHigh``.
-
-Asset watchers' calls (``run_type:asset_watcher``, ``dag_id:none``) belong to no DAG: the per-DAG
-monitor leaves them out (``!run_type:asset_watcher``), the watcher monitor has them alone.
-
-``StateStoreTaskStateNeverRead`` has no monitor: it asks for series that do *not* exist (a task
-that writes and never reads), which Prometheus' ``unless`` states and a Datadog metric monitor
-cannot. The messages name no notification handle: add yours (``@slack-...``, ``@pagerduty-...``)
-before creating them.
+Every monitor carries the alert's name (tag ``prometheus_alert:<name>``), a priority from its
+severity (critical 1, warning 3, info 5), ``renotify_interval`` (setting
+``datadog_renotify_minutes``), and a message with the runbook and a link to the Datadog
+dashboard filtered to the environment and DAG (setting ``datadog_dashboard_url``). The messages
+name no notification handle: add yours (``@slack-...``, ``@pagerduty-...``) before creating them.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from store_metrics import catalogue
 
-from ..rule_facts import ERROR_RATIO_THRESHOLD
-from .queries import ALL_CALLS, ERRORS, Term, metric_query, scope
+from ..facts import DAG_ID, OPERATOR, TASK_ID, WATCHER
+from ..tokens import SENTINEL, Value, dumps, setting
+from .queries import ALL_CALLS, ERRORS, READ_CALLS, Term, metric_query, scope, terms
 
-__all__ = ["FAILING", "FOLDER", "MONITORS", "RATIO", "WATCHER_RATIO", "monitors", "render"]
+__all__ = ["FOLDER", "MONITORS", "PRIORITY", "monitors", "render"]
 
 FOLDER = "monitors"
-RATIO = "state-store-error-ratio.json"
-FAILING = "state-store-failing.json"
-WATCHER_RATIO = "state-store-watcher-error-ratio.json"
-#: The asset watchers' calls in the triggerer.
-WATCHERS = ((catalogue.RUN_TYPE, catalogue.RUN_TYPE_ASSET_WATCHER),)
-#: Share of all calls (every DAG) that raised: warning, critical.
-FAILING_THRESHOLDS = (0.05, 0.2)
 TAGS = ["airflow", "store-metrics"]
+#: Datadog priority (1 highest) from the alert's severity.
+PRIORITY = {"critical": 1, "warning": 3, "info": 5}
+ENV = setting("datadog_env_tag")
+#: The environment of the alerting group, in a message.
+ENV_NAME = f"{{{{{ENV}.name}}}}"
+WATCHERS = (WATCHER,)
 
 
-def _sum(terms_: Sequence[Term], prefix: str, by: Sequence[str], scope_text: str) -> str:
-    return " + ".join(metric_query(t, prefix, scope_text, by) for t in terms_)
+@dataclass(frozen=True)
+class Twin:
+    """What a monitor repeats of its Prometheus alert."""
+
+    alert: str
+    severity: str
+    summary: str
+    #: The monitor's group tags after the environment (the alert's labels after cluster and job).
+    by: tuple[str, ...]
 
 
-def _ratio(prefix: str, by: Sequence[str], scope_text: str | None = None) -> str:
-    """Errors / all calls, both stores, over ``scope_text`` (default: everything)."""
-    text = scope(variables=False) if scope_text is None else scope_text
-    return f"({_sum(ERRORS, prefix, by, text)}) / ({_sum(ALL_CALLS, prefix, by, text)})"
+def _sum(terms_: Sequence[Term], by: Sequence[str], scope_text: str) -> str:
+    return " + ".join(metric_query(t, SENTINEL, scope_text, by) for t in terms_)
 
 
-def _number(value: float) -> str:
-    return f"{value:g}"
+def _ratio_with_floor(by: Sequence[str], scope_text: str, floor: str) -> str:
+    """Errors / all calls (both stores) over the window, 0 unless the calls reach the floor setting."""
+    errors, calls = _sum(ERRORS, by, scope_text), _sum(ALL_CALLS, by, scope_text)
+    return f"({errors}) / ({calls}) * is_greater({calls}, {setting(floor + '_minus_one')})"
 
 
-def error_ratio_monitor(prefix: str) -> dict[str, Any]:
-    threshold = ERROR_RATIO_THRESHOLD
+def _link(twin: Twin) -> str:
+    variables = [f"tpl_var_env={ENV_NAME}"]
+    variables += [
+        f"tpl_var_{tag}={{{{{tag}.name}}}}" for tag in twin.by if tag in (DAG_ID, OPERATOR, TASK_ID)
+    ]
+    return setting("datadog_dashboard_link") + "&".join(variables)
+
+
+def _message(twin: Twin, alert: str, recovery: str) -> str:
+    runbook = f"{setting('runbook_url_base')}{twin.alert.lower()}/"
+    return (
+        f"{{{{#is_alert}}}}{alert}{{{{/is_alert}}}}\n"
+        f"{{{{#is_recovery}}}}{recovery}{{{{/is_recovery}}}}\n"
+        f"Runbook: {runbook}\nDashboard: {_link(twin)}"
+    )
+
+
+def _monitor(twin: Twin, query: str, message: str, threshold: str | float, **options: Any) -> dict[str, Any]:
+    """``threshold``: an export setting's name (the alert's threshold), or a number of the query's own."""
+    limit: Any = Value(threshold) if isinstance(threshold, str) else threshold
+    text = setting(threshold) if isinstance(threshold, str) else f"{threshold:g}"
     return {
-        "name": "[store-metrics] State store calls fail in DAG {{dag_id.name}}",
+        "name": f"[store-metrics] {twin.summary}",
         "type": "query alert",
-        "query": (
-            f"sum(last_10m):{_ratio(prefix, (catalogue.DAG_ID,), scope(variables=False, exclude=WATCHERS))}"
-            f" > {_number(threshold)}"
-        ),
-        "message": (
-            "{{#is_alert}}More than "
-            f"{threshold:.0%}"
-            " of DAG {{dag_id.name}}'s state store calls (task and asset store) raised over the last "
-            "10 minutes: {{value}}. The store-metrics dashboard's Errors group shows which method "
-            "fails (the operation tag). Asset watchers' calls are not counted here (their own "
-            "monitor has them).{{/is_alert}}\n"
-            "{{#is_recovery}}DAG {{dag_id.name}}'s state store calls succeed again.{{/is_recovery}}"
-        ),
-        "tags": TAGS,
+        "query": f"{query} > {text}",
+        "message": message,
+        "tags": [*TAGS, f"prometheus_alert:{twin.alert}", f"severity:{twin.severity}"],
+        "priority": PRIORITY[twin.severity],
         "options": {
-            "thresholds": {"critical": threshold},
+            "thresholds": {"critical": limit},
             "notify_no_data": False,
             "require_full_window": False,
             "include_tags": True,
             "new_group_delay": 60,
+            "renotify_interval": Value("datadog_renotify_minutes"),
+            **options,
         },
     }
 
 
-def failing_monitor(prefix: str) -> dict[str, Any]:
-    warning, critical = FAILING_THRESHOLDS
-    return {
-        "name": "[store-metrics] The Airflow state store is failing",
-        "type": "query alert",
-        "query": f"sum(last_5m):{_ratio(prefix, ())} > {_number(critical)}",
-        "message": (
-            "{{#is_alert}}{{value}} of all state store calls (every DAG, task and asset store) raised "
-            "over the last 5 minutes: the store itself (the Execution API or its database) is likely "
-            "failing, not one DAG.{{/is_alert}}\n"
-            "{{#is_warning}}{{value}} of all state store calls raised over the last 5 minutes."
-            "{{/is_warning}}\n"
-            "{{#is_recovery}}State store calls succeed again.{{/is_recovery}}"
+def error_ratio_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreErrorRateHigh", "warning", "State store calls fail in DAG {{dag_id.name}}", (DAG_ID,)
+    )
+    by = (ENV, DAG_ID)
+    query = _ratio_with_floor(by, scope(variables=False, exclude=WATCHERS), "error_min_calls")
+    return _monitor(
+        twin,
+        f"sum(last_{setting('error_window')}):{query}",
+        _message(
+            twin,
+            f"{{{{value}}}} of DAG {{{{dag_id.name}}}}'s state store calls raised over the last "
+            f"{setting('error_window')} ({ENV_NAME}): more than {setting('error_ratio_percent')} of at "
+            f"least {setting('error_min_calls')} calls. Its tasks cannot read or keep their state.",
+            "DAG {{dag_id.name}}'s state store calls succeed again.",
         ),
-        "tags": TAGS,
-        "options": {
-            "thresholds": {"critical": critical, "warning": warning},
-            "notify_no_data": False,
-            "require_full_window": False,
-            "include_tags": True,
-        },
-    }
+        "error_ratio",
+    )
 
 
-def watcher_error_ratio_monitor(prefix: str) -> dict[str, Any]:
-    threshold = ERROR_RATIO_THRESHOLD
-    by = (catalogue.OPERATOR, catalogue.TASK_ID)
-    return {
-        "name": (
-            "[store-metrics] State store calls fail in asset watcher {{operator.name}} on {{task_id.name}}"
+def failing_monitor() -> dict[str, Any]:
+    twin = Twin("StateStoreFailingAcrossDags", "critical", "The Airflow state store is failing", ())
+    query = _ratio_with_floor((ENV,), scope(variables=False), "failing_min_calls")
+    return _monitor(
+        twin,
+        f"sum(last_{setting('failing_window')}):{query}",
+        _message(
+            twin,
+            f"{{{{value}}}} of all state store calls (every DAG and asset watcher, {ENV_NAME}) raised "
+            f"over the last {setting('failing_window')}: more than {setting('failing_ratio_percent')} of at "
+            f"least {setting('failing_min_calls')} calls. The store itself (the Execution API or its "
+            "database) is failing, not one DAG.",
+            "State store calls succeed again.",
         ),
-        "type": "query alert",
-        "query": (
-            f"sum(last_10m):{_ratio(prefix, by, scope(WATCHERS, variables=False))} > {_number(threshold)}"
+        "failing_ratio",
+    )
+
+
+def watcher_error_ratio_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreWatcherErrorRateHigh",
+        "warning",
+        "State store calls fail in asset watcher {{operator.name}} on {{task_id.name}}",
+        (OPERATOR, TASK_ID),
+    )
+    query = _ratio_with_floor((ENV, *twin.by), scope(WATCHERS, variables=False), "error_min_calls")
+    return _monitor(
+        twin,
+        f"sum(last_{setting('error_window')}):{query}",
+        _message(
+            twin,
+            f"{{{{value}}}} of the state store calls of the asset-watcher trigger {{{{operator.name}}}} "
+            f"watching {{{{task_id.name}}}} raised over the last {setting('error_window')}, in the "
+            "triggerer: "
+            f"more than {setting('error_ratio_percent')} of at least {setting('error_min_calls')} calls. The "
+            "watcher cannot keep its watermark and may miss or repeat events.",
+            "Asset watcher {{operator.name}} on {{task_id.name}}: state store calls succeed again.",
         ),
-        "message": (
-            "{{#is_alert}}More than "
-            f"{threshold:.0%}"
-            " of the state store calls of the asset-watcher trigger {{operator.name}} watching "
-            "{{task_id.name}} raised over the last 10 minutes, in the triggerer: {{value}}. The "
-            "watcher cannot keep its watermark and may miss or repeat events. The store-metrics "
-            "dashboard's Triggers group shows which method fails.{{/is_alert}}\n"
-            "{{#is_recovery}}Asset watcher {{operator.name}} on {{task_id.name}}: state store calls "
-            "succeed again.{{/is_recovery}}"
+        "error_ratio",
+    )
+
+
+def never_read_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreTaskStateNeverRead",
+        "info",
+        "Task {{dag_id.name}}.{{task_id.name}} writes task state it never reads back",
+        (DAG_ID, TASK_ID),
+    )
+    by = (ENV, DAG_ID, TASK_ID)
+    writes = _sum(terms((catalogue.Store.TASK,), (catalogue.Outcome.WRITE,)), by, scope(variables=False))
+    task_reads = [t for t in READ_CALLS if t[0] is catalogue.Store.TASK]
+    reads = " + ".join(
+        f"default_zero({metric_query(t, SENTINEL, scope(variables=False), by)})" for t in task_reads
+    )
+    # Writes in the window, times 1 when no read: a task without any read series has none to add.
+    query = f"sum(last_{setting('never_read_window')}):({writes}) * is_lesser({reads}, 1)"
+    return _monitor(
+        twin,
+        query,
+        _message(
+            twin,
+            f"Over the last {setting('never_read_window')}, task {{{{task_id.name}}}} of DAG "
+            "{{dag_id.name}} "
+            "called task_state_store.set() and no attempt of it called get(): these writes cannot help "
+            "a retry resume.",
+            "Task {{dag_id.name}}.{{task_id.name}} reads its task state, or no longer writes it.",
         ),
-        "tags": TAGS,
-        "options": {
-            "thresholds": {"critical": threshold},
-            "notify_no_data": False,
-            "require_full_window": False,
-            "include_tags": True,
-            "new_group_delay": 60,
-        },
-    }
+        0.0,
+    )
 
 
-#: File name -> monitor, in the order they are written.
-MONITORS = {RATIO: error_ratio_monitor, FAILING: failing_monitor, WATCHER_RATIO: watcher_error_ratio_monitor}
+def _server_query(metric: catalogue.Metric, aggregation: str, by: Sequence[str]) -> str:
+    grouping = f" by {{{','.join(by)}}}"
+    return f"{aggregation}:{metric.full_name(SENTINEL)}{{*}}{grouping}"
 
 
-def monitors(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[str, dict[str, Any]]:
+def loop_stalled_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreApiServerLoopStalled",
+        "warning",
+        "API server worker {{worker.name}}: event loop stalled",
+        (catalogue.WORKER,),
+    )
+    stall = _server_query(catalogue.LOOP_STALL, "sum", (ENV, catalogue.WORKER))
+    window = setting("loop_stalled_for")
+    # Stalled ms over the window / the window's ms: the share of time stalled.
+    query = f"sum(last_{window}):{stall}.as_count() / ({setting('loop_stalled_for_seconds')} * 1000)"
+    return _monitor(
+        twin,
+        query,
+        _message(
+            twin,
+            f"API server worker {{{{worker.name}}}} ({ENV_NAME}): its event loop was stalled {{{{value}}}} "
+            f"of the last {window} (more than {setting('loop_stalled_ratio_percent')}): every request it "
+            "serves waits that much longer.",
+            "API server worker {{worker.name}}: its event loop runs freely again.",
+        ),
+        "loop_stalled_ratio",
+    )
+
+
+def long_stalls_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreApiServerLongStalls",
+        "warning",
+        "API server worker {{worker.name}}: long event-loop stalls",
+        (catalogue.WORKER,),
+    )
+    stalls = _server_query(catalogue.LONG_STALLS, "sum", (ENV, catalogue.WORKER))
+    window = setting("long_stalls_for")
+    query = f"sum(last_{window}):{stalls}.as_count() / {setting('long_stalls_for_seconds')} * 60"
+    return _monitor(
+        twin,
+        query,
+        _message(
+            twin,
+            f"API server worker {{{{worker.name}}}} ({ENV_NAME}) had {{{{value}}}} event-loop stalls of "
+            f"stall_threshold_ms (keep it at {setting('long_stall_ms')} ms) or more a minute over the last "
+            f"{window}, more than {setting('long_stalls_per_minute')}. (Counted once per state store route "
+            "in "
+            "flight during a stall.)",
+            "API server worker {{worker.name}}: no more long stalls.",
+        ),
+        "long_stalls_per_minute",
+    )
+
+
+def retention_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreRetentionNotApplied",
+        "warning",
+        "Expired state store entries are not cleaned up",
+        (catalogue.STORE,),
+    )
+    expired = catalogue.get("task_state_store.footprint.expired_entries")
+    total = _server_query(expired, "sum", (ENV,))
+    window = setting("retention_window")
+    # 1 at every point where expired entries are there and none was removed since the last one;
+    # its minimum over the window is 1 only if that held for the whole window.
+    query = f"min(last_{window}):is_greater({total}, 0) * is_greater(diff({total}), -0.5)"
+    return _monitor(
+        twin,
+        query,
+        _message(
+            twin,
+            f"Expired task state store entries have been there ({ENV_NAME}), and not one removed, for "
+            f"{window}: nobody runs `airflow state-store clean` (or it fails).",
+            "Expired state store entries are removed again.",
+        ),
+        0.5,
+        require_full_window=True,
+    )
+
+
+def inventory_down_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreInventoryDown",
+        "warning",
+        "The state store inventory cannot read the {{store.name}} store",
+        (catalogue.STORE,),
+    )
+    up = _server_query(catalogue.INVENTORY_UP, "max", (ENV, catalogue.STORE))
+    window = setting("inventory_down_for")
+    monitor = _monitor(
+        twin,
+        f"max(last_{window}):1 - {up}",
+        _message(
+            twin,
+            f"For {window} every query of store-metrics inventory on the {{{{store.name}}}} state store's "
+            "table "
+            f"has failed ({ENV_NAME}), or no inventory reports at all (no data).",
+            "The state store inventory reads the {{store.name}} store again.",
+        ),
+        0.0,
+        notify_no_data=True,
+        no_data_timeframe=Value("inventory_down_for_minutes"),
+    )
+    return monitor
+
+
+def inventory_stale_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreInventoryStale",
+        "warning",
+        "The {{store.name}} state store footprint is stale",
+        (catalogue.STORE,),
+    )
+    age = _server_query(catalogue.INVENTORY_FOOTPRINT_AGE, "min", (ENV, catalogue.STORE))
+    return _monitor(
+        twin,
+        f"min(last_{setting('inventory_stale_for')}):{age}",
+        _message(
+            twin,
+            f"The footprint store-metrics inventory shows for the {{{{store.name}}}} state store "
+            f"({ENV_NAME}) was read more than {setting('inventory_stale_after')} ago and has not "
+            "been refreshed since.",
+            "The {{store.name}} state store footprint is fresh again.",
+        ),
+        "inventory_stale_after_seconds",
+    )
+
+
+#: File name -> monitor, one per Prometheus alert.
+MONITORS = {
+    "state-store-error-ratio.json": error_ratio_monitor,
+    "state-store-failing.json": failing_monitor,
+    "state-store-watcher-error-ratio.json": watcher_error_ratio_monitor,
+    "state-store-never-read.json": never_read_monitor,
+    "state-store-api-server-loop-stalled.json": loop_stalled_monitor,
+    "state-store-api-server-long-stalls.json": long_stalls_monitor,
+    "state-store-retention.json": retention_monitor,
+    "state-store-inventory-down.json": inventory_down_monitor,
+    "state-store-inventory-stale.json": inventory_stale_monitor,
+}
+
+
+def monitors() -> dict[str, dict[str, Any]]:
     """Every monitor's definition, by file name."""
-    return {name: build(prefix) for name, build in MONITORS.items()}
+    return {name: build() for name, build in MONITORS.items()}
 
 
-def render(name: str, prefix: str = catalogue.DEFAULT_PREFIX) -> str:
-    """``datadog/monitors/<name>``."""
-    return json.dumps(MONITORS[name](prefix), indent=2) + "\n"
+def render(name: str, prefix: str = SENTINEL) -> str:
+    """``datadog/monitors/<name>``'s template."""
+    del prefix  # built for the sentinel prefix, which the templates turn into tokens
+    return dumps(MONITORS[name]())

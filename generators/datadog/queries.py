@@ -2,9 +2,10 @@
 
 A request is a set of :class:`Formula` (a sum of counters, optionally divided by another sum);
 :func:`request` gives every counter it uses one metric query (``query1``, ``query2``, ...) and
-writes the formulas over their names. Every query carries the dashboard's five template variables
-(``{$team_name,$dag_id,$task_id,$operator,$run_type}``), plus any exact tag a widget always applies
-(``run_type:asset_watcher``).
+writes the formulas over their names. Every query carries the dashboard's template variables (the
+environment, then ``{$team_name,$dag_id,$task_id,$operator,$run_type}``), plus any exact tag a
+widget always applies (``run_type:asset_watcher``); a query grouped by DAG leaves the asset
+watchers out (``!run_type:asset_watcher``), as the Grafana dashboard does.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
-from ..promql import ALL_OUTCOMES, READS
+from ..facts import ALL_OUTCOMES, BOTH, DAG_ID, FILTERS, READS, WATCHER
 
 __all__ = [
     "ALL_CALLS",
-    "BOTH",
+    "ENV",
     "ERRORS",
-    "FILTERS",
     "READ_CALLS",
     "WRITES",
     "Formula",
@@ -36,15 +36,8 @@ __all__ = [
 #: One counter: a store and an outcome.
 Term = tuple[Store, Outcome]
 
-BOTH = (Store.TASK, Store.ASSET)
-#: The template variables: the Grafana dashboard's filters, in its order (team first: it narrows the others).
-FILTERS: tuple[str, ...] = (
-    catalogue.TEAM_NAME,
-    catalogue.DAG_ID,
-    catalogue.TASK_ID,
-    catalogue.OPERATOR,
-    catalogue.RUN_TYPE,
-)
+#: The environment template variable: its tag is the export setting datadog_env_tag.
+ENV = "env"
 
 
 def terms(stores: Sequence[Store], outcomes: Sequence[Outcome]) -> tuple[Term, ...]:
@@ -62,9 +55,9 @@ def scope(
     variables: bool = True,
     exclude: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """``{$team_name,...,$run_type}`` (each ``*`` when the variable is at its default), plus ``only``
-    (``tag:value``) and ``exclude`` (``!tag:value``)."""
-    parts = [f"${name}" for name in FILTERS] if variables else []
+    """``{$env,$team_name,...,$run_type}`` (each ``*`` when the variable is at its default), plus
+    ``only`` (``tag:value``) and ``exclude`` (``!tag:value``)."""
+    parts = [f"${name}" for name in (ENV, *FILTERS)] if variables else []
     parts += [f"{tag}:{value}" for tag, value in only]
     parts += [f"!{tag}:{value}" for tag, value in exclude]
     return "{" + (",".join(parts) or "*") + "}"
@@ -99,8 +92,13 @@ def request(
     scalar: bool = False,
     only: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
-    """A formula-and-functions request: one metric query per counter used, then the formulas."""
-    scope_text = scope(only)
+    """A formula-and-functions request: one metric query per counter used, then the formulas.
+
+    Grouped by DAG (and not kept to ``only``), the asset watchers' calls are left out: they would
+    all show up as one DAG called ``none``.
+    """
+    exclude = (WATCHER,) if DAG_ID in by and not only else ()
+    scope_text = scope(only, exclude=exclude)
     names: dict[Term, str] = {}
     for formula in formulas:
         for term in (*formula.terms, *formula.over):

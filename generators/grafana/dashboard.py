@@ -1,29 +1,31 @@
-"""``store-metrics.json``: the Grafana dashboard as JSON (schema 42), from the rows' specs.
+"""``store-metrics.json``: the Grafana dashboard as JSON, from the rows' specs.
 
-Lays the task-side rows out on Grafana's 24-column grid, adds the collapsed Footprint
-(``store-metrics inventory``), Triggers (asset watchers) and API server rows, the data source and
-filter variables, and what the import dialog needs (``__inputs``, ``__requires``).
+Lays the task-side rows out on Grafana's 24-column grid (the Errors row under the Overview), adds
+the collapsed Footprint (``store-metrics inventory``), Triggers (asset watchers) and API server rows,
+the data source, deployment, job and filter variables, links, and what the import dialog checks
+(``__requires``).
+
+Schema 39 and ``__requires`` Grafana 11.0.0: the oldest Grafana the docs support (docs/alerts.md),
+the version that writes schema 39 (Grafana 10.4 to 11.2 do; 11.3 writes 40). A newer Grafana
+migrates the dashboard on load; an older one would refuse options it does not know.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from store_metrics import catalogue
-
-from .. import promql
+from ..facts import DOCS, FILTERS, TITLE, UID
+from ..promql import CALLS, CLUSTER
+from ..tokens import Value, dumps, setting
 from .footprint_row import footprint_row
 from .queries import DS, Panel, Row, Target, ref_id
-from .rows import DAG_ID, OPERATOR, RUN_TYPE, TASK_ID, TEAM_NAME, build_rows, build_triggers_row
+from .rows import build_rows, build_triggers_row
 from .server_row import server_row
 
 __all__ = [
     "FILENAME",
     "SCHEMA_VERSION",
-    "TITLE",
-    "UID",
     "dashboard",
     "footprint_specs",
     "render",
@@ -33,38 +35,62 @@ __all__ = [
 ]
 
 FILENAME = "store-metrics.json"
-UID = "store-metrics-state-store"
-TITLE = "Airflow state store usage (store-metrics)"
-SCHEMA_VERSION = 42  # Grafana's current dashboard schema (apps/dashboard/pkg/migration/schemaversion)
+SCHEMA_VERSION = 39
+OLDEST_GRAFANA = "11.0.0"
 GRID_WIDTH = 24
 PANEL_NAMES = {"bargauge": "Bar gauge", "stat": "Stat", "table": "Table", "timeseries": "Time series"}
+#: The data source provisioning/datasources/store-metrics.yml creates (never the default one).
+PROVISIONED_DS = {"text": "Prometheus (store-metrics)", "value": "store-metrics-prometheus"}
+_TITLES = {
+    "team_name": "Team",
+    "dag_id": "DAG",
+    "task_id": "Task",
+    "operator": "Operator",
+    "run_type": "Run type",
+}
 
 
 # -- variables --------------------------------------------------------------------------------
 
 
-def _variable(label: str, title: str, filters: Sequence[str], prefix: str) -> dict[str, Any]:
-    matchers = [f'__name__=~"{promql.name_regex(promql.all_names(prefix))}"']
-    matchers += [f'{f}=~"${f}"' for f in filters]
-    query = f"label_values({{{', '.join(matchers)}}}, {label})"
+def _query_variable(name: str, label: str, selector: str, **options: Any) -> dict[str, Any]:
+    query = f"label_values({CALLS}{selector}, {label})"
     return {
-        "name": label,
-        "label": title,
+        "name": name,
+        "label": options.pop("title"),
         "type": "query",
         "datasource": DS,
         "definition": query,
         "query": query,
         "refresh": 2,
-        "multi": True,
-        "includeAll": True,
-        "allValue": ".*",
-        "current": {},
         "regex": "",
         "sort": 1,
         "hide": 0,
         "skipUrlSync": False,
         "options": [],
+        "current": {},
+        **options,
     }
+
+
+def _scope_variables() -> list[dict[str, Any]]:
+    """One deployment and one job, never All: two of them carrying the same calls (a second cluster,
+    a migration scraped twice) are never added up. Without a cluster label, $cluster is empty and
+    matches the series that have none."""
+    return [
+        _query_variable("cluster", CLUSTER, "", title="Deployment", multi=False, includeAll=False),
+        _query_variable(
+            "job", "job", f'{{{CLUSTER}="$cluster"}}', title="Job", multi=False, includeAll=False
+        ),
+    ]
+
+
+def _filter_variable(label: str, previous: Sequence[str]) -> dict[str, Any]:
+    matchers = [f'{CLUSTER}="$cluster"', 'job="$job"', *(f'{f}=~"${f}"' for f in previous)]
+    selector = "{" + ",".join(matchers) + "}"
+    return _query_variable(
+        label, label, selector, title=_TITLES[label], multi=True, includeAll=True, allValue=".*"
+    )
 
 
 def _datasource_variable() -> dict[str, Any]:
@@ -73,9 +99,9 @@ def _datasource_variable() -> dict[str, Any]:
         "label": "Data source",
         "type": "datasource",
         "query": "prometheus",
-        # Import through the UI replaces ${DS_PROMETHEUS}; a provisioned copy falls back to the
-        # default Prometheus data source.
-        "current": {"selected": False, "text": "${DS_PROMETHEUS}", "value": "${DS_PROMETHEUS}"},
+        # The provisioned data source; imported by hand, Grafana falls back to its default
+        # Prometheus when this one does not exist. Pick another one here.
+        "current": {"selected": False, **PROVISIONED_DS},
         "regex": "",
         "refresh": 1,
         "hide": 0,
@@ -86,15 +112,12 @@ def _datasource_variable() -> dict[str, Any]:
     }
 
 
-def templating(prefix: str) -> list[dict[str, Any]]:
-    """The data source variable, then the chained filters (team, DAG, task, operator, run type)."""
+def templating() -> list[dict[str, Any]]:
+    """The data source, the deployment and job, then the chained filters (team, DAG, task, ...)."""
     return [
         _datasource_variable(),
-        _variable(TEAM_NAME, "Team", (), prefix),
-        _variable(DAG_ID, "DAG", (TEAM_NAME,), prefix),
-        _variable(TASK_ID, "Task", (TEAM_NAME, DAG_ID), prefix),
-        _variable(OPERATOR, "Operator", (TEAM_NAME, DAG_ID, TASK_ID), prefix),
-        _variable(RUN_TYPE, "Run type", (TEAM_NAME, DAG_ID, TASK_ID), prefix),
+        *_scope_variables(),
+        *(_filter_variable(label, FILTERS[:i]) for i, label in enumerate(FILTERS)),
     ]
 
 
@@ -126,7 +149,7 @@ def _timeseries(defaults: dict[str, Any]) -> dict[str, Any]:
 
 def _stat(defaults: dict[str, Any]) -> dict[str, Any]:
     defaults["color"] = {"mode": "thresholds"}
-    defaults["thresholds"] = {"mode": "absolute", "steps": [{"color": "blue", "value": None}]}
+    defaults.setdefault("thresholds", {"mode": "absolute", "steps": [{"color": "blue", "value": None}]})
     return {
         "reduceOptions": _reduce(),
         "colorMode": "value",
@@ -174,6 +197,26 @@ def _table_transformations(panel: Panel) -> list[dict[str, Any]]:
     ]
 
 
+def _threshold(panel: Panel, defaults: dict[str, Any]) -> None:
+    """Red from the alert's threshold (an export setting) up: a dashed line on a time series."""
+    if panel.threshold is None:
+        return
+    base = "green" if panel.kind == "stat" else "transparent"
+    steps = [{"color": base, "value": None}, {"color": "red", "value": Value(panel.threshold)}]
+    defaults["thresholds"] = {"mode": "absolute", "steps": steps}
+    if panel.kind == "timeseries":
+        defaults.setdefault("custom", {})["thresholdsStyle"] = {"mode": "dashed"}
+
+
+def _links(panel: Panel) -> list[dict[str, Any]]:
+    """A table row's link: this dashboard, same time range, deployment and job, filtered to its labels."""
+    if not panel.link_labels:
+        return []
+    filters = "".join(f"&var-{label}=${{__data.fields.{label}}}" for label in panel.link_labels)
+    url = f"/d/{UID}/store-metrics?${{__url_time_range}}&${{cluster:queryparam}}&${{job:queryparam}}{filters}"
+    return [{"title": f"Filter the dashboard to this {' and '.join(panel.link_labels)}", "url": url}]
+
+
 def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     defaults: dict[str, Any] = {"unit": panel.unit, "color": {"mode": "palette-classic"}}
     if panel.decimals is not None:
@@ -181,9 +224,12 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     if panel.max is not None:
         defaults["min"] = 0
         defaults["max"] = panel.max
+    if links := _links(panel):
+        defaults["links"] = links
     if panel.kind not in _OPTIONS:  # pragma: no cover - guarded by the tests
         raise ValueError(panel.kind)
     options = _OPTIONS[panel.kind](defaults)
+    _threshold(panel, defaults)
     overrides = [
         {"matcher": {"id": "byName", "options": column}, "properties": [{"id": "unit", "value": unit}]}
         for column, unit in panel.column_units.items()
@@ -231,11 +277,11 @@ def _place(panels: Sequence[Panel], first_id: int, y: int) -> tuple[list[dict[st
     return placed, y + row_height
 
 
-def _layout(prefix: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _layout() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The dashboard's top-level panels, and the panels nested in the collapsed rows."""
     panels: list[dict[str, Any]] = []
     panel_id, y = 1, 0
-    for row in build_rows(prefix):
+    for row in build_rows():
         panels.append(_row_json(row, panel_id, y, collapsed=False, nested=[]))
         placed, y = _place(row.panels, panel_id + 1, y + 1)
         panels += placed
@@ -243,7 +289,7 @@ def _layout(prefix: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     # The Footprint, Triggers and API server rows, collapsed: their panels live inside the row and
     # load when it is opened.
     nested: list[dict[str, Any]] = []
-    for row in (footprint_row(prefix), build_triggers_row(prefix), server_row(prefix)):
+    for row in (footprint_row(), build_triggers_row(), server_row()):
         inside, _ = _place(row.panels, panel_id + 1, y + 1)
         panels.append(_row_json(row, panel_id, y, collapsed=True, nested=inside))
         nested += inside
@@ -253,7 +299,7 @@ def _layout(prefix: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 def _requires(kinds: Sequence[str]) -> list[dict[str, Any]]:
     return [
-        {"type": "grafana", "id": "grafana", "name": "Grafana", "version": "11.0.0"},
+        {"type": "grafana", "id": "grafana", "name": "Grafana", "version": OLDEST_GRAFANA},
         {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
         *({"type": "panel", "id": k, "name": PANEL_NAMES[k], "version": ""} for k in kinds),
     ]
@@ -275,36 +321,39 @@ def _annotations() -> dict[str, Any]:
     }
 
 
-def dashboard(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[str, Any]:
-    panels, nested = _layout(prefix)
+def _dashboard_links() -> list[dict[str, Any]]:
+    return [
+        {
+            "title": "Alerts, settings and runbooks",
+            "type": "link",
+            "url": DOCS,
+            "icon": "doc",
+            "targetBlank": True,
+            "tooltip": "store-metrics: what each panel and alert means, and what to do",
+        }
+    ]
+
+
+def dashboard() -> dict[str, Any]:
+    panels, nested = _layout()
     kinds = sorted({p["type"] for p in [*panels, *nested] if p["type"] != "row"})
     return {
-        "__inputs": [
-            {
-                "name": "DS_PROMETHEUS",
-                "label": "Prometheus",
-                "description": "The Prometheus that scrapes the store-metrics series",
-                "type": "datasource",
-                "pluginId": "prometheus",
-                "pluginName": "Prometheus",
-            }
-        ],
         "__elements": {},
         "__requires": _requires(kinds),
         "annotations": _annotations(),
-        "description": "Per-DAG usage of Airflow's task and asset state stores, from the store-metrics "
-        "counters. Wiring and topologies: docs/wiring.md of store-metrics.",
+        "description": "Per-DAG usage of Airflow's task and asset state stores, from the recorded calls "
+        "of store-metrics' rules (rules.yml). Panels, alerts and settings: " + DOCS,
         "editable": True,
         "fiscalYearStartMonth": 0,
         "graphTooltip": 1,
         "id": None,
-        "links": [],
+        "links": _dashboard_links(),
         "panels": panels,
-        "refresh": "1m",
+        "refresh": setting("dashboard_refresh"),
         "schemaVersion": SCHEMA_VERSION,
         "tags": ["airflow", "store-metrics", "state-store"],
-        "templating": {"list": templating(prefix)},
-        "time": {"from": "now-24h", "to": "now"},
+        "templating": {"list": templating()},
+        "time": {"from": setting("dashboard_from"), "to": "now"},
         "timepicker": {},
         "timezone": "",
         "title": TITLE,
@@ -326,26 +375,27 @@ def _targets(rows: Sequence[Row]) -> list[tuple[str, str, Target]]:
     ]
 
 
-def specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target]]:
+def specs() -> list[tuple[str, str, Target]]:
     """(panel title, refId, target) for every query of the task-side rows, in JSON order."""
-    return _targets(build_rows(prefix))
+    return _targets(build_rows())
 
 
-def footprint_specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target]]:
+def footprint_specs() -> list[tuple[str, str, Target]]:
     """(panel title, refId, target) for every query of the collapsed Footprint row."""
-    return _targets([footprint_row(prefix)])
+    return _targets([footprint_row()])
 
 
-def trigger_specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target]]:
+def trigger_specs() -> list[tuple[str, str, Target]]:
     """(panel title, refId, target) for every query of the collapsed Triggers row."""
-    return _targets([build_triggers_row(prefix)])
+    return _targets([build_triggers_row()])
 
 
-def server_specs(prefix: str = catalogue.DEFAULT_PREFIX) -> list[tuple[str, str, Target]]:
+def server_specs() -> list[tuple[str, str, Target]]:
     """(panel title, refId, target) for every query of the collapsed API server row."""
-    return _targets([server_row(prefix)])
+    return _targets([server_row()])
 
 
-def render(prefix: str = catalogue.DEFAULT_PREFIX) -> str:
-    """``store-metrics.json``."""
-    return json.dumps(dashboard(prefix), indent=2) + "\n"
+def render(prefix: str = "") -> str:
+    """``store-metrics.json``'s template (settings and, with a prefix, names as tokens)."""
+    del prefix  # the template names no metric outside the footprint table's (built for the sentinel)
+    return dumps(dashboard())

@@ -1,11 +1,12 @@
 """The dashboard's query specs and panel model.
 
 Every task-side query is a small declarative spec (:class:`Measure`, :class:`Ratio`,
-:class:`TopK`), so the tests can compute, independently of PromQL, what each query must return
-for the calls a scenario made (tests/test_prometheus_e2e.py reads ``spec.kind``, ``spec.by``,
-``spec.series`` and the class names). :class:`Server` is a literal query over the API server's
-series, which have no DAG labels and so take no dashboard filter; :class:`Footprint` one over the
-inventory's gauges (``store-metrics inventory``), which take the DAG and task filters only.
+:class:`TopK`) over the recorded calls (:data:`~generators.promql.CALLS`), so the tests can
+compute, independently of PromQL, what each query must return for the calls a scenario made
+(tests/test_prometheus_e2e.py reads ``spec.kind``, ``spec.by``, ``spec.series`` and the class
+names). :class:`Server` is a literal query over the API server's recorded series, which have no DAG
+labels and so take no DAG filter; :class:`Footprint` one over the inventory's (``store-metrics
+inventory``), which take the DAG filter only.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
 from .. import promql
+from ..facts import FILTERS
+from ..tokens import setting
 
 __all__ = [
     "DS",
-    "RANGE",
-    "RATE_INTERVAL",
     "Footprint",
     "Measure",
     "Panel",
@@ -32,21 +34,22 @@ __all__ = [
     "Target",
     "TopK",
     "ref_id",
-    "series",
 ]
 
 #: The data source every panel and query uses: the dashboard's ``datasource`` variable.
 DS = {"type": "prometheus", "uid": "${datasource}"}
-RANGE = "$__range"
-RATE_INTERVAL = "$__rate_interval"
+#: The dashboard's filters, one variable per label (an unset one is All: ``.*``).
+FILTER_MATCHERS = [f'{label}=~"${label}"' for label in FILTERS]
 
 
 @dataclass(frozen=True)
 class Measure:
-    """Calls of ``series`` summed and grouped ``by``: within the range ("count") or per second ("rate")."""
+    """Calls of ``stores`` x ``outcomes`` summed and grouped ``by``: within the range ("count") or
+    per second ("rate")."""
 
     kind: str  # "count" | "rate"
-    series: tuple[str, ...]
+    stores: tuple[Store, ...]
+    outcomes: tuple[Outcome, ...]
     by: tuple[str, ...] = ()
     #: Exact ``(label, value)`` matchers added to the dashboard's filters (the Triggers row's
     #: ``run_type="asset_watcher"``).
@@ -56,14 +59,28 @@ class Measure:
     exclude: tuple[tuple[str, str], ...] = ()
 
     @property
+    def series(self) -> tuple[str, ...]:
+        """The counters whose calls this counts, as series names for the default prefix (the tests
+        count the scenarios' calls by them)."""
+        return tuple(catalogue.metric_for(s, o).prometheus_name() for s in self.stores for o in self.outcomes)
+
+    @property
     def selector(self) -> str:
-        return promql.dashboard_selector(self.only, self.exclude)
+        """The dashboard's deployment, job and filters, the stores and outcomes, ``only``, ``exclude``.
+
+        A label may appear twice (``run_type=~"$run_type",run_type="asset_watcher"``): a series
+        must match both, so the panel follows the dashboard's filter and keeps to (or away from)
+        its own value.
+        """
+        matchers = [promql.SCOPE, *FILTER_MATCHERS, *promql.calls_matchers(self.stores, self.outcomes)]
+        matchers += [f'{label}="{value}"' for label, value in self.only]
+        matchers += [f'{label}!="{value}"' for label, value in self.exclude]
+        return ",".join(matchers)
 
     def expr(self) -> str:
-        sel = self.selector
         if self.kind == "count":
-            return promql.count_sum(self.series, sel, RANGE, self.by)
-        return promql.rate_sum(self.series, sel, RATE_INTERVAL, self.by)
+            return promql.count(self.selector, self.by)
+        return promql.per_second(self.selector, self.by)
 
 
 @dataclass(frozen=True)
@@ -82,12 +99,13 @@ class Ratio:
         return self.num.kind
 
     def expr(self) -> str:
-        fill = promql.groups(self.den.series, self.den.selector, self.den.by)
-        return promql.ratio(self.num.expr(), self.den.expr(), fill)
+        return promql.ratio(self.num.expr(), self.den.expr())
 
 
 @dataclass(frozen=True)
 class TopK:
+    """The ``k`` largest groups of a count over the range (an instant query: exactly ``k``)."""
+
     k: int
     measure: Measure
 
@@ -105,7 +123,7 @@ class TopK:
 
 @dataclass(frozen=True)
 class Server:
-    """A query over the API server's series (no DAG labels, so no dashboard filters)."""
+    """A query over the API server's recorded series (no DAG labels, so no DAG filter)."""
 
     promql: str
     kind: str = "rate"  # "rate" (time series) | "count" (selected range, instant)
@@ -126,10 +144,6 @@ class Footprint:
 
 
 Spec = Measure | Ratio | TopK | Server | Footprint
-
-
-def series(stores: Sequence[Store], outcomes: Sequence[Outcome], prefix: str) -> tuple[str, ...]:
-    return tuple(promql.names(stores, outcomes, prefix))
 
 
 def ref_id(index: int) -> str:
@@ -154,6 +168,9 @@ class Target:
             "instant": self.instant,
             "editorMode": "code",
         }
+        if not self.instant:
+            # Min step: every point spans at least one recorded sample ($__interval >= it).
+            target["interval"] = setting("rule_interval")
         if self.table:
             target["format"] = "table"
         return target
@@ -173,6 +190,10 @@ class Panel:
     renames: dict[str, str] = field(default_factory=dict)
     #: A table column's unit, by its (renamed) column name, where it differs from ``unit``.
     column_units: dict[str, str] = field(default_factory=dict)
+    #: A line (time series) or colour (stat) at an alert's threshold: the setting's name.
+    threshold: str | None = None
+    #: A table's link from each row to the dashboard filtered to its labels.
+    link_labels: Sequence[str] = ()
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """The task side's dashboard rows, one builder per row, all filtered by the dashboard's variables.
 
-Each builder takes a :class:`Queries` (the query specs for one prefix) and returns its
-:class:`~.queries.Row`; :func:`build_rows` lists them in dashboard order.
+Each builder takes a :class:`Queries` (the query specs over the recorded calls) and returns its
+:class:`~.queries.Row`; :func:`build_rows` lists them in dashboard order (the Errors row right
+under the Overview).
 
 Asset watchers' calls (``run_type="asset_watcher"``, ``dag_id="none"``) belong to no DAG: every
 query grouped by ``dag_id`` leaves them out (:meth:`Queries.m`) and its panel's description says
@@ -18,11 +19,24 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
-from ..promql import ALL_OUTCOMES, READS
-from .queries import Measure, Panel, Ratio, Row, Spec, Target, TopK, ref_id, series
+from ..facts import (
+    ALL_OUTCOMES,
+    BOTH,
+    DAG_ID,
+    OPERATION,
+    OPERATOR,
+    READS,
+    RUN_TYPE,
+    TABLE_BY,
+    TASK_ID,
+    TEAM_NAME,
+    WATCHER,
+    WATCHER_NOTE,
+    store_word,
+)
+from .queries import Measure, Panel, Ratio, Row, Spec, Target, TopK, ref_id
 
 __all__ = [
-    "NOT_WATCHERS",
     "NO_WATCHERS_NOTE",
     "ROW_BUILDERS",
     "TRIGGERS_ROW_TITLE",
@@ -33,27 +47,14 @@ __all__ = [
     "triggers_row",
 ]
 
-DAG_ID, TASK_ID, RUN_TYPE, OPERATOR, TEAM_NAME, OPERATION = (
-    catalogue.DAG_ID,
-    catalogue.TASK_ID,
-    catalogue.RUN_TYPE,
-    catalogue.OPERATOR,
-    catalogue.TEAM_NAME,
-    catalogue.OPERATION,
-)
-BOTH = (Store.TASK, Store.ASSET)
 #: Every state store call: both stores, every outcome (errors included).
 EVERYTHING = (BOTH, ALL_OUTCOMES)
-#: Grouping of the "by DAG and task" tables.
-TABLE_BY = (DAG_ID, TASK_ID, OPERATOR, RUN_TYPE)
 RANGE_NOTE = (
-    " Counted over the dashboard's time range; a series first seen inside the range (a DAG's "
-    "first run) counts in full."
+    " Counted over the dashboard's time range from the recorded calls (rules.yml): exact, a DAG's "
+    "first run included."
 )
-#: The Triggers row's own matcher: the calls asset-watcher triggers make in the triggerer.
-WATCHERS: tuple[tuple[str, str], ...] = ((RUN_TYPE, catalogue.RUN_TYPE_ASSET_WATCHER),)
-#: What the per-DAG queries leave out: the same calls (``run_type!="asset_watcher"``).
-NOT_WATCHERS = WATCHERS
+#: The Triggers row keeps to the asset watchers' calls; the per-DAG queries leave them out.
+WATCHERS: tuple[tuple[str, str], ...] = (WATCHER,)
 #: Said by every panel whose queries group by DAG.
 NO_WATCHERS_NOTE = (
     f" Asset watchers' calls (run_type {catalogue.RUN_TYPE_ASSET_WATCHER}, "
@@ -63,9 +64,7 @@ NO_WATCHERS_NOTE = (
 
 @dataclass(frozen=True)
 class Queries:
-    """The query specs of the task-side rows, for one metric prefix."""
-
-    prefix: str
+    """The query specs of the task-side rows."""
 
     def m(
         self,
@@ -80,8 +79,8 @@ class Queries:
         Grouped by ``dag_id`` (and not restricted by ``only``), the asset watchers' calls are left
         out: they would all show up as one DAG called ``none``.
         """
-        exclude = NOT_WATCHERS if DAG_ID in by and not only else ()
-        return Measure(kind, series(stores, outcomes, self.prefix), tuple(by), tuple(only), exclude)
+        exclude = WATCHERS if DAG_ID in by and not only else ()
+        return Measure(kind, tuple(stores), tuple(outcomes), tuple(by), tuple(only), exclude)
 
     def everything(self, kind: str, by: Sequence[str] = (), only: Sequence[tuple[str, str]] = ()) -> Measure:
         return self.m(kind, *EVERYTHING, by, only)
@@ -95,10 +94,6 @@ class Queries:
 
     def error_ratio(self, kind: str, by: Sequence[str] = ()) -> Ratio:
         return Ratio(self.m(kind, BOTH, (Outcome.ERROR,), by), self.everything(kind, by))
-
-
-def _store_word(store: Store) -> str:
-    return store.value.split("_")[0]
 
 
 # -- panel shapes the rows share ---------------------------------------------------------------
@@ -119,20 +114,23 @@ def _ops(title: str, description: str, targets: list[Target], **layout: Any) -> 
     return Panel("timeseries", title, description, targets, unit="ops", **layout)
 
 
-def _ratio_series(title: str, description: str, targets: list[Target]) -> Panel:
-    """A time series of a ratio (0 to 1)."""
-    return Panel("timeseries", title, description, targets, **_PERCENT)
+def _ratio_series(title: str, description: str, targets: list[Target], threshold: str | None = None) -> Panel:
+    """A time series of a ratio (0 to 1), with a line at an alert's ``threshold`` if any."""
+    return Panel("timeseries", title, description, targets, threshold=threshold, **_PERCENT)
 
 
 def _table(title: str, description: str, columns: Sequence[tuple[Measure, str]], **layout: Any) -> Panel:
-    """A table over the selected range: one query per ``(measure, column name)``."""
+    """A table over the selected range: one query per ``(measure, column name)``; each row links to
+    the dashboard filtered to its DAG and task."""
+    labels = [label for label in (DAG_ID, TASK_ID) if label in columns[0][0].by]
     return Panel(
         "table",
         title,
-        description,
+        description + " Click a row to filter the dashboard to it.",
         [Target(measure, instant=True, table=True) for measure, _ in columns],
         decimals=0,
         renames={f"Value #{ref_id(i)}": name for i, (_, name) in enumerate(columns)},
+        link_labels=labels,
         **layout,
     )
 
@@ -156,7 +154,7 @@ def _per_outcome(q: Queries, store: Store, only: Sequence[tuple[str, str]] = ())
 def _found_by_dag(q: Queries, kind: str) -> list[Target]:
     """The found ratio per DAG, one query per store (instant over the range for ``count``)."""
     return [
-        Target(q.found(kind, s, (DAG_ID,)), f"{{{{dag_id}}}} {_store_word(s)} store", instant=kind == "count")
+        Target(q.found(kind, s, (DAG_ID,)), f"{{{{dag_id}}}} {store_word(s)} store", instant=kind == "count")
         for s in BOTH
     ]
 
@@ -210,9 +208,11 @@ def overview_row(q: Queries) -> Row:
             ),
             _stat(
                 "Error ratio",
-                "Calls that raised / all calls.",
+                "Calls that raised / all calls. Red above the alert threshold (export setting "
+                "error_ratio, StateStoreErrorRateHigh).",
                 q.error_ratio("count"),
                 "errors",
+                threshold="error_ratio",
                 **_PERCENT,
             ),
         ],
@@ -319,7 +319,7 @@ def delete_clear_row(q: Queries) -> Row:
                 "Deletes and clears per second by DAG",
                 "delete and clear calls per second, per DAG and store." + NO_WATCHERS_NOTE,
                 [
-                    Target(q.m("rate", (s,), (o,), (DAG_ID,)), f"{{{{dag_id}}}} {_store_word(s)} {o.value}")
+                    Target(q.m("rate", (s,), (o,), (DAG_ID,)), f"{{{{dag_id}}}} {store_word(s)} {o.value}")
                     for s, o in removals
                 ],
                 w=12,
@@ -328,7 +328,7 @@ def delete_clear_row(q: Queries) -> Row:
                 "Deletes and clears by DAG and task",
                 "delete and clear calls per DAG and task, by store." + RANGE_NOTE + NO_WATCHERS_NOTE,
                 [
-                    (q.m("count", (s,), (o,), (DAG_ID, TASK_ID)), f"{_store_word(s)} {o.value}s")
+                    (q.m("count", (s,), (o,), (DAG_ID, TASK_ID)), f"{store_word(s)} {o.value}s")
                     for s, o in removals
                 ],
                 w=12,
@@ -380,16 +380,18 @@ def errors_row(q: Queries) -> Row:
                 [
                     Target(
                         q.m("rate", (s,), (Outcome.ERROR,), (OPERATION,)),
-                        f"{_store_word(s)} {{{{operation}}}}",
+                        f"{store_word(s)} {{{{operation}}}}",
                     )
                     for s in BOTH
                 ],
             ),
             _ratio_series(
                 "Error ratio by DAG",
-                "Calls that raised / all calls, per DAG, where the DAG made calls in the interval."
+                "Calls that raised / all calls, per DAG, where the DAG made calls in the interval. The "
+                "line is the alert threshold (StateStoreErrorRateHigh, over its own window)."
                 + NO_WATCHERS_NOTE,
                 [Target(q.error_ratio("rate", (DAG_ID,)), "{{dag_id}}")],
+                threshold="error_ratio",
             ),
             _table(
                 "Errors by DAG, task and method",
@@ -397,7 +399,7 @@ def errors_row(q: Queries) -> Row:
                 [
                     (
                         q.m("count", (s,), (Outcome.ERROR,), (DAG_ID, TASK_ID, OPERATION)),
-                        f"{_store_word(s)} store errors",
+                        f"{store_word(s)} store errors",
                     )
                     for s in BOTH
                 ],
@@ -407,11 +409,7 @@ def errors_row(q: Queries) -> Row:
 
 
 TRIGGERS_ROW_TITLE = "Triggers: asset watchers in the triggerer (run_type asset_watcher)"
-_WATCHER_NOTE = (
-    " An asset watcher's trigger belongs to no DAG: its calls carry run_type=asset_watcher, "
-    f'dag_id="{catalogue.DAG_ID_NONE}", task_id = the watched asset\'s name and operator = the '
-    "trigger's class."
-)
+_WATCHER_NOTE = WATCHER_NOTE
 
 
 def triggers_row(q: Queries) -> Row:
@@ -472,8 +470,7 @@ def triggers_row(q: Queries) -> Row:
                 "Asset watcher errors per second by trigger and method",
                 "State store calls of asset-watcher triggers that raised, per second, by trigger class "
                 "and the method that raised (get, set, delete, clear); alert "
-                "StateStoreWatcherErrorRateHigh when more than 5% of a watcher's calls raise for 10 "
-                "minutes." + _WATCHER_NOTE,
+                "StateStoreWatcherErrorRateHigh (export settings error_ratio, error_window)." + _WATCHER_NOTE,
                 [
                     Target(
                         q.m("rate", BOTH, (Outcome.ERROR,), (OPERATOR, OPERATION), WATCHERS),
@@ -488,21 +485,21 @@ def triggers_row(q: Queries) -> Row:
 #: The task-side rows, top to bottom.
 ROW_BUILDERS: tuple[Callable[[Queries], Row], ...] = (
     overview_row,
+    errors_row,
     calls_per_second_row,
     ratios_row,
     top_row,
     delete_clear_row,
     breakdowns_row,
-    errors_row,
 )
 
 
-def build_rows(prefix: str) -> list[Row]:
-    """The task-side rows for ``prefix``, in dashboard order."""
-    queries = Queries(prefix)
+def build_rows() -> list[Row]:
+    """The task-side rows, in dashboard order."""
+    queries = Queries()
     return [build(queries) for build in ROW_BUILDERS]
 
 
-def build_triggers_row(prefix: str) -> Row:
-    """The collapsed Triggers row for ``prefix``."""
-    return triggers_row(Queries(prefix))
+def build_triggers_row() -> Row:
+    """The collapsed Triggers row."""
+    return triggers_row(Queries())

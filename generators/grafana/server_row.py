@@ -1,109 +1,108 @@
 """The dashboard's last row, collapsed: the API server side.
 
-The state store routes' requests, latency and value sizes, and each worker's event-loop stalls.
-These series have no DAG labels, so the dashboard's filters do not apply; the row's queries load
-only when it is opened.
+The state store routes' requests, latency and value sizes, and each worker's event-loop stalls,
+from server-rules.yml's recorded series. These series have no DAG labels, so only the dashboard's
+deployment and job apply; the row's queries load only when it is opened.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from store_metrics import catalogue
-
-from .queries import RANGE, RATE_INTERVAL, Panel, Row, Server, Target
+from ..promql import SCOPE
+from ..tokens import setting
+from .queries import Panel, Row, Server, Target
 
 __all__ = ["SERVER_ROW_TITLE", "server_row"]
 
 SERVER_ROW_TITLE = "API server: state store routes and event loop (not filtered by DAG)"
 _ABOUT = (
     " From the API server's root middleware (every task's state store calls reach it as "
-    "Execution API requests); one series per worker, summed here."
+    "Execution API requests), recorded by server-rules.yml: the workers summed."
 )
+_SCOPE = f"{{{SCOPE}}}"
+_INTERVAL = setting("rule_interval_seconds")
+_LONG_STALLS = "store_operation:store_metrics_api_long_stalls:rate5m"
+_REQUEST_SIZES = "operation_le:store_metrics_api_request_size_bytes_bucket:rate5m"
+_RESPONSE_SIZES = "operation_le:store_metrics_api_response_size_bytes_bucket:rate5m"
+_LONG_STALLS = "store_operation:store_metrics_api_long_stalls:rate5m"
+_STALL_LENGTHS = "le:store_metrics_api_loop_stall_ms_bucket:rate5m"
 
 
-@dataclass(frozen=True)
-class _Series:
-    """The API server's series names for one prefix."""
-
-    requests: str
-    duration: str
-    request_size: str
-    response_size: str
-    stall: str
-    stall_max: str
-    long_stalls: str
-
-    @classmethod
-    def of(cls, prefix: str) -> _Series:
-        return cls(
-            requests=catalogue.SERVER_REQUESTS.prometheus_name(prefix),
-            duration=catalogue.SERVER_DURATION.prometheus_name(prefix),
-            request_size=catalogue.SERVER_REQUEST_SIZE.prometheus_name(prefix),
-            response_size=catalogue.SERVER_RESPONSE_SIZE.prometheus_name(prefix),
-            stall=catalogue.LOOP_STALL.prometheus_name(prefix),
-            stall_max=catalogue.LOOP_STALL_MAX.prometheus_name(prefix),
-            long_stalls=catalogue.LONG_STALLS.prometheus_name(prefix),
-        )
+def _quantile(q: str) -> str:
+    record = "store_operation_value_size_le:store_metrics_api_request_duration_ms_bucket:rate5m"
+    return f"histogram_quantile({q}, sum by (le, store, operation, value_size) ({record}{_SCOPE}))"
 
 
-def _quantile(q: str, series: str, by: str) -> str:
-    return f"histogram_quantile({q}, sum by (le, {by}) (rate({series}_bucket[{RATE_INTERVAL}])))"
+def _sizes(record: str, operation: str) -> str:
+    """Requests per size bucket within the range: the recorded per-second rates, integrated."""
+    selector = f'{{{SCOPE},operation="{operation}"}}'
+    return f"sum by (le) (sum_over_time({record}{selector}[$__range])) * {_INTERVAL}"
 
 
-def _sizes(series: str, operation: str) -> str:
-    return f'sum by (le) (increase({series}_bucket{{operation="{operation}"}}[{RANGE}]))'
+def _latency(q: str) -> Panel:
+    name = f"p{round(float(q) * 100)}"
+    return Panel(
+        "timeseries",
+        f"Request latency {name} by operation and value size",
+        f"{name} of the time from the request reaching the API server's app to the last byte of its "
+        "response, by store, operation and the size class of the value moved (the body of a set, the "
+        "response to a get), over 5 minutes." + _ABOUT,
+        [Target(Server(_quantile(q)), "{{store}} {{operation}} {{value_size}}")],
+        unit="ms",
+        w=6,
+    )
 
 
-def _route_panels(s: _Series) -> list[Panel]:
+def _route_panels() -> list[Panel]:
     """Requests per second, latency quantiles and value sizes of the state store routes."""
+    requests = "store_operation_outcome:store_metrics_api_requests:rate5m"
     return [
         Panel(
             "timeseries",
             "State store requests per second (API server)",
             "Execution API state store requests per second by store, operation and outcome (a GET "
-            "answered 404 is read_absent, as on the task side)." + _ABOUT,
+            "answered 404 is read_absent, as on the task side), over 5 minutes." + _ABOUT,
             [
                 Target(
-                    Server(f"sum by (store, operation, outcome) (rate({s.requests}[{RATE_INTERVAL}]))"),
+                    Server(f"sum by (store, operation, outcome) ({requests}{_SCOPE})"),
                     "{{store}} {{operation}} {{outcome}}",
                 )
             ],
             unit="reqps",
+            w=6,
         ),
-        Panel(
-            "timeseries",
-            "Request latency p99 by operation and value size",
-            "99th percentile of the time from the request reaching the API server's app to the last "
-            "byte of its response, by store, operation and the size class of the value moved (the "
-            "body of a set, the response to a get)." + _ABOUT,
-            [
-                Target(
-                    Server(_quantile("0.99", s.duration, "store, operation, value_size")),
-                    "p99 {{store}} {{operation}} {{value_size}}",
-                ),
-                Target(
-                    Server(_quantile("0.5", s.duration, "store, operation, value_size")),
-                    "p50 {{store}} {{operation}} {{value_size}}",
-                ),
-            ],
-            unit="ms",
-        ),
+        _latency("0.99"),
+        _latency("0.5"),
         Panel(
             "bargauge",
             "Value sizes (selected range)",
             "Requests per body size bucket, cumulative (each bar counts requests up to that size): "
-            "request bodies of sets, response bodies of gets." + _ABOUT,
+            "request bodies of sets, response bodies of gets; from the recorded 5-minute rates, so "
+            "within a few percent." + _ABOUT,
             [
-                Target(Server(_sizes(s.request_size, "set"), "count"), "set <= {{le}} B", instant=True),
-                Target(Server(_sizes(s.response_size, "get"), "count"), "get <= {{le}} B", instant=True),
+                Target(
+                    Server(
+                        _sizes("operation_le:store_metrics_api_request_size_bytes_bucket:rate5m", "set"),
+                        "count",
+                    ),
+                    "set <= {{le}} B",
+                    instant=True,
+                ),
+                Target(
+                    Server(
+                        _sizes("operation_le:store_metrics_api_response_size_bytes_bucket:rate5m", "get"),
+                        "count",
+                    ),
+                    "get <= {{le}} B",
+                    instant=True,
+                ),
             ],
             decimals=0,
+            w=6,
         ),
     ]
 
 
-def _loop_panels(s: _Series) -> list[Panel]:
+def _loop_panels() -> list[Panel]:
     """Each worker's event-loop stalls: largest, share of time, long stalls by route, by length."""
     return [
         Panel(
@@ -112,16 +111,19 @@ def _loop_panels(s: _Series) -> list[Panel]:
             "The longest a worker's event loop could not run anything in each export interval (the "
             "stall monitor's late ticks). Healthy: a few ms. A spike is time every request that worker "
             "serves had to wait.",
-            [Target(Server(f"max by (worker) ({s.stall_max})"), "{{worker}}")],
+            [Target(Server(f"worker:store_metrics_api_loop_stall_max_ms:max{_SCOPE}"), "{{worker}}")],
             unit="ms",
+            w=6,
         ),
         Panel(
             "timeseries",
             "Event-loop stalled share, by worker",
-            "Share of time each worker's event loop was stalled: stalled ms per second / 1000 (alert "
-            "StateStoreApiServerLoopStalled above 5% for 10 minutes).",
-            [Target(Server(f"sum by (worker) (rate({s.stall}_sum[{RATE_INTERVAL}])) / 1000"), "{{worker}}")],
+            "Share of time each worker's event loop was stalled: stalled ms per second / 1000. The line "
+            "is the alert threshold (StateStoreApiServerLoopStalled, export setting loop_stalled_ratio).",
+            [Target(Server(f"worker:store_metrics_api_loop_stalled:ratio_rate5m{_SCOPE}"), "{{worker}}")],
             unit="percentunit",
+            w=6,
+            threshold="loop_stalled_ratio",
         ),
         Panel(
             "timeseries",
@@ -131,30 +133,34 @@ def _loop_panels(s: _Series) -> list[Panel]:
             "(another route, a plugin, garbage collection).",
             [
                 Target(
-                    Server(f"sum by (store, operation) (rate({s.long_stalls}[{RATE_INTERVAL}]))"),
+                    Server(f"sum by (store, operation) ({_LONG_STALLS}{_SCOPE})"),
                     "{{store}} {{operation}}",
                 )
             ],
             unit="ops",
+            w=6,
         ),
         Panel(
             "bargauge",
             "Event-loop stalls by length (selected range)",
             "Stalls (ticks at least 1 ms late) per length bucket, cumulative (each bar counts stalls up "
-            "to that length), all workers.",
+            "to that length), all workers; from the recorded 5-minute rates, so within a few percent.",
             [
                 Target(
-                    Server(f"sum by (le) (increase({s.stall}_bucket[{RANGE}]))", "count"),
+                    Server(
+                        f"sum by (le) (sum_over_time({_STALL_LENGTHS}{_SCOPE}[$__range])) * {_INTERVAL}",
+                        "count",
+                    ),
                     "<= {{le}} ms",
                     instant=True,
                 )
             ],
             decimals=0,
+            w=6,
         ),
     ]
 
 
-def server_row(prefix: str) -> Row:
-    """Panels over the API server side's series, by store/operation and by worker."""
-    series = _Series.of(prefix)
-    return Row(SERVER_ROW_TITLE, [*_route_panels(series), *_loop_panels(series)])
+def server_row() -> Row:
+    """Panels over the API server side's recorded series, by store/operation and by worker."""
+    return Row(SERVER_ROW_TITLE, [*_route_panels(), *_loop_panels()])

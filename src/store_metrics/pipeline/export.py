@@ -1,14 +1,16 @@
-"""``store-metrics export``: every generated file, for one metric prefix, from the package alone.
+"""``store-metrics export``: every shipped pipeline file, for a metric prefix and settings, from the package.
 
 Layout (paths relative to ``--out``; the repository keeps the default prefix's files at the same
 paths, and tests/test_export.py checks they are byte for byte what this writes)::
 
     collector/otel-collector.yaml                          OpenTelemetry Collector (contrib)
     collector/prometheus.yml                               Prometheus scrape jobs + rule files
+    collector/prometheus-demo.yml                          ... for `store-metrics demo --serve`
     collector/rules.yml, rules.test.yml                    task-side rules + promtool tests
     collector/server-rules.yml, server-rules.test.yml      API server rules + promtool tests
-    collector/watcher-rules.yml, watcher-rules.test.yml    asset watchers' rules + promtool tests
+    collector/watcher-rules.yml, watcher-rules.test.yml    asset watchers' alert + promtool tests
     collector/footprint-rules.yml, footprint-rules.test.yml  state store footprint rules + tests
+    collector/alertmanager-inhibit.yml                     Alertmanager inhibition rules
     collector/statsd-mapping.yml                           statsd_exporter, task side
     collector/statsd-mapping-server.yml                    statsd_exporter, API server side
     collector/statsd-mapping-inventory.yml                 statsd_exporter, the inventory's gauges
@@ -19,8 +21,10 @@ paths, and tests/test_export.py checks they are byte for byte what this writes):
     helm/values-store-metrics-dev.yaml                     ... for a trial (pip-installs at start)
     helm/Dockerfile                                        Airflow image with the package
     datadog/dashboard.json                                 Datadog dashboard (DogStatsD series)
-    datadog/monitors/*.json                                Datadog monitors
+    datadog/monitors/*.json                                Datadog monitors, one per alert
 
+Every file but Helm's is a template (``templates/``) filled in by :mod:`.templating` with the
+catalogue's names for the prefix and the export settings (:mod:`.settings`: ``--set NAME=VALUE``).
 ``prometheus.yml`` loads the rule files by name from its own folder and the promtool tests load
 their rules the same way, so ``collector/`` works as it is written.
 """
@@ -36,7 +40,7 @@ from pathlib import Path, PurePosixPath
 from store_metrics import catalogue
 from store_metrics.wire import is_valid_prefix
 
-from . import helm, otel_collector, templating
+from . import helm, otel_collector, settings, templating
 
 __all__ = [
     "COLLECTOR",
@@ -49,9 +53,7 @@ __all__ = [
     "folder_main",
     "render_all",
     "run",
-    "stale",
     "subtree",
-    "write",
 ]
 
 COLLECTOR = PurePosixPath("collector")
@@ -74,11 +76,13 @@ def _monitors() -> dict[PurePosixPath, str]:
 TEMPLATES: dict[PurePosixPath, str] = {
     COLLECTOR / "otel-collector.yaml": "otel-collector.yaml",
     COLLECTOR / "prometheus.yml": "prometheus.yml",
+    COLLECTOR / "prometheus-demo.yml": "prometheus-demo.yml",
     **{
         COLLECTOR / name: name
         for rules in ("rules", "server-rules", "watcher-rules", "footprint-rules")
         for name in (f"{rules}.yml", f"{rules}.test.yml")
     },
+    COLLECTOR / "alertmanager-inhibit.yml": "alertmanager-inhibit.yml",
     **{
         COLLECTOR / name: name
         for name in ("statsd-mapping.yml", "statsd-mapping-server.yml", "statsd-mapping-inventory.yml")
@@ -93,18 +97,14 @@ TEMPLATES: dict[PurePosixPath, str] = {
 _VALUES: dict[str, Callable[[], Mapping[str, str]]] = {"otel-collector.yaml": otel_collector.values}
 
 
-def _template(name: str) -> Callable[[str], str]:
-    values = _VALUES.get(name, dict)
-    return lambda prefix: templating.render(name, prefix, values())
-
-
-#: Relative path -> renderer (prefix -> file text), in the order the files are written.
-FILES: dict[PurePosixPath, Callable[[str], str]] = {
-    **{path: _template(name) for path, name in TEMPLATES.items()},
+#: The files :mod:`.helm` renders itself (prefix -> file text).
+_HELM: dict[PurePosixPath, Callable[[str], str]] = {
     HELM / helm.FILENAME: helm.render,
     HELM / helm.DEV_FILENAME: helm.render_dev,
     HELM / helm.DOCKERFILE: helm.render_dockerfile,
 }
+#: Every path ``export`` writes, in the order it writes them.
+FILES: tuple[PurePosixPath, ...] = (*TEMPLATES, *_HELM)
 
 
 def _check_prefix(prefix: str) -> None:
@@ -115,10 +115,18 @@ def _check_prefix(prefix: str) -> None:
         )
 
 
-def render_all(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[PurePosixPath, str]:
-    """Every file's text for ``prefix``, by path relative to the output folder."""
+def render_all(
+    prefix: str = catalogue.DEFAULT_PREFIX, changes: Mapping[str, str] | None = None
+) -> dict[PurePosixPath, str]:
+    """Every file's text for ``prefix`` and the settings ``changes`` (others at their defaults), by path
+    relative to the output folder. Raises :class:`ValueError` for a bad prefix or setting."""
     _check_prefix(prefix)
-    return {path: render(prefix) for path, render in FILES.items()}
+    given = settings.values(changes)
+    files = {
+        path: templating.render(name, prefix, {**given, **_VALUES.get(name, dict)()})
+        for path, name in TEMPLATES.items()
+    }
+    return {**files, **{path: render(prefix) for path, render in _HELM.items()}}
 
 
 def subtree(folder: PurePosixPath, prefix: str = catalogue.DEFAULT_PREFIX) -> dict[PurePosixPath, str]:
@@ -144,16 +152,6 @@ def _sync(files: Mapping[PurePosixPath, str], out: Path, check: bool) -> list[Pa
     return result
 
 
-def write(out: Path, prefix: str = catalogue.DEFAULT_PREFIX) -> list[Path]:
-    """Write every file under ``out`` (folders created as needed); return the paths written."""
-    return _sync(render_all(prefix), out, check=False)
-
-
-def stale(out: Path, prefix: str = catalogue.DEFAULT_PREFIX) -> list[Path]:
-    """The files under ``out`` that are missing or differ from what :func:`write` would write."""
-    return _sync(render_all(prefix), out, check=True)
-
-
 def _finish(paths: list[Path], check: bool, again: str) -> int:
     if check:
         for path in paths:
@@ -166,14 +164,20 @@ def _finish(paths: list[Path], check: bool, again: str) -> int:
     return 0
 
 
-def run(out: Path, prefix: str = catalogue.DEFAULT_PREFIX, check: bool = False) -> int:
-    """``store-metrics export``: write the files, or with ``check`` list the out-of-date ones (exit 1)."""
+def run(
+    out: Path, prefix: str = catalogue.DEFAULT_PREFIX, check: bool = False, assignments: Sequence[str] = ()
+) -> int:
+    """``store-metrics export``: write the files, or with ``check`` list the out-of-date ones (exit 1).
+
+    ``assignments`` are the ``--set NAME=VALUE`` options; a bad prefix or setting exits 2.
+    """
     try:
-        files = render_all(prefix)
+        files = render_all(prefix, settings.parse(list(assignments)))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    again = f"store-metrics export --out {shlex.quote(str(out))} --prefix {shlex.quote(prefix)}"
+    sets = "".join(f" --set {shlex.quote(a)}" for a in assignments)
+    again = f"store-metrics export --out {shlex.quote(str(out))} --prefix {shlex.quote(prefix)}{sets}"
     return _finish(_sync(files, out, check), check, again)
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from store_metrics import catalogue
 
+from . import settings
+
 __all__ = ["FILENAME", "INVENTORY_FILENAME", "SERVER_FILENAME", "mapping_document", "server_mapping_document"]
 
 FILENAME = "statsd-mapping.yml"
@@ -26,6 +28,8 @@ _MATCH_TYPES = {
 
 
 def _entry(metric: catalogue.Metric, prefix: str) -> dict[str, Any]:
+    """One mapping, as the templates write it (their settings at the defaults)."""
+    ttl = settings.defaults()["statsd_gauge_ttl" if metric.kind is catalogue.Kind.GAUGE else "statsd_ttl"]
     entry: dict[str, Any] = {
         "match": metric.full_name(prefix),
         "match_metric_type": _MATCH_TYPES[metric.kind],
@@ -35,8 +39,7 @@ def _entry(metric: catalogue.Metric, prefix: str) -> dict[str, Any]:
     if metric.kind is catalogue.Kind.HISTOGRAM:
         entry["observer_type"] = "histogram"
         entry["histogram_options"] = {"buckets": [float(b) for b in metric.buckets]}
-    if metric.kind is catalogue.Kind.GAUGE:
-        entry["ttl"] = "10m"
+    entry["ttl"] = ttl
     return entry
 
 
