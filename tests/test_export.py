@@ -110,11 +110,9 @@ def test_check_reports_a_stale_file_and_a_bad_prefix(tmp_path: Path) -> None:
 def test_empty_prefix_is_allowed(tmp_path: Path) -> None:
     assert run_export(tmp_path / "out", "--prefix", "").returncode == 0
     text = (tmp_path / "out" / "collector" / "rules.yml").read_text()
-    assert '(rate(task_state_store_write_total{run_type!="asset_watcher"}[5m]))' in text
-    watchers = (tmp_path / "out" / "collector" / "watcher-rules.yml").read_text()
-    assert '(rate(task_state_store_write_total{run_type="asset_watcher"}[5m]))' in watchers
+    assert 'last_over_time(task_state_store_write_total{job!=""}[1h] offset 90s)' in text
     footprint = (tmp_path / "out" / "collector" / "footprint-rules.yml").read_text()
-    assert "(max without (instance, pod, job) (task_state_store_footprint_entries))" in footprint
+    assert '(max without (instance, pod, job) (task_state_store_footprint_entries{job!=""}))' in footprint
 
 
 # -- another prefix -----------------------------------------------------------------------------------
@@ -195,24 +193,50 @@ def test_series_in_finds_what_the_queries_select() -> None:
     assert series_in(expr) == {"a_total", "b_total", "c:d:rate5m", "e_total", "f_total"}
 
 
-def test_custom_prefix_dashboard_queries_only_prefixed_series(custom: Path) -> None:
+def recorded_series(collector: Path) -> set[str]:
+    return {
+        rule["record"]
+        for name in RULE_FILES
+        for group in yaml.safe_load((collector / name).read_text())["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    }
+
+
+def panels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for panel in doc["panels"]:
+        found += [panel, *panel.get("panels", [])]
+    return found
+
+
+def test_custom_prefix_dashboard_reads_recorded_series_and_else_only_prefixed_ones(custom: Path) -> None:
+    """Every panel reads recording rules; one that reads a raw series says why, and names it with the
+    prefix, the same series as the default prefix's dashboard, only renamed."""
     doc = json.loads((custom / "dashboards" / "store-metrics.json").read_text())
     default = json.loads((ROOT / "dashboards" / "store-metrics.json").read_text())
+    recorded = recorded_series(custom / "collector")
     exprs, default_exprs = dashboard_exprs(doc), dashboard_exprs(default)
     assert len(exprs) == len(default_exprs) > 50
     for expr, default_expr in zip(exprs, default_exprs, strict=True):
         names = series_in(expr)
         assert names, expr
-        assert all(n.startswith(SERIES_PREFIX) for n in names), (names, expr)
-        # The same series as the default prefix's query, only renamed.
+        raw = names - recorded
+        assert all(n.startswith(SERIES_PREFIX) for n in raw), (raw, expr)
         assert {n.replace(SERIES_PREFIX, "airflow_", 1) for n in names} == series_in(default_expr)
-    used = set().union(*(series_in(e) for e in exprs))
-    histograms = {
-        f"{m.prometheus_name(PREFIX)}_{s}" for m in catalogue.SERVER_METRICS for s in ("bucket", "sum")
-    }
-    known = {m.prometheus_name(PREFIX) for m in catalogue.ALL_METRICS} | histograms
-    assert used <= known, used - known
-    assert {m.prometheus_name(PREFIX) for m in catalogue.STATE_STORE_METRICS} <= used
+    for panel in panels_of(doc):
+        raw = set().union(set(), *(series_in(t["expr"]) for t in panel.get("targets", []))) - recorded
+        if raw:
+            assert "not a recording rule" in panel["description"], (panel["title"], raw)
+    alerts = [
+        rule["expr"]
+        for name in RULE_FILES
+        for group in yaml.safe_load((custom / "collector" / name).read_text())["groups"]
+        for rule in group["rules"]
+        if "alert" in rule
+    ]
+    read = set().union(*(series_in(e) for e in [*exprs, *alerts]))
+    assert recorded <= read, f"recorded by the rules, read by no panel and no alert: {recorded - read}"
 
 
 @pytest.mark.parametrize("rules_file", RULE_FILES)

@@ -38,8 +38,6 @@ RECORDED = (
     "dag_id:store_metrics_footprint_expired_entries:sum",
     "asset:store_metrics_footprint_entries:sum",
     "asset:store_metrics_footprint_bytes:sum",
-    "store:store_metrics_footprint_entries:sum",
-    "store:store_metrics_footprint_bytes:sum",
     "store:store_metrics_footprint_expired_entries:sum",
     "store:store_metrics_inventory_up:max",
     "store:store_metrics_inventory_footprint_age_seconds:min",
@@ -92,32 +90,35 @@ MUTATIONS = {
         "max without (instance, pod, job)",
         "max without (instance, pod)",
     ),
-    "other left out of the task store's totals": (
-        "sum (max without (instance, pod, job) (airflow_task_state_store_footprint_entries))",
-        "sum (max without (instance, pod, job) "
-        '(airflow_task_state_store_footprint_entries{dag_id!="other"}))',
+    "other left out of the task store's expired entries": (
+        '(airflow_task_state_store_footprint_expired_entries{job!=""}))\n    labels:',
+        '(airflow_task_state_store_footprint_expired_entries{job!="",dag_id!="other"}))\n    labels:',
     ),
-    "other left out of the asset store's totals": (
-        "sum (max without (instance, pod, job) (airflow_asset_state_store_footprint_entries))",
-        "sum (max without (instance, pod, job) "
-        '(airflow_asset_state_store_footprint_entries{asset!="other"}))',
+    "other left out of the assets": (
+        '(airflow_asset_state_store_footprint_entries{job!=""})',
+        '(airflow_asset_state_store_footprint_entries{job!="",asset!="other"})',
     ),
     "up from the worst replica": (
-        "max by (store) (airflow_state_store_inventory_up)",
-        "min by (store) (airflow_state_store_inventory_up)",
+        "max by (cluster, store) (airflow_state_store_inventory_up",
+        "min by (cluster, store) (airflow_state_store_inventory_up",
     ),
     "age from the stalest replica": (
-        "min by (store) (airflow_state_store_inventory_footprint_age_seconds)",
-        "max by (store) (airflow_state_store_inventory_footprint_age_seconds)",
+        'min by (cluster, store) (airflow_state_store_inventory_footprint_age_seconds{job!=""})\n  - record',
+        'max by (cluster, store) (airflow_state_store_inventory_footprint_age_seconds{job!=""})\n  - record',
     ),
     "retention alert ignores cleanups that leave some expired entries": (
-        "sum > 0\n      unless on (store)\n"
-        "      resets(store:store_metrics_footprint_expired_entries:sum[15m]) > 0",
-        "sum > 0",
+        "\n      unless on (cluster, store)\n"
+        "      resets(store:store_metrics_footprint_expired_entries:sum[25h]) > 0",
+        "",
     ),
-    "retention alert fires at once": ("for: 6h", "for: 1h"),
+    "retention alert fires under a daily clean (window of 6 hours)": ("[25h]", "[6h]"),
+    "retention alert fires while the count is younger than the window": (
+        "\n      and on (cluster, store)\n      store:store_metrics_footprint_expired_entries:sum offset 25h",
+        "",
+    ),
+    "retention alert fires at once": ("for: 1h", "for: 0s"),
     "inventory down ignores a missing inventory": (
-        "== 0\n      or\n      absent(airflow_state_store_inventory_up)",
+        '== 0\n      or\n      absent(airflow_state_store_inventory_up{job!=""})',
         "== 0",
     ),
     "inventory down fires at once": ("for: 15m", "for: 1m"),
@@ -127,6 +128,7 @@ MUTATIONS = {
 
 
 @pytest.mark.prometheus
+@pytest.mark.slow  # each runs footprint-rules.test.yml, three days of samples: ~10 s
 @pytest.mark.parametrize("mutation", list(MUTATIONS), ids=list(MUTATIONS))
 def test_unit_tests_catch_a_wrong_rule(mutation: str, tmp_path: Path) -> None:
     old, new = MUTATIONS[mutation]
@@ -147,7 +149,7 @@ def test_rules_use_only_the_inventory_s_catalogue_series_and_labels() -> None:
     known = {m.prometheus_name() for m in catalogue.INVENTORY_METRICS}
     recorded = {r["record"] for r in rules() if "record" in r}
     assert recorded == set(RECORDED)
-    labels = {catalogue.DAG_ID, catalogue.ASSET, catalogue.STORE, "severity"}
+    labels = {catalogue.DAG_ID, catalogue.ASSET, catalogue.STORE, "severity", "cluster"}
     used: set[str] = set()
     for rule in rules():
         text = rule["expr"] + " " + " ".join(rule.get("annotations", {}).values())
@@ -161,7 +163,7 @@ def test_rules_use_only_the_inventory_s_catalogue_series_and_labels() -> None:
         assert set(rule.get("labels", {})) <= labels, rule
         # A footprint gauge is only ever read through the max across replicas.
         for name in names & {m.prometheus_name() for m in catalogue.FOOTPRINT_METRICS}:
-            assert f"max without (instance, pod, job) ({name})" in rule["expr"], rule
+            assert f'max without (instance, pod, job) ({name}{{job!=""}})' in rule["expr"], rule
     assert {f"airflow_task_state_store_footprint_{n}" for n in ("entries", "bytes", "expired_entries")} | {
         f"airflow_asset_state_store_footprint_{n}" for n in ("entries", "bytes")
     } | {
@@ -173,7 +175,8 @@ def test_rules_use_only_the_inventory_s_catalogue_series_and_labels() -> None:
     assert {a["alert"] for a in alerts} == ALERTS
     for alert in alerts:
         assert alert["labels"]["severity"] == "warning" and alert["for"]
-        assert alert["annotations"]["summary"] and "docs/inventory.md" in alert["annotations"]["description"]
+        assert alert["annotations"]["summary"] and alert["annotations"]["description"]
+        assert alert["annotations"]["runbook_url"].endswith(f"/runbooks/{alert['alert'].lower()}/")
 
 
 def test_prometheus_scrapes_the_inventory_and_loads_the_rules() -> None:

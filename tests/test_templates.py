@@ -15,7 +15,7 @@ import pytest
 from generators import templates as generated
 from generators.tokens import SENTINEL, tokenize
 from store_metrics import catalogue
-from store_metrics.pipeline import export, templating
+from store_metrics.pipeline import export, settings, templating
 from store_metrics.pipeline import helm as helm_module
 
 
@@ -41,5 +41,26 @@ def test_tokens_rename_catalogue_names_exactly() -> None:
         tokenize(f"{SENTINEL}_not_a_metric")
     duration = catalogue.SERVER_DURATION
     assert tokenize(f"{duration.prometheus_name(SENTINEL)}_bucket") == f"@{duration.name}@_bucket"
-    rendered = templating.render("dashboards/store-metrics.json", "myco.airflow")
-    assert "myco_airflow_task_state_store_write_total" in rendered and "@" not in re.sub(r"@\d", "", rendered)
+    rendered = templating.render("dashboards/store-metrics.json", "myco.airflow", settings.values())
+    assert "myco_airflow_task_state_store_footprint_bytes" in rendered
+    assert not re.search(r"@[A-Za-z_][A-Za-z0-9_.:]*@", rendered)
+
+
+def test_every_token_of_every_template_is_a_catalogue_name_or_a_setting() -> None:
+    values = settings.values()
+    names = {m.name for m in catalogue.ALL_METRICS}
+    used: set[str] = set()
+    for name in templating.template_names():
+        if name.startswith("helm-"):
+            continue  # helm.py's own values
+        for token in re.findall(r"@([A-Za-z_][A-Za-z0-9_.:]*)@", templating.source(name)):
+            used.add(token)
+            metric = token.removeprefix("full:")
+            assert metric in names or token in values or token == "collector_filter", (name, token)
+    # Every setting is used by some template (directly, or through a value derived from it).
+    for derived, sources in settings.DERIVED_FROM.items():
+        if derived in used:
+            used |= set(sources)
+    for setting in settings.SETTINGS:
+        assert any(t == setting.name or t.startswith(f"{setting.name}_") for t in used), setting.name
+    assert not names & set(values), "a setting named like a catalogue metric"

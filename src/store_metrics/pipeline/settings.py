@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from store_metrics import catalogue
 
-__all__ = ["SETTINGS", "Kind", "Setting", "defaults", "parse", "resolve", "seconds", "values"]
+__all__ = ["DERIVED_FROM", "SETTINGS", "Kind", "Setting", "defaults", "parse", "resolve", "seconds", "values"]
 
 
 class Kind(str, enum.Enum):
@@ -101,16 +101,23 @@ SETTINGS: tuple[Setting, ...] = (
         "error_min_calls",
         "10",
         Kind.COUNT,
-        "... and the fewest calls in the window for them to fire (one failed call of three is noise).",
+        "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: the fewest calls in the window for "
+        "them to fire (one failed call of three is noise).",
     ),
     Setting(
         "error_window",
         "1h",
         Kind.DURATION,
-        "... the window the ratio is taken over: long enough to hold a whole short run, so a 4-minute "
-        "run of an hourly DAG that fails on every call fires, once.",
+        "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: the window the ratio is taken over, "
+        "long enough to hold a whole short run (a 4-minute run of an hourly DAG failing on every call "
+        "fires, once).",
     ),
-    Setting("error_for", "5m", Kind.DURATION, "... and how long the condition must hold before they fire."),
+    Setting(
+        "error_for",
+        "5m",
+        Kind.DURATION,
+        "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: how long the condition holds before they fire.",
+    ),
     Setting(
         "failing_ratio",
         "0.2",
@@ -118,9 +125,24 @@ SETTINGS: tuple[Setting, ...] = (
         "StateStoreFailingAcrossDags (critical): share of all state store calls of a deployment "
         "(every DAG and watcher) that raised, above which the store itself is failing.",
     ),
-    Setting("failing_min_calls", "20", Kind.COUNT, "... the fewest calls in its window for it to fire."),
-    Setting("failing_window", "15m", Kind.DURATION, "... its window."),
-    Setting("failing_for", "5m", Kind.DURATION, "... and how long before it fires."),
+    Setting(
+        "failing_min_calls",
+        "20",
+        Kind.COUNT,
+        "StateStoreFailingAcrossDags: the fewest calls in its window to fire.",
+    ),
+    Setting(
+        "failing_window",
+        "15m",
+        Kind.DURATION,
+        "StateStoreFailingAcrossDags: the window its ratio is taken over.",
+    ),
+    Setting(
+        "failing_for",
+        "5m",
+        Kind.DURATION,
+        "StateStoreFailingAcrossDags: how long the condition holds before it fires.",
+    ),
     Setting(
         "never_read_window",
         "1d",
@@ -128,7 +150,12 @@ SETTINGS: tuple[Setting, ...] = (
         "StateStoreTaskStateNeverRead (info): a task that wrote task state in this window without one "
         "read; it resolves once the task has not written for this long (deleted, fixed).",
     ),
-    Setting("never_read_for", "1h", Kind.DURATION, "... and how long before it fires."),
+    Setting(
+        "never_read_for",
+        "1h",
+        Kind.DURATION,
+        "StateStoreTaskStateNeverRead: how long the condition holds before it fires.",
+    ),
     Setting(
         "hygiene_interval",
         "15m",
@@ -141,16 +168,31 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.RATIO,
         "StateStoreApiServerLoopStalled: share of time an API server worker's event loop was stalled.",
     ),
-    Setting("loop_stalled_for", "10m", Kind.DURATION, "... and how long before it fires."),
+    Setting(
+        "loop_stalled_for",
+        "10m",
+        Kind.DURATION,
+        "StateStoreApiServerLoopStalled: how long the condition holds before it fires.",
+    ),
     Setting(
         "long_stall_ms",
         "100",
         Kind.NUMBER,
         "StateStoreApiServerLongStalls: a stall at least this long (ms, one of the catalogue's stall "
-        "bucket bounds) is a long stall ...",
+        "bucket bounds) is a long stall.",
     ),
-    Setting("long_stalls_per_minute", "1", Kind.NUMBER, "... and more than this many a minute fire it ..."),
-    Setting("long_stalls_for", "15m", Kind.DURATION, "... when they last this long."),
+    Setting(
+        "long_stalls_per_minute",
+        "1",
+        Kind.NUMBER,
+        "StateStoreApiServerLongStalls: more long stalls a minute than this, per worker, fire it.",
+    ),
+    Setting(
+        "long_stalls_for",
+        "15m",
+        Kind.DURATION,
+        "StateStoreApiServerLongStalls: how long the condition holds before it fires.",
+    ),
     Setting(
         "retention_window",
         "25h",
@@ -158,7 +200,12 @@ SETTINGS: tuple[Setting, ...] = (
         "StateStoreRetentionNotApplied: expired entries present and not one removed for this long. "
         "Longer than the interval of your `airflow state-store clean` (daily: 25h).",
     ),
-    Setting("retention_for", "1h", Kind.DURATION, "... and how long before it fires."),
+    Setting(
+        "retention_for",
+        "1h",
+        Kind.DURATION,
+        "StateStoreRetentionNotApplied: how long the condition holds before it fires.",
+    ),
     Setting(
         "inventory_down_for",
         "15m",
@@ -169,9 +216,14 @@ SETTINGS: tuple[Setting, ...] = (
         "inventory_stale_after",
         "15m",
         Kind.DURATION,
-        "StateStoreInventoryStale: a footprint older than this (three default inventory_interval) ...",
+        "StateStoreInventoryStale: a footprint older than this (three default inventory_interval) is stale.",
     ),
-    Setting("inventory_stale_for", "5m", Kind.DURATION, "... for this long fires it."),
+    Setting(
+        "inventory_stale_for",
+        "5m",
+        Kind.DURATION,
+        "StateStoreInventoryStale: how long the condition holds before it fires.",
+    ),
     # -- series ---------------------------------------------------------------------------------------
     Setting(
         "statsd_ttl",
@@ -225,6 +277,17 @@ SETTINGS: tuple[Setting, ...] = (
     ),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
+
+
+#: The derived values the templates use, and the settings each is computed from (beyond the
+#: generic ``<duration>_seconds``, ``<duration>_minutes``, ``<ratio>_percent``, ``<count>_minus_one``).
+DERIVED_FROM: dict[str, tuple[str, ...]] = {
+    "rule_previous_offset": ("rule_offset", "rule_interval"),
+    "long_stalls_per_second": ("long_stalls_per_minute",),
+    "long_stall_le": ("long_stall_ms",),
+    "datadog_dashboard_link": ("datadog_dashboard_url",),
+    "grafana_dashboard_url": ("grafana_url",),
+}
 
 
 def seconds(duration: str) -> float:
