@@ -17,9 +17,9 @@ import re
 from typing import Any
 
 from store_metrics import catalogue
-from store_metrics.pipeline import settings
+from store_metrics.pipeline import settings, templating
 
-__all__ = ["SENTINEL", "Value", "dumps", "setting", "tokenize"]
+__all__ = ["SENTINEL", "Value", "dumps", "fill", "setting", "tokenize"]
 
 #: The prefix the generators build for: a word no template contains for another reason.
 SENTINEL = "zzsentinel"
@@ -50,6 +50,11 @@ def tokenize(text: str) -> str:
 
 _SETTINGS = {s.name for s in settings.SETTINGS}
 _DERIVED = set(settings.values()) - _SETTINGS
+
+
+def fill(text: str, prefix: str = catalogue.DEFAULT_PREFIX, changes: dict[str, str] | None = None) -> str:
+    """A generated text (a query) as exported for ``prefix`` and the settings ``changes``."""
+    return templating.fill(tokenize(text), prefix, settings.values(changes))
 
 
 def setting(name: str) -> str:

@@ -192,7 +192,8 @@ def _table_panel() -> Panel:
 
 
 def _health(record: str) -> str:
-    return f"{record}{{{_DEPLOYMENT}}}"
+    aggregation = record.rsplit(":", 1)[1]  # max or min, as recorded
+    return f"{aggregation} by ({STORE}) ({record}{{{_DEPLOYMENT}}})"
 
 
 def _health_panels() -> list[Panel]:

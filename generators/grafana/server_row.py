@@ -111,7 +111,12 @@ def _loop_panels() -> list[Panel]:
             "The longest a worker's event loop could not run anything in each export interval (the "
             "stall monitor's late ticks). Healthy: a few ms. A spike is time every request that worker "
             "serves had to wait.",
-            [Target(Server(f"worker:store_metrics_api_loop_stall_max_ms:max{_SCOPE}"), "{{worker}}")],
+            [
+                Target(
+                    Server(f"max by (worker) (worker:store_metrics_api_loop_stall_max_ms:max{_SCOPE})"),
+                    "{{worker}}",
+                )
+            ],
             unit="ms",
             w=6,
         ),
@@ -120,7 +125,12 @@ def _loop_panels() -> list[Panel]:
             "Event-loop stalled share, by worker",
             "Share of time each worker's event loop was stalled: stalled ms per second / 1000. The line "
             "is the alert threshold (StateStoreApiServerLoopStalled, export setting loop_stalled_ratio).",
-            [Target(Server(f"worker:store_metrics_api_loop_stalled:ratio_rate5m{_SCOPE}"), "{{worker}}")],
+            [
+                Target(
+                    Server(f"max by (worker) (worker:store_metrics_api_loop_stalled:ratio_rate5m{_SCOPE})"),
+                    "{{worker}}",
+                )
+            ],
             unit="percentunit",
             w=6,
             threshold="loop_stalled_ratio",
