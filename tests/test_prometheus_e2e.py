@@ -30,14 +30,11 @@ import importlib.util
 import json
 import math
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.parse
-import urllib.request
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +45,7 @@ import pytest
 import yaml
 
 from support.ports import free_port
+from support.prometheus import PrometheusServer
 from support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -267,15 +265,9 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
         time.sleep(interval)
 
 
-def require_binary(name: str) -> str:
-    path = shutil.which(name)
-    if path is None:
-        pytest.fail(f"{name} is not installed (Debian: apt-get install -y prometheus)")
-    return path
-
-
-class Prometheus:
-    """``prometheus`` on a free port, with collector/prometheus-demo.yml's job and the exported rules."""
+class Prometheus(PrometheusServer):
+    """Prometheus with collector/prometheus-demo.yml's job aimed at ``target``, scraping every second,
+    and the exported rules."""
 
     def __init__(self, tmp: Path, target: str, exported: Path) -> None:
         collector = exported / "collector"
@@ -292,63 +284,7 @@ class Prometheus:
             "rule_files": [str(collector / name) for name in base["rule_files"]],
             "scrape_configs": [scrape],
         }
-        self.config = tmp / "prometheus.yml"
-        self.config.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = (tmp / "prometheus.log").open("w")
-        self.started = time.time()
-        self.proc = subprocess.Popen(
-            [
-                require_binary("prometheus"),
-                f"--config.file={self.config}",
-                f"--storage.tsdb.path={tmp / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--storage.tsdb.retention.time=1h",
-                "--log.level=warn",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_for(self._ready, 30, "Prometheus /-/ready")
-
-    def _ready(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"prometheus exited with {self.proc.returncode}; see {self.log.name}")
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    def api(self, path: str, **params: Any) -> Any:
-        encoded = urllib.parse.urlencode(params, doseq=True)
-        # Queries go by POST (dashboard expressions are long, as Grafana sends them); the other
-        # endpoints only answer GET.
-        request = (
-            urllib.request.Request(f"{self.url}/api/v1/{path}", data=encoded.encode())
-            if path == "query"
-            else urllib.request.Request(f"{self.url}/api/v1/{path}?{encoded}")
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as r:
-                body = json.loads(r.read())
-        except urllib.error.HTTPError as exc:
-            raise AssertionError(f"{path} {params}: HTTP {exc.code} {exc.read().decode()}") from None
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"query": expr}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
-        data = self.api("query", **params)
-        assert data["resultType"] == "vector", data
-        return list(data["result"])
-
-    def scalar(self, expr: str, at: float | None = None) -> float | None:
-        result = self.query(expr, at)
-        return float(result[0]["value"][1]) if result else None
+        super().__init__(tmp, config, "--storage.tsdb.retention.time=1h")
 
     def recorded_total(self) -> float:
         """Every call the rules have recorded so far."""
@@ -357,15 +293,6 @@ class Prometheus:
     def last_evaluation(self) -> float:
         """When the call-recording rules last wrote."""
         return self.scalar(f"max(timestamp({CALLS}))") or 0.0
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        self.log.close()
 
 
 # -- the dashboard and rules under test -------------------------------------------------------------
@@ -463,11 +390,6 @@ def never_read_tasks(model: Model) -> set[tuple[str, str, str]]:
         elif name in (_series_name("task", "read_found"), _series_name("task", "read_absent")):
             reads[key] += value
     return {k for k, v in writes.items() if v > 0 and reads.get(k, 0) == 0}
-
-
-def assert_rules_healthy(prom: Prometheus) -> None:
-    rules = [r for g in prom.api("rules")["groups"] for r in g["rules"]]
-    assert rules and all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
 
 
 # -- source 1: the real demo ---------------------------------------------------------------------------
@@ -649,7 +571,7 @@ def test_demo_rules(demo: DemoSource) -> None:
     assert fired == never_read_tasks(demo.model) == {("state_store_metrics_03", "delete_and_clear", "")}
     assert demo.prom.query(alerts["StateStoreErrorRateHigh"]["expr"], demo.end) == []
     assert demo.prom.query(alerts["StateStoreFailingAcrossDags"]["expr"], demo.end) == []
-    assert_rules_healthy(demo.prom)
+    demo.prom.rules_healthy()
 
     def pending() -> set[tuple[str, str]]:
         return {(a["labels"]["alertname"], a["labels"]["dag_id"]) for a in demo.prom.api("alerts")["alerts"]}
@@ -837,7 +759,7 @@ def test_feeder_alert_rules(feeder: FeederSource) -> None:
     assert high == {(ERRORS_DAG, JOB): pytest.approx(4 / 6)}
     # 4 failed of every call of both passes: under the store-wide threshold.
     assert feeder.prom.query(alerts["StateStoreFailingAcrossDags"]["expr"], feeder.at) == []
-    assert_rules_healthy(feeder.prom)
+    feeder.prom.rules_healthy()
 
 
 # -- the feeder process ----------------------------------------------------------------------------------

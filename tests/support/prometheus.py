@@ -1,0 +1,111 @@
+"""A real Prometheus (Debian's ``prometheus``) on a free port, with a config a test writes.
+
+Queries go through its HTTP API, as Grafana sends them; ``stats=all`` returns Prometheus' own
+query statistics (samples read), which the dashboard cost measurement reads.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from support.ports import free_port
+from support.waiting import wait_until
+
+__all__ = ["PrometheusServer"]
+
+
+def _binary() -> str:
+    path = shutil.which("prometheus")
+    if path is None:
+        pytest.fail("prometheus is not installed (Debian: apt-get install -y prometheus)")
+    return path
+
+
+class PrometheusServer:
+    """``prometheus --config.file=<config>`` in ``tmp``, stopped by :meth:`stop`."""
+
+    def __init__(self, tmp: Path, config: dict[str, Any], *extra: str) -> None:
+        self.config = tmp / "prometheus.yml"
+        self.config.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = (tmp / "prometheus.log").open("w")
+        self.started = time.time()
+        self.proc = subprocess.Popen(
+            [
+                _binary(),
+                f"--config.file={self.config}",
+                f"--storage.tsdb.path={tmp / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+                *extra,
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        wait_until(self._ready, timeout=60, interval=0.2)
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"prometheus exited with {self.proc.returncode}; see {self.log.name}")
+        try:
+            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def api(self, path: str, **params: Any) -> Any:
+        """``/api/v1/<path>``'s data. Queries go by POST (dashboard expressions are long, as Grafana
+        sends them); the other endpoints only answer GET."""
+        encoded = urllib.parse.urlencode(params, doseq=True)
+        request = (
+            urllib.request.Request(f"{self.url}/api/v1/{path}", data=encoded.encode())
+            if path in ("query", "query_range")
+            else urllib.request.Request(f"{self.url}/api/v1/{path}?{encoded}")
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as r:
+                body = json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(f"{path} {params}: HTTP {exc.code} {exc.read().decode()}") from None
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        data = self.api("query", **params)
+        assert data["resultType"] == "vector", data
+        return list(data["result"])
+
+    def scalar(self, expr: str, at: float | None = None) -> float | None:
+        result = self.query(expr, at)
+        return float(result[0]["value"][1]) if result else None
+
+    def rules_healthy(self) -> None:
+        """Prometheus loaded every rule and evaluates it without error."""
+        rules = [r for g in self.api("rules")["groups"] for r in g["rules"]]
+        assert rules and all(r["health"] == "ok" for r in rules), [
+            (r["name"], r.get("lastError")) for r in rules
+        ]
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self.log.close()
