@@ -51,6 +51,8 @@ def per_second(selector: str, labels: Sequence[str]) -> str:
     return f"sum {by(labels)}(avg_over_time({CALLS}{{{selector}}}[$__interval])) / {interval}"
 
 
-def ratio(numerator: str, denominator: str) -> str:
-    """``numerator / denominator`` where the denominator is positive; a group the numerator lacks is 0."""
-    return f"({numerator} or 0 * {denominator}) / ({denominator} > 0)"
+def ratio(numerator: str, denominator: str, grouped: bool = True) -> str:
+    """``numerator / denominator`` where the denominator is positive; a group the numerator lacks is 0
+    (ungrouped, ``vector(0)`` stands in for it: the denominator is then read once, not twice)."""
+    fill = f"0 * {denominator}" if grouped else "vector(0)"
+    return f"({numerator} or {fill}) / ({denominator} > 0)"

@@ -99,7 +99,7 @@ class Ratio:
         return self.num.kind
 
     def expr(self) -> str:
-        return promql.ratio(self.num.expr(), self.den.expr())
+        return promql.ratio(self.num.expr(), self.den.expr(), grouped=bool(self.by))
 
 
 @dataclass(frozen=True)

@@ -44,14 +44,23 @@ def panel_exprs(row: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     return {(p["title"], t["refId"]): t["expr"] for p in row["panels"] for t in p["targets"]}
 
 
-def interpolate(expr: str, variables: Mapping[str, str]) -> str:
+def interpolate(
+    expr: str,
+    variables: Mapping[str, str],
+    *,
+    interval: str = "5m",
+    rate_interval: str = "5m",
+    rng: str = "1h",
+) -> str:
     """``expr`` as Grafana runs it: the filter variables set (``.*`` unless given), the deployment
-    and job (:data:`SCOPE` unless given), a 5m interval per point, a 1h range."""
+    and job (:data:`SCOPE` unless given), ``interval`` per point (``$__interval``,
+    ``$__rate_interval``), the range ``rng``."""
     for name in VARIABLES:
         expr = expr.replace(f"${name}", variables.get(name, ".*"))
     for name, default in SCOPE.items():
         expr = expr.replace(f"${name}", variables.get(name, default))
-    expr = expr.replace("$__rate_interval", "5m").replace("$__interval", "5m").replace("$__range", "1h")
+    expr = expr.replace("$__rate_interval", rate_interval).replace("$__interval", interval)
+    expr = expr.replace("$__range", rng)
     assert "$" not in expr, expr
     return expr
 
