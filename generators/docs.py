@@ -21,7 +21,7 @@ import yaml
 
 from store_metrics.pipeline import export, settings
 
-__all__ = ["PAGE", "TABLES", "render", "main"]
+__all__ = ["PAGE", "TABLES", "main", "render"]
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "alerts.md"
@@ -86,7 +86,9 @@ def alerts_table() -> str:
     used = _settings_of(alerts)
     for name, (path, rule) in alerts.items():
         link = f"[{name}](runbooks/{name.lower()}.md)"
-        rows.append(f"| {link} | {rule['labels']['severity']} | {rule['for']} | {path} | {', '.join(used[name])} |")
+        rows.append(
+            f"| {link} | {rule['labels']['severity']} | {rule['for']} | {path} | {', '.join(used[name])} |"
+        )
     return "\n".join(rows)
 
 
@@ -105,7 +107,9 @@ def panels_table() -> str:
         else:
             nested = [panel]
         for inner in nested:
-            rows.append(f"| {_cell(row)} | {_cell(inner['title'])} | {_cell(_first_sentence(inner['description']))} |")
+            rows.append(
+                f"| {_cell(row)} | {_cell(inner['title'])} | {_cell(_first_sentence(inner['description']))} |"
+            )
     return "\n".join(rows)
 
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 import yaml
+
 from generators.grafana.dashboard import footprint_specs, trigger_specs
 from generators.grafana.footprint_row import FOOTPRINT_ROW_TITLE
 from generators.grafana.rows import NO_WATCHERS_NOTE, TRIGGERS_ROW_TITLE
 from generators.grafana.server_row import SERVER_ROW_TITLE
-
 from store_metrics import catalogue
 from support.dashboard import VARIABLES, assert_laid_out, evaluate_queries, panel_exprs
 

@@ -119,8 +119,10 @@ WATCHER_MUTATIONS = {
         '{outcome="error"}',
     ),
     "watcher alert split by DAG, not by asset": (
-        'sum by (cluster, job, operator, task_id) (sum_over_time(task:store_metrics_calls:increase{run_type="asset_watcher",outcome',
-        'sum by (cluster, job, operator, dag_id) (sum_over_time(task:store_metrics_calls:increase{run_type="asset_watcher",outcome',
+        "sum by (cluster, job, operator, task_id) (sum_over_time(task:store_metrics_calls:increase{"
+        'run_type="asset_watcher",outcome',
+        "sum by (cluster, job, operator, dag_id) (sum_over_time(task:store_metrics_calls:increase{"
+        'run_type="asset_watcher",outcome',
     ),
     "watcher alert fires at once": ("for: 5m", "for: 0s"),
     "watcher alert threshold 10x too high": (") > 0.05\n", ") > 0.5\n"),

@@ -62,6 +62,12 @@ def _inventory(args: argparse.Namespace) -> int:
     return run(args)
 
 
+_SET_HELP = (
+    "change an export setting: a threshold, `for` duration, scope or link "
+    "(store_metrics.pipeline.settings; docs/alerts.md lists them); repeat for several"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="store-metrics",
@@ -115,14 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="output folder (created if missing)")
     export.add_argument("--prefix", default="airflow", help="metric name prefix (default airflow)")
     export.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
-    export.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="change an export setting: a threshold, `for` duration, scope or link "
-        "(store_metrics.pipeline.settings; docs/alerts.md lists them); repeat for several",
-    )
+    export.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help=_SET_HELP)
     export.set_defaults(func=_export)
 
     inventory = commands.add_parser(

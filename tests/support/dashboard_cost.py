@@ -73,7 +73,9 @@ def _openmetrics(data: Data, end: int) -> Iterator[str]:
         yield f"# TYPE {name.removesuffix('_total')} counter\n"
         for dag in range(data.dags):
             for task in range(data.tasks):
-                labels = f'job="{data.job}",instance="x",dag_id="dag_{dag}",task_id="t{task}",run_type="scheduled"'
+                labels = (
+                    f'job="{data.job}",instance="x",dag_id="dag_{dag}",task_id="t{task}",run_type="scheduled"'
+                )
                 labels += ',operator="PythonOperator"' + (f',operation="{operation}"' if operation else "")
                 value = 0
                 for at in range(start, end + 1, data.scrape):
@@ -150,7 +152,9 @@ def measure(prom: PrometheusServer, dashboard: dict[str, Any], end: int, step: i
     rate_interval = max(step + GRAFANA_SCRAPE_SECONDS, 4 * GRAFANA_SCRAPE_SECONDS)
     costs = []
     for query in load_queries(dashboard):
-        expr = interpolate(query.expr, {}, interval=f"{step}s", rate_interval=f"{rate_interval}s", rng=f"{rng}s")
+        expr = interpolate(
+            query.expr, {}, interval=f"{step}s", rate_interval=f"{rate_interval}s", rng=f"{rng}s"
+        )
         if query.instant:
             data = prom.api("query", query=expr, time=end, stats="all")
         else:
@@ -181,7 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for cost in sorted(costs, key=lambda c: -c.samples):
         print(f"{cost.samples:>12,} {cost.query.panel} [{cost.query.ref}]")
     total = sum(c.samples for c in costs)
-    print(f"{total:>12,} samples, {len(costs)} queries, {data.series} raw series, {data.hours} h, scrape {data.scrape} s")
+    setup = f"{data.series} raw series, {data.hours} h, scrape {data.scrape} s"
+    print(f"{total:>12,} samples, {len(costs)} queries, {setup}")
     return 0
 
 

@@ -116,7 +116,8 @@ SETTINGS: tuple[Setting, ...] = (
         "error_for",
         "5m",
         Kind.DURATION,
-        "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: how long the condition holds before they fire.",
+        "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: how long the condition holds before "
+        "they fire.",
     ),
     Setting(
         "failing_ratio",
