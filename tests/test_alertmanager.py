@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from support.ports import free_port
+from support.servers import ServerProcess
 from support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,31 +59,18 @@ def config(tmp_path: Path) -> Path:
     return path
 
 
-class Alertmanager:
+class Alertmanager(ServerProcess):
     def __init__(self, tmp_path: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/api/v2"
-        self.log = (tmp_path / "alertmanager.log").open("w")
-        self.proc = subprocess.Popen(
-            [
-                binary("prometheus-alertmanager", "alertmanager"),
-                f"--config.file={config(tmp_path)}",
-                f"--storage.path={tmp_path / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--cluster.listen-address=",  # alone: no gossip port
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_until(self._ready, timeout=30, interval=0.1)
-
-    def _ready(self) -> bool:
-        assert self.proc.poll() is None, f"alertmanager exited; see {self.log.name}"
-        try:
-            with urllib.request.urlopen(f"{self.url}/status", timeout=1) as response:
-                return response.status == 200
-        except OSError:
-            return False
+        command = [
+            binary("prometheus-alertmanager", "alertmanager"),
+            f"--config.file={config(tmp_path)}",
+            f"--storage.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--cluster.listen-address=",  # alone: no gossip port
+        ]
+        super().__init__(command, tmp_path / "alertmanager.log", f"{self.url}/status", timeout=30)
 
     def post(self, alerts: list[dict[str, str]]) -> None:
         body = json.dumps([{"labels": labels} for labels in alerts]).encode()
@@ -96,15 +84,6 @@ class Alertmanager:
         with urllib.request.urlopen(f"{self.url}/alerts", timeout=5) as response:
             found: list[dict[str, Any]] = json.loads(response.read())
             return found
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        self.log.close()
 
 
 @pytest.fixture

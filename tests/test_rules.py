@@ -10,7 +10,6 @@ runbook_url and dashboard_url, and has a page under docs/runbooks/.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ import pytest
 import yaml
 
 from store_metrics import catalogue
-from support.promtool import promtool
+from support.promtool import assert_unit_tests_catch, promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 COLLECTOR = ROOT / "collector"
@@ -114,10 +113,7 @@ MUTATIONS = {
 
 #: Plausible mistakes in watcher-rules.yml; each must make `promtool test rules` fail.
 WATCHER_MUTATIONS = {
-    "watcher alert counts the tasks' calls too": (
-        '{run_type="asset_watcher",outcome="error"}',
-        '{outcome="error"}',
-    ),
+    "watcher alert counts the tasks' calls too": ('run_type="asset_watcher"', 'run_type!=""'),
     "watcher alert split by DAG, not by asset": (
         "sum by (cluster, job, operator, task_id) (sum_over_time(task:store_metrics_calls:increase{"
         'run_type="asset_watcher",outcome',
@@ -132,31 +128,13 @@ WATCHER_MUTATIONS = {
 
 @pytest.mark.parametrize("mutation", list(WATCHER_MUTATIONS), ids=list(WATCHER_MUTATIONS))
 def test_watcher_rule_unit_tests_catch_a_wrong_rule(mutation: str, tmp_path: Path) -> None:
-    old, new = WATCHER_MUTATIONS[mutation]
-    text = WATCHER_RULES.read_text()
-    assert old in text, f"mutation {mutation!r} no longer applies to {WATCHER_FILENAME}"
-    (tmp_path / WATCHER_FILENAME).write_text(text.replace(old, new))
-    shutil.copy(WATCHER_RULES_TEST, tmp_path / WATCHER_TESTS_FILENAME)
-    checked = promtool("check", "rules", WATCHER_FILENAME, cwd=tmp_path)
-    assert checked.returncode == 0, "mutant must still be valid"
-    result = promtool("test", "rules", WATCHER_TESTS_FILENAME, cwd=tmp_path)
-    assert result.returncode != 0, f"promtool test rules passed with mutation: {mutation}"
-    assert "FAILED" in result.stdout + result.stderr
+    assert_unit_tests_catch(WATCHER_MUTATIONS[mutation], WATCHER_FILENAME, tmp_path, "rules.yml")
 
 
 @pytest.mark.slow  # each runs rules.test.yml, a day of samples: ~5 s
 @pytest.mark.parametrize("mutation", list(MUTATIONS), ids=list(MUTATIONS))
 def test_rule_unit_tests_catch_a_wrong_rule(mutation: str, tmp_path: Path) -> None:
-    old, new = MUTATIONS[mutation]
-    text = RULES.read_text()
-    assert old in text, f"mutation {mutation!r} no longer applies to rules.yml"
-    mutated = text.replace(old, new)
-    (tmp_path / "rules.yml").write_text(mutated)
-    shutil.copy(RULES_TEST, tmp_path / "rules.test.yml")
-    assert promtool("check", "rules", "rules.yml", cwd=tmp_path).returncode == 0, "mutant must still be valid"
-    result = promtool("test", "rules", "rules.test.yml", cwd=tmp_path)
-    assert result.returncode != 0, f"promtool test rules passed with mutation: {mutation}"
-    assert "FAILED" in result.stdout + result.stderr
+    assert_unit_tests_catch(MUTATIONS[mutation], "rules.yml", tmp_path)
 
 
 def test_rules_are_generated_from_the_catalogue() -> None:

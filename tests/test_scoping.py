@@ -26,7 +26,7 @@ from support.waiting import wait_until
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 
-SETTINGS = {"rule_interval": "1s", "rule_offset": "1s", "error_min_calls": "1"}
+SETTINGS = {"rule_interval": "1s", "rule_offset": "1s", "hygiene_interval": "1s", "error_min_calls": "1"}
 TAGS = 'dag_id="etl",task_id="extract",run_type="scheduled",operator="PythonOperator"'
 #: One DAG's calls as one endpoint serves them: 40 writes, 10 failed reads (20%).
 EXPOSITION = f"""\

@@ -53,10 +53,26 @@ def _sum(terms_: Sequence[Term], by: Sequence[str], scope_text: str) -> str:
     return " + ".join(metric_query(t, SENTINEL, scope_text, by) for t in terms_)
 
 
-def _ratio_with_floor(by: Sequence[str], scope_text: str, floor: str) -> str:
-    """Errors / all calls (both stores) over the window, 0 unless the calls reach the floor setting."""
+def _ratio_monitor(
+    twin: Twin, scope_text: str, settings_of: str, texts: tuple[str, str, str]
+) -> dict[str, Any]:
+    """Errors / all calls (both stores) over the window ``<settings_of>_window``, 0 unless the calls
+    reach ``<settings_of>_min_calls``, above ``<settings_of>_ratio``: the error alerts' twins.
+
+    ``texts``: whose calls raised (``{{value}} of ...``), what it means, the recovery message.
+    """
+    alert, meaning, recovery = texts
+    by = (ENV, *twin.by)
     errors, calls = _sum(ERRORS, by, scope_text), _sum(ALL_CALLS, by, scope_text)
-    return f"({errors}) / ({calls}) * is_greater({calls}, {setting(floor + '_minus_one')})"
+    floor = setting(f"{settings_of}_min_calls_minus_one")
+    window = setting(f"{settings_of}_window")
+    query = f"sum(last_{window}):({errors}) / ({calls}) * is_greater({calls}, {floor})"
+    ratio, floor_calls = setting(f"{settings_of}_ratio_percent"), setting(f"{settings_of}_min_calls")
+    said = (
+        f"{alert} over the last {window} ({ENV_NAME}): more than {ratio} of at least {floor_calls} "
+        f"calls. {meaning}"
+    )
+    return _monitor(twin, query, (said, recovery), f"{settings_of}_ratio")
 
 
 def _link(twin: Twin) -> str:
@@ -76,8 +92,12 @@ def _message(twin: Twin, alert: str, recovery: str) -> str:
     )
 
 
-def _monitor(twin: Twin, query: str, message: str, threshold: str | float, **options: Any) -> dict[str, Any]:
-    """``threshold``: an export setting's name (the alert's threshold), or a number of the query's own."""
+def _monitor(
+    twin: Twin, query: str, texts: tuple[str, str], threshold: str | float, **options: Any
+) -> dict[str, Any]:
+    """``texts``: the message's alert and recovery text. ``threshold``: an export setting's name (the
+    alert's threshold), or a number of the query's own."""
+    message = _message(twin, *texts)
     limit: Any = Value(threshold) if isinstance(threshold, str) else threshold
     text = setting(threshold) if isinstance(threshold, str) else f"{threshold:g}"
     return {
@@ -100,40 +120,30 @@ def _monitor(twin: Twin, query: str, message: str, threshold: str | float, **opt
 
 
 def error_ratio_monitor() -> dict[str, Any]:
-    twin = Twin(
-        "StateStoreErrorRateHigh", "warning", "State store calls fail in DAG {{dag_id.name}}", (DAG_ID,)
-    )
-    by = (ENV, DAG_ID)
-    query = _ratio_with_floor(by, scope(variables=False, exclude=WATCHERS), "error_min_calls")
-    return _monitor(
-        twin,
-        f"sum(last_{setting('error_window')}):{query}",
-        _message(
-            twin,
-            f"{{{{value}}}} of DAG {{{{dag_id.name}}}}'s state store calls raised over the last "
-            f"{setting('error_window')} ({ENV_NAME}): more than {setting('error_ratio_percent')} of at "
-            f"least {setting('error_min_calls')} calls. Its tasks cannot read or keep their state.",
+    return _ratio_monitor(
+        Twin(
+            "StateStoreErrorRateHigh", "warning", "State store calls fail in DAG {{dag_id.name}}", (DAG_ID,)
+        ),
+        scope(variables=False, exclude=WATCHERS),
+        "error",
+        (
+            "{{value}} of DAG {{dag_id.name}}'s state store calls raised",
+            "Its tasks cannot read or keep their state.",
             "DAG {{dag_id.name}}'s state store calls succeed again.",
         ),
-        "error_ratio",
     )
 
 
 def failing_monitor() -> dict[str, Any]:
-    twin = Twin("StateStoreFailingAcrossDags", "critical", "The Airflow state store is failing", ())
-    query = _ratio_with_floor((ENV,), scope(variables=False), "failing_min_calls")
-    return _monitor(
-        twin,
-        f"sum(last_{setting('failing_window')}):{query}",
-        _message(
-            twin,
-            f"{{{{value}}}} of all state store calls (every DAG and asset watcher, {ENV_NAME}) raised "
-            f"over the last {setting('failing_window')}: more than {setting('failing_ratio_percent')} of at "
-            f"least {setting('failing_min_calls')} calls. The store itself (the Execution API or its "
-            "database) is failing, not one DAG.",
+    return _ratio_monitor(
+        Twin("StateStoreFailingAcrossDags", "critical", "The Airflow state store is failing", ()),
+        scope(variables=False),
+        "failing",
+        (
+            "{{value}} of all state store calls (every DAG and asset watcher) raised",
+            "The store itself (the Execution API or its database) is failing, not one DAG.",
             "State store calls succeed again.",
         ),
-        "failing_ratio",
     )
 
 
@@ -144,20 +154,16 @@ def watcher_error_ratio_monitor() -> dict[str, Any]:
         "State store calls fail in asset watcher {{operator.name}} on {{task_id.name}}",
         (OPERATOR, TASK_ID),
     )
-    query = _ratio_with_floor((ENV, *twin.by), scope(WATCHERS, variables=False), "error_min_calls")
-    return _monitor(
+    return _ratio_monitor(
         twin,
-        f"sum(last_{setting('error_window')}):{query}",
-        _message(
-            twin,
-            f"{{{{value}}}} of the state store calls of the asset-watcher trigger {{{{operator.name}}}} "
-            f"watching {{{{task_id.name}}}} raised over the last {setting('error_window')}, in the "
-            "triggerer: "
-            f"more than {setting('error_ratio_percent')} of at least {setting('error_min_calls')} calls. The "
-            "watcher cannot keep its watermark and may miss or repeat events.",
+        scope(WATCHERS, variables=False),
+        "error",
+        (
+            "{{value}} of the state store calls of the asset-watcher trigger {{operator.name}} watching "
+            "{{task_id.name}} raised in the triggerer",
+            "The watcher cannot keep its watermark and may miss or repeat events.",
             "Asset watcher {{operator.name}} on {{task_id.name}}: state store calls succeed again.",
         ),
-        "error_ratio",
     )
 
 
@@ -179,8 +185,7 @@ def never_read_monitor() -> dict[str, Any]:
     return _monitor(
         twin,
         query,
-        _message(
-            twin,
+        (
             f"Over the last {setting('never_read_window')}, task {{{{task_id.name}}}} of DAG "
             "{{dag_id.name}} "
             "called task_state_store.set() and no attempt of it called get(): these writes cannot help "
@@ -210,8 +215,7 @@ def loop_stalled_monitor() -> dict[str, Any]:
     return _monitor(
         twin,
         query,
-        _message(
-            twin,
+        (
             f"API server worker {{{{worker.name}}}} ({ENV_NAME}): its event loop was stalled {{{{value}}}} "
             f"of the last {window} (more than {setting('loop_stalled_ratio_percent')}): every request it "
             "serves waits that much longer.",
@@ -234,13 +238,11 @@ def long_stalls_monitor() -> dict[str, Any]:
     return _monitor(
         twin,
         query,
-        _message(
-            twin,
+        (
             f"API server worker {{{{worker.name}}}} ({ENV_NAME}) had {{{{value}}}} event-loop stalls of "
             f"stall_threshold_ms (keep it at {setting('long_stall_ms')} ms) or more a minute over the last "
-            f"{window}, more than {setting('long_stalls_per_minute')}. (Counted once per state store route "
-            "in "
-            "flight during a stall.)",
+            f"{window}, more than {setting('long_stalls_per_minute')}. (Counted once per state store "
+            "route in flight during a stall.)",
             "API server worker {{worker.name}}: no more long stalls.",
         ),
         "long_stalls_per_minute",
@@ -263,8 +265,7 @@ def retention_monitor() -> dict[str, Any]:
     return _monitor(
         twin,
         query,
-        _message(
-            twin,
+        (
             f"Expired task state store entries have been there ({ENV_NAME}), and not one removed, for "
             f"{window}: nobody runs `airflow state-store clean` (or it fails).",
             "Expired state store entries are removed again.",
@@ -286,11 +287,9 @@ def inventory_down_monitor() -> dict[str, Any]:
     monitor = _monitor(
         twin,
         f"max(last_{window}):1 - {up}",
-        _message(
-            twin,
+        (
             f"For {window} every query of store-metrics inventory on the {{{{store.name}}}} state store's "
-            "table "
-            f"has failed ({ENV_NAME}), or no inventory reports at all (no data).",
+            f"table has failed ({ENV_NAME}), or no inventory reports at all (no data).",
             "The state store inventory reads the {{store.name}} store again.",
         ),
         0.0,
@@ -311,8 +310,7 @@ def inventory_stale_monitor() -> dict[str, Any]:
     return _monitor(
         twin,
         f"min(last_{setting('inventory_stale_for')}):{age}",
-        _message(
-            twin,
+        (
             f"The footprint store-metrics inventory shows for the {{{{store.name}}}} state store "
             f"({ENV_NAME}) was read more than {setting('inventory_stale_after')} ago and has not "
             "been refreshed since.",

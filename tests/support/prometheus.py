@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -20,7 +19,7 @@ import pytest
 import yaml
 
 from support.ports import free_port
-from support.waiting import wait_until
+from support.servers import ServerProcess
 
 __all__ = ["PrometheusServer"]
 
@@ -32,7 +31,7 @@ def _binary() -> str:
     return path
 
 
-class PrometheusServer:
+class PrometheusServer(ServerProcess):
     """``prometheus --config.file=<config>`` in ``tmp``, stopped by :meth:`stop`."""
 
     def __init__(self, tmp: Path, config: dict[str, Any], *extra: str) -> None:
@@ -40,30 +39,16 @@ class PrometheusServer:
         self.config.write_text(yaml.safe_dump(config, sort_keys=False))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = (tmp / "prometheus.log").open("w")
         self.started = time.time()
-        self.proc = subprocess.Popen(
-            [
-                _binary(),
-                f"--config.file={self.config}",
-                f"--storage.tsdb.path={tmp / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--log.level=warn",
-                *extra,
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        wait_until(self._ready, timeout=60, interval=0.2)
-
-    def _ready(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"prometheus exited with {self.proc.returncode}; see {self.log.name}")
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                return bool(r.status == 200)
-        except OSError:
-            return False
+        command = [
+            _binary(),
+            f"--config.file={self.config}",
+            f"--storage.tsdb.path={tmp / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--log.level=warn",
+            *extra,
+        ]
+        super().__init__(command, tmp / "prometheus.log", f"{self.url}/-/ready")
 
     def api(self, path: str, **params: Any) -> Any:
         """``/api/v1/<path>``'s data. Queries go by POST (dashboard expressions are long, as Grafana
@@ -100,12 +85,3 @@ class PrometheusServer:
         assert rules and all(r["health"] == "ok" for r in rules), [
             (r["name"], r.get("lastError")) for r in rules
         ]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        self.log.close()
