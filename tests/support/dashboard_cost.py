@@ -122,11 +122,13 @@ class Query:
     instant: bool
 
 
-def load_queries(dashboard: dict[str, Any]) -> list[Query]:
-    """The queries Grafana runs when the dashboard opens: every panel outside the collapsed rows."""
+def load_queries(dashboard: dict[str, Any], collapsed: bool = False) -> list[Query]:
+    """The queries Grafana runs when the dashboard opens: every panel outside the collapsed rows (and
+    with ``collapsed``, those inside them too)."""
+    panels = [p for row in dashboard["panels"] for p in (row, *(row.get("panels", []) if collapsed else []))]
     return [
         Query(panel["title"], target["refId"], target["expr"], bool(target.get("instant")))
-        for panel in dashboard["panels"]
+        for panel in panels
         if panel["type"] != "row"
         for target in panel.get("targets", [])
     ]
@@ -145,13 +147,15 @@ def _range_seconds(dashboard: dict[str, Any]) -> int:
     return int(start[4:-1]) * 3600
 
 
-def measure(prom: PrometheusServer, dashboard: dict[str, Any], end: int, step: int = 120) -> list[Cost]:
-    """Every load query over the dashboard's default range ending at ``end``, ``step`` s per point,
-    as Grafana sends it (All filters, no cluster label, job airflow)."""
+def measure(
+    prom: PrometheusServer, dashboard: dict[str, Any], end: int, step: int = 120, collapsed: bool = False
+) -> list[Cost]:
+    """Every load query (with ``collapsed``, every query) over the dashboard's default range ending at
+    ``end``, ``step`` s per point, as Grafana sends it (All filters, no cluster label, job airflow)."""
     rng = _range_seconds(dashboard)
     rate_interval = max(step + GRAFANA_SCRAPE_SECONDS, 4 * GRAFANA_SCRAPE_SECONDS)
     costs = []
-    for query in load_queries(dashboard):
+    for query in load_queries(dashboard, collapsed):
         expr = interpolate(
             query.expr, {}, interval=f"{step}s", rate_interval=f"{rate_interval}s", rng=f"{rng}s"
         )
