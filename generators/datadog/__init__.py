@@ -8,9 +8,9 @@ series.
 
 * :mod:`.queries`: scopes, metric queries and formula requests, from the catalogue;
 * :mod:`.dashboard`: ``dashboard.json``, the same questions as the Grafana dashboard, with template
-  variables for ``team_name``, ``dag_id``, ``task_id``, ``operator`` and ``run_type``;
-* :mod:`.monitors`: ``monitors/*.json``, the task side's alerts that Datadog's query language can
-  express (the per-DAG error ratio, and a store failing for everyone).
+  variables for the environment, ``team_name``, ``dag_id``, ``task_id``, ``operator`` and ``run_type``;
+* :mod:`.monitors`: ``monitors/*.json``, one monitor per Prometheus alert, its twin (the same
+  thresholds, from the same export settings).
 
 Both are the JSON bodies of Datadog's API (``POST /api/v1/dashboard``, ``POST /api/v1/monitor``);
 the dashboard also imports through the UI (New Dashboard → Import dashboard JSON).
