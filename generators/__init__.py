@@ -7,10 +7,11 @@ the metric catalogue: they are built here, in the repository, and shipped as tem
     scripts/dashboards           # rewrite the dashboard templates
     scripts/dashboards --check   # exit 1 if a template is not what the generators build
 
-* :mod:`.promql`: PromQL building blocks from the catalogue;
+* :mod:`.facts`: what both dashboards share (titles, labels, the watchers' tag, links);
+* :mod:`.promql`: PromQL over the recorded calls of the rule files;
 * :mod:`.grafana`: the Grafana dashboard;
 * :mod:`.datadog`: the Datadog dashboard and monitors;
-* :mod:`.rule_facts`: what they take from the shipped rule files;
-* :mod:`.tokens`: a generated file turned into a template (catalogue names into tokens);
-* :mod:`.templates`: which template each generator writes, the writer and the check.
+* :mod:`.tokens`: a generated file turned into a template (catalogue names and settings as tokens);
+* :mod:`.templates`: which template each generator writes, the writer and the check;
+* :mod:`.docs`: the generated tables of docs/alerts.md.
 """
