@@ -1,7 +1,7 @@
 """Rewrite (or check) this folder: the ``collector/`` part of ``store-metrics export``.
 
-The generators live in the installed package (``store_metrics.pipeline``); this script only
-writes their output here, so the repository holds exactly what ``store-metrics export --out .``
+The files are templates in the installed package (``store_metrics/pipeline/templates``); this
+script only writes them here, so the repository holds exactly what ``store-metrics export --out .``
 writes for the default prefix (tests/test_export.py compares them byte for byte).
 
     python collector/generate.py            # rewrite collector/

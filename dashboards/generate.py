@@ -1,8 +1,9 @@
 """Rewrite (or check) this folder: the ``dashboards/`` part of ``store-metrics export``.
 
-The dashboard is built in the installed package (``store_metrics.pipeline.grafana``); this script
-only writes it (and the provisioning files) here, so the repository holds exactly what
-``store-metrics export --out .`` writes for the default prefix.
+The dashboard is built at development time by ``generators/grafana`` (``scripts/dashboards``
+rewrites its template in the package); this script only writes the export (and the provisioning
+files) here, so the repository holds exactly what ``store-metrics export --out .`` writes for the
+default prefix.
 
     python dashboards/generate.py            # rewrite dashboards/
     python dashboards/generate.py --check    # exit 1 if a file here is out of date
@@ -14,10 +15,13 @@ declarative spec, from which they compute what the query must return.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's generators/
+
+from generators.grafana.dashboard import dashboard, render, server_specs, specs
 from store_metrics.pipeline.export import DASHBOARDS, folder_main
-from store_metrics.pipeline.grafana.dashboard import dashboard, render, server_specs, specs
 
 __all__ = ["dashboard", "main", "render", "server_specs", "specs"]
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from store_metrics import catalogue
-from store_metrics.pipeline import promql
+from store_metrics.pipeline import otel_collector
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "collector" / "otel-collector.yaml"
@@ -246,7 +246,7 @@ def test_filter_keeps_exactly_the_catalogue_counters_under_any_prefix() -> None:
     conditions = config()["processors"]["filter/store_metrics"]["metrics"]["metric"]
     assert len(conditions) == 1 and conditions[0].startswith("not IsMatch(name, ")
     pattern = ottl_string(conditions[0])
-    assert pattern == promql.collector_name_regex()
+    assert pattern == otel_collector.collector_name_regex()
     regex = re.compile(pattern)
     for prefix in ("airflow", "my.team", "x", ""):
         for metric in catalogue.METRICS:

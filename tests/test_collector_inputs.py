@@ -189,8 +189,8 @@ def test_mapping_has_one_exact_counter_mapping_per_catalogue_metric() -> None:
         assert entry["help"] == metric.description
         # No mapped labels: the tags are the labels, exactly as on the OpenTelemetry path.
         assert "labels" not in entry
-        # No ttl: series live as long as statsd_exporter, so increase() sees a daily DAG's next run.
-        assert "ttl" not in entry
+        # Series nothing updated for a day and an hour go away (bounded), a daily DAG's stay.
+        assert entry["ttl"] == "25h"
     assert "defaults" not in yaml.safe_load(MAPPING.read_text())
 
 

@@ -1,12 +1,17 @@
-"""The Grafana dashboard JSON and its provisioning files, checked against Grafana's model and the catalogue.
+"""The Grafana dashboard (dashboards/store-metrics.json): what it is made of, and what its queries return.
 
-What each query returns is checked against a real Prometheus in test_prometheus_e2e.py.
+It must import into the oldest Grafana the docs support (schema 39, Grafana 11.0), never leave a
+``${DS_PROMETHEUS}`` behind, scope every query to one deployment and one job (so two never add
+up), read the recorded series of the rule files (or say why a panel does not), draw the alert
+thresholds, link its tables to itself filtered, and return what hand-computed examples say,
+evaluated by promtool over raw series and the rule files that record them.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,24 +20,26 @@ from typing import Any
 import pytest
 import yaml
 
+from generators.grafana.dashboard import footprint_specs, trigger_specs
+from generators.grafana.footprint_row import FOOTPRINT_ROW_TITLE
+from generators.grafana.rows import NO_WATCHERS_NOTE, TRIGGERS_ROW_TITLE
+from generators.grafana.server_row import SERVER_ROW_TITLE
 from store_metrics import catalogue
-from store_metrics.pipeline.grafana.dashboard import footprint_specs, specs, trigger_specs
-from store_metrics.pipeline.grafana.footprint_row import FOOTPRINT_ROW_TITLE
-from store_metrics.pipeline.grafana.rows import NO_WATCHERS_NOTE, TRIGGERS_ROW_TITLE
-from store_metrics.pipeline.grafana.server_row import SERVER_ROW_TITLE
 from support.dashboard import VARIABLES, assert_laid_out, evaluate_queries, panel_exprs
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
+COLLECTOR = ROOT / "collector"
 JSON_PATH = DASHBOARDS / "store-metrics.json"
 PROVISIONING = DASHBOARDS / "provisioning"
 
-#: Grafana's current dashboard schema version (grafana/grafana apps/dashboard/pkg/migration/
-#: schemaversion/migrations.go LATEST_VERSION); a dashboard below it is migrated on load.
-CURRENT_SCHEMA_VERSION = 42
+#: The oldest Grafana the docs support (docs/alerts.md) and the schema it writes (10.4 to 11.2: 39).
+OLDEST_GRAFANA, SCHEMA_VERSION = "11.0.0", 39
 PANEL_TYPES = {"row", "timeseries", "stat", "table", "bargauge"}
 LEGACY_PANEL_TYPES = {"graph", "singlestat", "table-old", "grafana-piechart-panel", "grafana-worldmap-panel"}
 DS = {"type": "prometheus", "uid": "${datasource}"}
+CALLS = "task:store_metrics_calls:increase"
+SCOPE = 'cluster="$cluster",job="$job"'
 
 
 def dashboard() -> dict[str, Any]:
@@ -45,8 +52,29 @@ def panels() -> list[dict[str, Any]]:
     return found
 
 
+def every_panel() -> list[dict[str, Any]]:
+    """Top-level panels and those inside the collapsed rows."""
+    return [q for p in panels() for q in (p, *p.get("panels", [])) if q["type"] != "row"]
+
+
 def targets() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     return [(p, t) for p in panels() for t in p.get("targets", [])]
+
+
+def alert(name: str) -> dict[str, Any]:
+    for path in COLLECTOR.glob("*rules.yml"):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                if rule.get("alert") == name:
+                    return dict(rule)
+    raise AssertionError(name)
+
+
+def threshold(name: str) -> float:
+    """The number an alert compares against (its first ``> x``)."""
+    match = re.search(r"\) > ([0-9.]+)\n|> ([0-9.]+)$", alert(name)["expr"])
+    assert match, alert(name)["expr"]
+    return float(match.group(1) or match.group(2))
 
 
 def test_committed_json_is_what_the_generator_makes() -> None:
@@ -60,32 +88,27 @@ def test_committed_json_is_what_the_generator_makes() -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_current_schema_stable_uid_and_importable() -> None:
+def test_oldest_supported_schema_stable_uid_and_no_unresolved_data_source() -> None:
     d = dashboard()
-    assert d["schemaVersion"] == CURRENT_SCHEMA_VERSION
-    assert d["uid"] == "store-metrics-state-store"  # links and provisioning updates rely on it
+    assert d["schemaVersion"] == SCHEMA_VERSION
+    assert {"type": "grafana", "id": "grafana", "name": "Grafana", "version": OLDEST_GRAFANA} in d[
+        "__requires"
+    ]
+    assert d["uid"] == "store-metrics-state-store"  # links, alerts and provisioning rely on it
     assert d["id"] is None  # an import must not overwrite another dashboard by numeric id
     assert d["title"] and d["tags"]
-    inputs = d["__inputs"]
-    assert inputs == [
-        {
-            "name": "DS_PROMETHEUS",
-            "label": "Prometheus",
-            "description": inputs[0]["description"],
-            "type": "datasource",
-            "pluginId": "prometheus",
-            "pluginName": "Prometheus",
-        }
-    ]
-    text = JSON_PATH.read_text()
-    # The import dialog's choice lands in the data source variable, and nowhere a provisioned copy
-    # would be left with an unresolved ${DS_PROMETHEUS}.
-    assert text.count("${DS_PROMETHEUS}") == 2
-    datasource = d["templating"]["list"][0]
-    assert datasource["current"]["value"] == datasource["current"]["text"] == "${DS_PROMETHEUS}"
+    # Nothing for the import dialog to fill in, so nothing a provisioned copy could keep unresolved.
+    assert "__inputs" not in d and "DS_PROMETHEUS" not in JSON_PATH.read_text()
     required = {(r["type"], r["id"]) for r in d["__requires"]}
-    assert ("datasource", "prometheus") in required and ("grafana", "grafana") in required
-    assert {p["type"] for p in panels() if p["type"] != "row"} == {i for t, i in required if t == "panel"}
+    assert ("datasource", "prometheus") in required
+    assert {p["type"] for p in every_panel()} == {i for t, i in required if t == "panel"}
+
+
+def test_default_range_and_refresh_and_a_link_to_the_docs() -> None:
+    d = dashboard()
+    assert d["time"] == {"from": "now-24h", "to": "now"} and d["refresh"] == "5m"
+    (link,) = d["links"]
+    assert link["url"] == "https://store-metrics.github.io/airflow-store-metrics/alerts/"
 
 
 def test_only_current_panel_types() -> None:
@@ -96,15 +119,13 @@ def test_only_current_panel_types() -> None:
 
 
 def test_panel_ids_unique_and_layout_fits_without_overlap() -> None:
-    ids = [p["id"] for p in panels()]
+    ids = [p["id"] for p in panels()] + [p["id"] for r in panels() for p in r.get("panels", [])]
     assert len(ids) == len(set(ids))
     assert_laid_out(panels())
 
 
 def test_every_panel_and_query_uses_the_datasource_variable() -> None:
-    for p in panels():
-        if p["type"] == "row":
-            continue
+    for p in every_panel():
         assert p["datasource"] == DS, p["title"]
         assert p["targets"], p["title"]
         refs = [t["refId"] for t in p["targets"]]
@@ -114,56 +135,50 @@ def test_every_panel_and_query_uses_the_datasource_variable() -> None:
             assert t["expr"].strip()
 
 
-def test_variables_datasource_and_multi_select_with_all() -> None:
+def test_variables_one_deployment_one_job_then_multi_select_filters() -> None:
     variables = dashboard()["templating"]["list"]
-    assert [v["name"] for v in variables] == ["datasource", *VARIABLES]
-    assert variables[0]["type"] == "datasource" and variables[0]["query"] == "prometheus"
+    assert [v["name"] for v in variables] == ["datasource", "cluster", "job", *VARIABLES]
+    datasource = variables[0]
+    assert datasource["type"] == "datasource" and datasource["query"] == "prometheus"
+    provisioned = yaml.safe_load((PROVISIONING / "datasources" / "store-metrics.yml").read_text())
+    (ds,) = provisioned["datasources"]
+    assert datasource["current"]["value"] == ds["uid"] and datasource["current"]["text"] == ds["name"]
     for v in variables[1:]:
-        assert v["type"] == "query", v["name"]
-        assert v["multi"] is True and v["includeAll"] is True, v["name"]
-        # All matches any value, and series without the label (team_name on single-team deployments).
-        assert v["allValue"] == ".*", v["name"]
-        assert v["datasource"] == DS
-        assert v["refresh"] == 2  # on time range change: new DAGs show up
-        m = re.fullmatch(r"label_values\(\{__name__=~\"([^\"]+)\"(.*)\}, (\w+)\)", v["query"])
-        assert m, v["query"]
-        assert m.group(3) == v["name"]
-        assert set(m.group(1).split("|")) == {
-            metric.prometheus_name() for metric in catalogue.STATE_STORE_METRICS
-        }
-        assert v["definition"] == v["query"]
-    # Chained: the DAG list follows the team, the task list follows team and DAG.
+        assert v["type"] == "query" and v["datasource"] == DS and v["refresh"] == 2, v["name"]
+        m = re.fullmatch(rf"label_values\({re.escape(CALLS)}(\{{.*\}})?, (\w+)\)", v["query"])
+        assert m and v["definition"] == v["query"], v["query"]
+        assert m.group(2) == ("cluster" if v["name"] == "cluster" else v["name"])
+    for v in variables[1:3]:  # never All: two deployments or two jobs never add up
+        assert v["multi"] is False and v["includeAll"] is False, v["name"]
+    for v in variables[3:]:
+        assert v["multi"] is True and v["includeAll"] is True and v["allValue"] == ".*", v["name"]
+        assert SCOPE in v["query"]
     by_name = {v["name"]: v["query"] for v in variables}
-    assert 'team_name=~"$team_name"' in by_name["dag_id"]
-    assert 'dag_id=~"$dag_id"' in by_name["task_id"]
+    assert 'cluster="$cluster"' in by_name["job"]
+    assert 'team_name=~"$team_name"' in by_name["dag_id"] and 'dag_id=~"$dag_id"' in by_name["task_id"]
 
 
-def test_every_query_applies_every_filter() -> None:
+def test_every_task_side_query_reads_the_recorded_calls_with_every_filter() -> None:
+    pairs: set[tuple[str, str]] = set()
     for panel, target in targets():
-        selectors = re.findall(r"\w+\{([^}]*)\}", target["expr"])
+        selectors = re.findall(r"([\w:]+)\{([^}]*)\}", target["expr"])
         assert selectors, target["expr"]
-        for selector in selectors:
-            for name in VARIABLES:
-                assert f'{name}=~"${name}"' in selector, (panel["title"], selector)
+        for name, selector in selectors:
+            assert name == CALLS, (panel["title"], name)
+            assert selector.startswith(SCOPE), (panel["title"], selector)
+            for variable in VARIABLES:
+                assert f'{variable}=~"${variable}"' in selector, (panel["title"], selector)
+            stores = re.findall(r'store="(\w+)"', selector) or ["task", "asset"]
+            outcome = re.search(r'outcome=~?"([\w|]+)"', selector)
+            outcomes = outcome.group(1).split("|") if outcome else [o.value for o in catalogue.Outcome]
+            pairs |= {(s, o) for s in stores for o in outcomes}
+    # Every counter shows somewhere.
+    assert pairs == {(s.value.split("_")[0], o.value) for s in catalogue.Store for o in catalogue.Outcome}
 
 
-NAME = re.compile(r"\b([a-z][a-z0-9_]*_total)\b")
-
-
-def test_queries_reference_only_catalogue_metrics_and_cover_them_all() -> None:
-    known = {m.prometheus_name() for m in catalogue.STATE_STORE_METRICS}
-    used: set[str] = set()
-    for panel, target in targets():
-        names = set(NAME.findall(target["expr"]))
-        assert names, (panel["title"], target["refId"])
-        assert names <= known, (panel["title"], names - known)
-        used |= names
-    for v in dashboard()["templating"]["list"][1:]:
-        assert set(NAME.findall(v["query"])) == known
-    assert used == known, f"counters no panel shows: {known - used}"
-
-
-def test_the_issue_s_panels_are_there() -> None:
+def test_the_issue_s_panels_are_there_and_errors_right_under_the_overview() -> None:
+    rows = [p["title"] for p in panels() if p["type"] == "row"]
+    assert rows[:2] == ["Overview (selected time range)", "Errors"]
     titles = {p["title"] for p in panels()}
     for wanted in (
         "Task store calls per second by operation",
@@ -192,22 +207,63 @@ def test_the_issue_s_panels_are_there() -> None:
         if panel["type"] in {"stat", "bargauge", "table"}:
             # Summaries of the selected range: evaluated once, at its end.
             assert all(t["instant"] and not t["range"] for t in panel["targets"]), panel["title"]
-            assert all("$__range" in t["expr"] for t in panel["targets"]), panel["title"]
+            assert all("[$__range]" in t["expr"] for t in panel["targets"]), panel["title"]
         else:
-            assert all(t["range"] and "$__rate_interval" in t["expr"] for t in panel["targets"]), panel[
-                "title"
-            ]
+            # Per point, at least one recorded interval: the min step is the rules' interval.
+            for t in panel["targets"]:
+                assert t["range"] and "[$__interval]" in t["expr"] and t["interval"] == "1m", panel["title"]
+                assert t["expr"].endswith(" / 60") or "/ 60) / (" in t["expr"], t["expr"]
 
 
-def test_tables_merge_their_queries_and_name_every_column() -> None:
-    for panel in panels():
-        if panel["type"] != "table":
-            continue
+def test_topk_only_in_instant_queries_and_time_series_keep_the_top_at_the_range_end() -> None:
+    for panel in every_panel():
+        for t in panel["targets"]:
+            if "topk(" not in t["expr"]:
+                continue
+            if t["range"]:
+                # A topk per step would show every series that was in the top at some step.
+                assert "@ end()" in t["expr"] and " and on (" in t["expr"], (panel["title"], t["expr"])
+            else:
+                assert t["instant"], panel["title"]
+    assert "[1d:5m]" not in JSON_PATH.read_text()
+
+
+def test_alert_thresholds_are_drawn_at_the_alert_values() -> None:
+    def steps(title: str) -> list[Any]:
+        (panel,) = [p for p in every_panel() if p["title"] == title]
+        return [s["value"] for s in panel["fieldConfig"]["defaults"]["thresholds"]["steps"]]
+
+    assert steps("Error ratio") == [None, threshold("StateStoreErrorRateHigh")]
+    assert steps("Error ratio by DAG") == [None, threshold("StateStoreErrorRateHigh")]
+    assert steps("Event-loop stalled share, by worker") == [None, threshold("StateStoreApiServerLoopStalled")]
+    assert steps("Footprint age, by store") == [None, threshold("StateStoreInventoryStale")]
+    (by_dag,) = [p for p in every_panel() if p["title"] == "Error ratio by DAG"]
+    assert by_dag["fieldConfig"]["defaults"]["custom"]["thresholdsStyle"] == {"mode": "dashed"}
+
+
+def test_latency_panels_plot_one_quantile_each() -> None:
+    for quantile in ("0.99", "0.5"):
+        name = f"p{round(float(quantile) * 100)}"
+        (panel,) = [p for p in every_panel() if p["title"].startswith(f"Request latency {name} ")]
+        assert [t["expr"].split(",")[0] for t in panel["targets"]] == [f"histogram_quantile({quantile}"]
+
+
+def test_tables_merge_their_queries_name_every_column_and_link_to_the_filtered_dashboard() -> None:
+    tables = [p for p in every_panel() if p["type"] == "table"]
+    assert tables
+    for panel in tables:
         assert all(t.get("format") == "table" for t in panel["targets"])
         ids = [tr["id"] for tr in panel["transformations"]]
         assert ids == ["merge", "organize"]
         renames = panel["transformations"][1]["options"]["renameByName"]
         assert set(renames) == {f"Value #{t['refId']}" for t in panel["targets"]}, panel["title"]
+    for title in ("Calls by DAG and task", "Errors by DAG, task and method"):
+        (panel,) = [p for p in tables if p["title"] == title]
+        (link,) = panel["fieldConfig"]["defaults"]["links"]
+        assert link["url"].startswith("/d/store-metrics-state-store/store-metrics?${__url_time_range}")
+        for label in ("dag_id", "task_id"):
+            assert f"&var-{label}=${{__data.fields.{label}}}" in link["url"]
+        assert "${cluster:queryparam}" in link["url"] and "${job:queryparam}" in link["url"]
 
 
 @pytest.mark.parametrize("prefix", ["platform.airflow"])
@@ -221,11 +277,11 @@ def test_generator_follows_a_custom_prefix(prefix: str, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "store-metrics.json").read_text()
-    assert "platform_airflow_task_state_store_write_total" in text
-    assert '"airflow_task_state_store_write_total' not in text
+    assert "platform_airflow_task_state_store_footprint_bytes" in text
+    assert '"airflow_task_state_store' not in text and "(airflow_task_state_store" not in text
 
 
-def test_provisioning_datasource() -> None:
+def test_provisioning_datasource_never_takes_over_the_default() -> None:
     files = list((PROVISIONING / "datasources").glob("*.yml"))
     assert len(files) == 1
     doc = yaml.safe_load(files[0].read_text())
@@ -233,6 +289,7 @@ def test_provisioning_datasource() -> None:
     (ds,) = doc["datasources"]
     assert ds["type"] == "prometheus" and ds["access"] == "proxy"
     assert ds["url"].startswith("http") and ds["uid"] and ds["name"]
+    assert ds["isDefault"] is False
     assert ds["jsonData"]["httpMethod"] == "POST"
     assert set(ds) <= {
         "name",
@@ -272,6 +329,88 @@ def test_provisioning_dashboard_provider() -> None:
     assert set(provider["options"]) <= {"path", "foldersFromFilesStructure"}
 
 
+# -- the queries, evaluated ---------------------------------------------------------------------------
+
+
+def with_rules(tmp_path: Path, *names: str) -> list[str]:
+    """Copy the rule files the panels read into ``tmp_path``, for promtool to evaluate along."""
+    for name in names:
+        shutil.copy(COLLECTOR / name, tmp_path / name)
+    return list(names)
+
+
+#: Two DAGs (job airflow): etl reads found 2 and absent 1 a minute, writes 1 and fails 1 set() a
+#: minute; report (team analytics) writes 3 asset values a minute. The same etl scraped by a second
+#: job (statsd): never added to airflow's. An asset watcher: out of every per-DAG panel.
+CALLS_INPUT = [
+    (
+        'airflow_task_state_store_read_found_total{job="airflow",dag_id="etl",task_id="t",run_type="manual",operator="X"}',
+        "0+2x20",
+    ),
+    (
+        'airflow_task_state_store_read_absent_total{job="airflow",dag_id="etl",task_id="t",run_type="manual",operator="X"}',
+        "0+1x20",
+    ),
+    (
+        'airflow_task_state_store_write_total{job="airflow",dag_id="etl",task_id="t",run_type="manual",operator="X"}',
+        "0+1x20",
+    ),
+    (
+        'airflow_task_state_store_error_total{job="airflow",dag_id="etl",task_id="t",run_type="manual",operator="X",operation="set"}',
+        "0+1x20",
+    ),
+    (
+        'airflow_asset_state_store_write_total{job="airflow",dag_id="report",task_id="p",run_type="scheduled",operator="Y",team_name="analytics"}',
+        "0+3x20",
+    ),
+    (
+        'airflow_task_state_store_write_total{job="statsd",dag_id="etl",task_id="t",run_type="manual",operator="X"}',
+        "0+100x20",
+    ),
+    (
+        'airflow_asset_state_store_read_found_total{job="airflow",dag_id="none",task_id="orders",run_type="asset_watcher",operator="SqsTrigger"}',
+        "0+50x20",
+    ),
+]
+#: At 10m the rules have recorded minutes 0..9 (30 s behind): 9 minutes of calls in the range; each
+#: point's 5-minute window holds five recorded minutes, so the per-second rates are n / 60.
+CALLS_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
+    # etl 5 a minute, report 3, the watcher 50: 58 x 9.
+    ("State store calls", "A", {}, {"{}": 522}),
+    ("State store calls", "A", {"job": "statsd"}, {"{}": 900}),
+    ("Error ratio", "A", {}, {"{}": 9 / 522}),
+    ("Error ratio", "A", {"dag_id": "etl"}, {"{}": 1 / 5}),
+    # Per DAG: the watcher is no DAG; report makes no error (0, not missing).
+    ("Error ratio by DAG", "A", {}, {'{dag_id="etl"}': 0.2, '{dag_id="report"}': 0}),
+    ("Calls per second by DAG", "A", {}, {'{dag_id="etl"}': 5 / 60, '{dag_id="report"}': 3 / 60}),
+    ("Calls per second by DAG", "A", {"team_name": "analytics"}, {'{dag_id="report"}': 3 / 60}),
+    ("Task store found ratio", "A", {}, {"{}": 2 / 3}),
+    ("Top DAGs by calls", "A", {}, {'{dag_id="etl"}': 45, '{dag_id="report"}': 27}),
+    (
+        "Calls by run type",
+        "A",
+        {},
+        {'{run_type="manual"}': 45, '{run_type="scheduled"}': 27, '{run_type="asset_watcher"}': 450},
+    ),
+    ("Errors per second by store and method", "A", {}, {'{operation="set"}': 1 / 60}),
+    ("Errors by DAG, task and method", "A", {}, {'{dag_id="etl",task_id="t",operation="set"}': 9}),
+]
+
+
+@pytest.mark.prometheus
+def test_task_side_queries_over_the_rules_evaluate_to_the_hand_computed_values(tmp_path: Path) -> None:
+    committed = {
+        key: expr
+        for p in panels()
+        if p["type"] != "row"
+        for key, expr in panel_exprs({"panels": [p]}).items()
+    }
+    cases = [
+        (committed[(title, ref)], variables, samples) for title, ref, variables, samples in CALLS_EXPECTED
+    ]
+    evaluate_queries(tmp_path, "1m", CALLS_INPUT, cases, "10m", rule_files=with_rules(tmp_path, "rules.yml"))
+
+
 # -- the Triggers row: asset watchers (run_type="asset_watcher") ------------------------------------
 
 
@@ -291,8 +430,6 @@ def test_the_triggers_row_is_collapsed_just_above_the_server_row() -> None:
     top = panels()
     assert top[-2] == row and top[-1]["title"] == SERVER_ROW_TITLE  # the API server row stays last
     assert row["collapsed"] is True and len(row["panels"]) == 5
-    ids = [p["id"] for p in top] + [p["id"] for r in top[-2:] for p in r["panels"]]
-    assert len(ids) == len(set(ids))
     assert_laid_out(row["panels"], below=row["gridPos"]["y"])
     for panel in row["panels"]:
         assert panel["type"] in PANEL_TYPES and panel["datasource"] == DS
@@ -300,17 +437,15 @@ def test_the_triggers_row_is_collapsed_just_above_the_server_row() -> None:
 
 
 def test_triggers_queries_keep_every_filter_and_only_watcher_calls() -> None:
-    known = {m.prometheus_name() for m in catalogue.STATE_STORE_METRICS}
     for panel in triggers_row()["panels"]:
         for target in panel["targets"]:
-            assert target["datasource"] == DS
-            selectors = re.findall(r"\w+\{([^}]*)\}", target["expr"])
+            selectors = re.findall(r"([\w:]+)\{([^}]*)\}", target["expr"])
             assert selectors
-            for selector in selectors:
-                for name in VARIABLES:
-                    assert f'{name}=~"${name}"' in selector, (panel["title"], selector)
+            for name, selector in selectors:
+                assert name == CALLS and selector.startswith(SCOPE)
+                for variable in VARIABLES:
+                    assert f'{variable}=~"${variable}"' in selector, (panel["title"], selector)
                 assert selector.endswith(',run_type="asset_watcher"'), selector
-            assert set(NAME.findall(target["expr"])) <= known
             assert ("$__range" in target["expr"]) == target["instant"] == (panel["type"] == "bargauge")
     titles = {p["title"] for p in triggers_row()["panels"]}
     assert {
@@ -319,41 +454,46 @@ def test_triggers_queries_keep_every_filter_and_only_watcher_calls() -> None:
     } <= titles
 
 
+_WATCHER = 'job="airflow",dag_id="none",run_type="asset_watcher"'
 #: Two watchers and, with the same trigger class and store, a task's calls that must not count.
 WATCHER_INPUT = [
     (
-        'airflow_asset_state_store_read_found_total{dag_id="none",task_id="s3_bucket",'
-        'run_type="asset_watcher",operator="S3KeyTrigger"}',
+        f'airflow_asset_state_store_read_found_total{{{_WATCHER},task_id="s3_bucket",operator="S3KeyTrigger"}}',
         "0+6x20",
     ),
     (
-        'airflow_asset_state_store_write_total{dag_id="none",task_id="s3_bucket",'
-        'run_type="asset_watcher",operator="S3KeyTrigger"}',
+        f'airflow_asset_state_store_read_absent_total{{{_WATCHER},task_id="s3_bucket",operator="S3KeyTrigger"}}',
+        "0+2x20",
+    ),
+    (
+        f'airflow_asset_state_store_write_total{{{_WATCHER},task_id="s3_bucket",operator="S3KeyTrigger"}}',
         "0+6x20",
     ),
     (
-        'airflow_asset_state_store_read_absent_total{dag_id="none",task_id="orders",'
-        'run_type="asset_watcher",operator="SqsTrigger"}',
+        f'airflow_asset_state_store_error_total{{{_WATCHER},task_id="s3_bucket",operator="S3KeyTrigger",operation="get"}}',
+        "0+3x20",
+    ),
+    (
+        f'airflow_asset_state_store_read_absent_total{{{_WATCHER},task_id="orders",operator="SqsTrigger"}}',
         "0+30x20",
     ),
     (
-        'airflow_asset_state_store_read_found_total{dag_id="d",task_id="t",'
-        'run_type="scheduled",operator="S3KeyTrigger"}',
+        'airflow_asset_state_store_read_found_total{job="airflow",dag_id="d",task_id="t",run_type="scheduled",operator="S3KeyTrigger"}',
         "0+60x20",
     ),
     (
-        'airflow_task_state_store_write_total{dag_id="d",task_id="t",run_type="manual",operator="X"}',
+        'airflow_task_state_store_write_total{job="airflow",dag_id="d",task_id="t",run_type="manual",operator="X"}',
         "0+60x20",
     ),
 ]
-#: (panel title, refId, variables) -> samples at 10m, by hand: 6 a minute is 0.1/s; the series
-#: start inside the range ($__range = 1h), so the range panel counts them in full (10 minutes' worth).
+#: (panel title, refId, variables) -> samples at 10m, by hand: per second n / 60; the range (minutes
+#: 0..9 recorded) 9 minutes' worth.
 WATCHER_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
     (
         "Asset watcher calls per second by trigger",
         "A",
         {},
-        {'{operator="S3KeyTrigger"}': 0.2, '{operator="SqsTrigger"}': 0.5},
+        {'{operator="S3KeyTrigger"}': 17 / 60, '{operator="SqsTrigger"}': 0.5},
     ),
     (
         "Asset watcher calls per second by trigger",
@@ -363,18 +503,33 @@ WATCHER_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
     ),
     ("Asset watcher calls per second by trigger", "A", {"run_type": "scheduled"}, {}),
     ("Asset watcher calls per second by operation", "A", {}, {"{}": 0.1}),
-    ("Asset watcher calls per second by operation", "B", {}, {"{}": 0.5}),
+    ("Asset watcher calls per second by operation", "B", {}, {"{}": 32 / 60}),
     ("Asset watcher calls per second by operation", "C", {}, {"{}": 0.1}),
-    ("Asset watcher calls per second by operation", "F", {}, {}),
     (
         "Asset watcher calls by trigger and asset (selected range)",
         "A",
         {},
         {
-            '{operator="S3KeyTrigger",task_id="s3_bucket"}': 120,
-            '{operator="SqsTrigger",task_id="orders"}': 300,
+            '{operator="S3KeyTrigger",task_id="s3_bucket"}': 153,
+            '{operator="SqsTrigger",task_id="orders"}': 270,
         },
     ),
+    (
+        "Asset watcher found ratio by trigger and asset",
+        "A",
+        {},
+        {
+            '{operator="S3KeyTrigger",task_id="s3_bucket"}': 0.75,
+            '{operator="SqsTrigger",task_id="orders"}': 0,
+        },
+    ),
+    (
+        "Asset watcher errors per second by trigger and method",
+        "A",
+        {},
+        {'{operator="S3KeyTrigger",operation="get"}': 0.05},
+    ),
+    ("Asset watcher errors per second by trigger and method", "A", {"run_type": "scheduled"}, {}),
 ]
 
 
@@ -385,65 +540,8 @@ def test_triggers_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) -
     cases = [
         (committed[(title, ref)], variables, samples) for title, ref, variables, samples in WATCHER_EXPECTED
     ]
-    evaluate_queries(tmp_path, "1m", WATCHER_INPUT, cases, "10m")
-
-
-@pytest.mark.prometheus
-def test_new_triggers_panels_evaluate_to_the_hand_computed_values(tmp_path: Path) -> None:
-    """The watermark found ratio by trigger and asset, and errors by trigger and method."""
-    watcher = 'run_type="asset_watcher",dag_id="none"'
-    inputs = [
-        # S3KeyTrigger on s3_bucket: 6 found and 2 absent reads a minute -> 0.75; 3 get() errors a minute.
-        (
-            f'airflow_asset_state_store_read_found_total{{task_id="s3_bucket",operator="S3KeyTrigger",{watcher}}}',
-            "0+6x20",
-        ),
-        (
-            f'airflow_asset_state_store_read_absent_total{{task_id="s3_bucket",operator="S3KeyTrigger",{watcher}}}',
-            "0+2x20",
-        ),
-        (
-            f'airflow_asset_state_store_error_total{{task_id="s3_bucket",operator="S3KeyTrigger",{watcher},'
-            'operation="get"}',
-            "0+3x20",
-        ),
-        # SqsTrigger on orders never finds its watermark -> 0.
-        (
-            f'airflow_asset_state_store_read_absent_total{{task_id="orders",operator="SqsTrigger",{watcher}}}',
-            "0+30x20",
-        ),
-        # A task with the same operator class: not a watcher, counted nowhere in this row.
-        (
-            'airflow_asset_state_store_read_found_total{dag_id="d",task_id="t",run_type="scheduled",operator="S3KeyTrigger"}',
-            "0+60x20",
-        ),
-        (
-            'airflow_asset_state_store_error_total{dag_id="d",task_id="t",run_type="scheduled",operator="S3KeyTrigger",'
-            'operation="set"}',
-            "0+60x20",
-        ),
-    ]
-    found, errors = (
-        "Asset watcher found ratio by trigger and asset",
-        "Asset watcher errors per second by trigger and method",
-    )
-    expected: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
-        (
-            found,
-            "A",
-            {},
-            {
-                '{operator="S3KeyTrigger",task_id="s3_bucket"}': 0.75,
-                '{operator="SqsTrigger",task_id="orders"}': 0,
-            },
-        ),
-        (found, "A", {"task_id": "orders"}, {'{operator="SqsTrigger",task_id="orders"}': 0}),
-        (errors, "A", {}, {'{operator="S3KeyTrigger",operation="get"}': 0.05}),
-        (errors, "A", {"run_type": "scheduled"}, {}),
-    ]
-    committed = panel_exprs(triggers_row())
     evaluate_queries(
-        tmp_path, "1m", inputs, [(committed[(title, ref)], v, s) for title, ref, v, s in expected], "10m"
+        tmp_path, "1m", WATCHER_INPUT, cases, "10m", rule_files=with_rules(tmp_path, "rules.yml")
     )
 
 
@@ -452,36 +550,32 @@ def test_new_triggers_panels_evaluate_to_the_hand_computed_values(tmp_path: Path
 
 def test_per_dag_panels_leave_asset_watchers_out_and_say_so() -> None:
     """A watcher belongs to no DAG: every query grouped by dag_id drops run_type="asset_watcher"."""
-    by_dag = {(title, ref) for title, ref, target in specs() if "dag_id" in getattr(target.spec, "by", ())}
-    assert len({title for title, _ in by_dag}) >= 8
     for panel, target in targets():
-        excludes = 'run_type!="asset_watcher"' in target["expr"]
+        by_dag = re.search(r"by \([^)]*\bdag_id\b", target["expr"]) is not None
         selectors = re.findall(r"\{([^}]*)\}", target["expr"])
-        if (panel["title"], target["refId"]) in by_dag:
+        if by_dag:
             assert all(s.endswith(',run_type!="asset_watcher"') for s in selectors), (
                 panel["title"],
                 target["expr"],
             )
             assert NO_WATCHERS_NOTE in panel["description"], panel["title"]
         else:
-            assert not excludes, panel["title"]
+            assert 'run_type!="asset_watcher"' not in target["expr"], panel["title"]
     # Panels not grouped by DAG count the watchers with the rest, and never say they are left out.
     for panel in panels():
         if panel["type"] != "row" and not any(
-            (panel["title"], t["refId"]) in by_dag for t in panel["targets"]
+            re.search(r"by \([^)]*\bdag_id\b", t["expr"]) for t in panel["targets"]
         ):
             assert NO_WATCHERS_NOTE not in panel["description"], panel["title"]
 
 
-# -- the Footprint row: store-metrics inventory's gauges ---------------------------------------------
+# -- the Footprint row: store-metrics inventory's recorded gauges --------------------------------------
 
 
 def footprint_row() -> dict[str, Any]:
     return collapsed_row(FOOTPRINT_ROW_TITLE)
 
 
-FOOTPRINT_GAUGES = {m.prometheus_name() for m in catalogue.INVENTORY_METRICS}
-TASK_FOOTPRINT = {m.prometheus_name() for m in catalogue.FOOTPRINT_METRICS if m.tags == ("dag_id", "task_id")}
 GAUGE_NAME = re.compile(r"\b(airflow_[a-z0-9_]+)\b")
 
 
@@ -496,8 +590,8 @@ def test_the_footprint_row_is_collapsed_above_the_triggers_row() -> None:
         "Task store entries by DAG (top 10)",
         "Asset store bytes by asset (top 10)",
         "Asset store entries by asset (top 10)",
-        "Top growers by bytes (last 24 h)",
-        "Top growers by entries (last 24 h)",
+        "Top growers by bytes (selected range)",
+        "Top growers by entries (selected range)",
         "Expired entries not cleaned up, by DAG",
         "Task store footprint by DAG and task",
         "Inventory up, by store",
@@ -505,37 +599,28 @@ def test_the_footprint_row_is_collapsed_above_the_triggers_row() -> None:
         "Inventory query duration, by store",
     ):
         assert wanted in titles, wanted
-    ids = [p["id"] for p in top] + [p["id"] for r in top[-3:] for p in r["panels"]]
-    assert len(ids) == len(set(ids))
     assert_laid_out(row["panels"], below=row["gridPos"]["y"])
     for panel in row["panels"]:
         assert panel["type"] in PANEL_TYPES and panel["datasource"] == DS and panel["description"]
 
 
-def test_footprint_queries_take_one_replica_and_only_the_dag_and_task_filters() -> None:
-    used: set[str] = set()
+def test_footprint_queries_read_the_footprint_rules_and_only_the_deployment_and_dag_filters() -> None:
+    task_gauges = {
+        m.prometheus_name() for m in catalogue.FOOTPRINT_METRICS if m.tags == ("dag_id", "task_id")
+    }
     for panel in footprint_row()["panels"]:
-        assert panel["targets"]
         for target in panel["targets"]:
             expr = target["expr"]
-            names = set(GAUGE_NAME.findall(expr))
-            assert names and names <= FOOTPRINT_GAUGES, (panel["title"], expr)
-            used |= names
-            for name in names:
-                if name in TASK_FOOTPRINT:  # the DAG and task filters, nothing else
-                    assert f'{name}{{dag_id=~"$dag_id",task_id=~"$task_id"}}' in expr, expr
-                else:
-                    assert f"{name}{{" not in expr, expr
-                if name.endswith(("_entries", "_bytes", "_age_seconds")) and "inventory" not in name:
-                    assert f"max without (instance, pod, job) ({name}" in expr, expr
-            for variable in ("$run_type", "$operator", "$team_name"):
+            raw = set(GAUGE_NAME.findall(expr))
+            if raw:  # the table only: one series per task already, a rule would copy it
+                assert raw <= task_gauges and "not a recording rule" in panel["description"], panel["title"]
+                assert f"max without (instance, pod, job) ({raw.pop()}{{" in expr
+            else:
+                assert re.search(r"\b(dag_id|asset|store):store_metrics_\w+:\w+\{", expr), expr
+            assert 'cluster="$cluster"' in expr
+            for variable in ("$run_type", "$operator", "$team_name", "$job"):
                 assert variable not in expr
             assert target["instant"] == (panel["type"] in {"bargauge", "table"}), panel["title"]
-    assert used == FOOTPRINT_GAUGES - {
-        m.prometheus_name()
-        for m in catalogue.FOOTPRINT_METRICS
-        if m.tags == ("asset",) and m.name.split(".")[-1] not in ("entries", "bytes")
-    }
 
 
 #: Two inventory replicas (b lags on report.publish), five minutes apart for 25 hours; etl.extract's
@@ -576,14 +661,14 @@ FOOTPRINT_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
     ),
     ("Task store bytes by DAG (top 10)", "A", {"dag_id": "etl"}, {'{dag_id="etl"}': 31500}),
     ("Asset store bytes by asset (top 10)", "A", {}, {'{asset="orders"}': 3100, '{asset="other"}': 50}),
-    # Growth over the last day: 288 steps of 5 minutes, 100 bytes each for etl, 10 for orders.
+    # Growth over the range (1h): 12 steps of 5 minutes, 100 bytes each for etl, 10 for orders.
     (
-        "Top growers by bytes (last 24 h)",
+        "Top growers by bytes (selected range)",
         "A",
         {},
-        {'{dag_id="etl"}': 28800, '{dag_id="report"}': 0, '{dag_id="other"}': 0},
+        {'{dag_id="etl"}': 1200, '{dag_id="report"}': 0, '{dag_id="other"}': 0},
     ),
-    ("Top growers by bytes (last 24 h)", "B", {}, {'{asset="orders"}': 2880, '{asset="other"}': 0}),
+    ("Top growers by bytes (selected range)", "B", {}, {'{asset="orders"}': 120, '{asset="other"}': 0}),
     # DAGs with no expired entry are not shown.
     ("Expired entries not cleaned up, by DAG", "A", {}, {'{dag_id="other"}': 3}),
     (
@@ -599,8 +684,18 @@ FOOTPRINT_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
     ),
     # Health: one replica reading is up; the freshest footprint; the slowest query.
     ("Inventory up, by store", "A", {}, {'{store="task"}': 1}),
-    ("Footprint age, by store", "A", {}, {'{store="task"}': 30}),
-    ("Inventory query duration, by store", "A", {}, {'{store="task"}': 7}),
+    (
+        "Footprint age, by store",
+        "A",
+        {},
+        {'{store="task"}': 30},
+    ),
+    (
+        "Inventory query duration, by store",
+        "A",
+        {},
+        {'{store="task"}': 7},
+    ),
 ]
 
 
@@ -611,4 +706,5 @@ def test_footprint_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) 
     cases = [
         (committed[(title, ref)], variables, samples) for title, ref, variables, samples in FOOTPRINT_EXPECTED
     ]
-    evaluate_queries(tmp_path, "5m", FOOTPRINT_INPUT, cases, "25h")
+    rules = with_rules(tmp_path, "footprint-rules.yml")
+    evaluate_queries(tmp_path, "5m", FOOTPRINT_INPUT, cases, "25h", rule_files=rules)

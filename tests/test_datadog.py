@@ -5,9 +5,12 @@
   value into an "unparsed" object instead of raising, so :func:`strict` walks the parsed tree and
   fails on each of those (the negative tests prove it does);
 * every query names only the catalogue's counters with the export's prefix, sums them as DogStatsD
-  counters (``sum:<metric>{...}.as_count()``) and applies every template variable;
+  counters (``sum:<metric>{...}.as_count()``) and applies every template variable, the environment
+  first; widgets grouped by DAG leave the asset watchers out, as the Grafana panels do;
 * the formulas compute what their titles say, on hand-made totals;
-* the monitors' thresholds agree with their queries and with ``collector/rules.yml``.
+* every Prometheus alert has one monitor, its twin: the same threshold, window, floor of calls and
+  grouping (per environment where the alert is per deployment and job), a priority from its
+  severity, renotification, its runbook and a link to the dashboard.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from datadog_api_client import Configuration
 from datadog_api_client.exceptions import OpenApiException
 from datadog_api_client.model_utils import (
@@ -34,12 +38,12 @@ from datadog_api_client.model_utils import (
 from datadog_api_client.v1.model.dashboard import Dashboard
 from datadog_api_client.v1.model.monitor import Monitor
 
+from generators.datadog import dashboard as dd_dashboard
+from generators.datadog import monitors as dd_monitors
+from generators.facts import FILTERS
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
-from store_metrics.pipeline import rules
-from store_metrics.pipeline.datadog import dashboard as dd_dashboard
-from store_metrics.pipeline.datadog import monitors as dd_monitors
-from store_metrics.pipeline.datadog.queries import FILTERS
+from store_metrics.pipeline import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DATADOG = ROOT / "datadog"
@@ -200,7 +204,7 @@ BROKEN_MONITORS = {
 
 @pytest.mark.parametrize("breakage", BROKEN_MONITORS, ids=list(BROKEN_MONITORS))
 def test_a_broken_monitor_fails(breakage: str) -> None:
-    data = monitor_files()[dd_monitors.RATIO]
+    data = monitor_files()["state-store-error-ratio.json"]
     strict(data, Monitor)
     change, message = BROKEN_MONITORS[breakage]
     change(data)
@@ -243,6 +247,7 @@ def counter_names(prefix: str) -> set[str]:
 def test_every_query_names_only_catalogue_counters_with_the_prefix(custom: Path) -> None:
     for prefix, folder in folders(custom):
         known = counter_names(prefix)
+        every = {m.full_name(prefix) for m in catalogue.ALL_METRICS}
         used: set[str] = set()
         for _, request in requests(board(folder)):
             for query in request["queries"]:
@@ -254,20 +259,21 @@ def test_every_query_names_only_catalogue_counters_with_the_prefix(custom: Path)
         assert used == known  # every counter is shown somewhere
         for data in monitor_files(folder).values():
             names = metrics_in(data["query"])
-            assert names and set(names) <= known, data["query"]
+            assert names and set(names) <= every, data["query"]
         text = (folder / dd_dashboard.FILENAME).read_text()
         if prefix != catalogue.DEFAULT_PREFIX:
             assert not re.search(r"sum:airflow\.", text)
 
 
-def test_every_query_applies_every_template_variable() -> None:
+def test_every_query_applies_the_environment_and_every_template_variable() -> None:
     data = board()
     variables = data["template_variables"]
-    assert [v["name"] for v in variables] == list(FILTERS)
+    assert [v["name"] for v in variables] == ["env", *FILTERS]
     assert set(FILTERS) == set(GRAFANA_VARIABLES)
     for variable in variables:
         assert variable["prefix"] == variable["name"] and variable["defaults"] == ["*"]
-    wanted = [f"${name}" for name in FILTERS]
+    wanted = [f"${name}" for name in ("env", *FILTERS)]
+    by_dag = 0
     for definition, request in requests(data):
         for query in request["queries"]:
             match = METRIC_QUERY.match(query["query"])
@@ -275,8 +281,17 @@ def test_every_query_applies_every_template_variable() -> None:
             scope = match["scope"].split(",")
             assert scope[: len(wanted)] == wanted, (definition["title"], query["query"])
             extra = scope[len(wanted) :]
-            assert extra in ([], ["run_type:asset_watcher"]), query["query"]
-            assert (extra != []) == definition["title"].startswith("Asset watcher"), definition["title"]
+            watchers = definition["title"].startswith("Asset watcher")
+            grouped_by_dag = "dag_id" in (match["by"] or "").split(",")
+            if watchers:
+                assert extra == ["run_type:asset_watcher"], query["query"]
+            elif grouped_by_dag:  # a watcher belongs to no DAG, as on the Grafana dashboard
+                assert extra == ["!run_type:asset_watcher"], query["query"]
+                assert "are left out" in definition["description"], definition["title"]
+                by_dag += 1
+            else:
+                assert extra == [], query["query"]
+    assert by_dag > 20
 
 
 def test_formulas_use_exactly_their_request_s_queries() -> None:
@@ -385,34 +400,119 @@ def test_per_outcome_formulas_sum_the_right_counters() -> None:
 # -- monitors ----------------------------------------------------------------------------------------------
 
 
-THRESHOLD = re.compile(r"^(?P<window>sum\(last_\d+m\)):(?P<expr>.+) > (?P<value>[0-9.]+)$")
+THRESHOLD = re.compile(
+    r"^(?P<window>(?:sum|min|max)\(last_(?P<last>\w+)\)):(?P<expr>.+) > (?P<value>[0-9.]+)$"
+)
+RATIO_MONITORS = (
+    "state-store-error-ratio.json",
+    "state-store-failing.json",
+    "state-store-watcher-error-ratio.json",
+)
 
 
-def test_monitor_thresholds_agree_with_their_queries_and_the_rules(custom: Path) -> None:
-    for _, folder in folders(custom):
-        files = monitor_files(folder)
-        for data in files.values():
+def rules_of(collector: Path) -> dict[str, dict[str, Any]]:
+    """Every alerting rule of the exported rule files, by alert name."""
+    found = {}
+    for path in collector.glob("*rules.yml"):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            found |= {rule["alert"]: rule for rule in group["rules"] if "alert" in rule}
+    return found
+
+
+def twins(folder: Path) -> dict[str, dict[str, Any]]:
+    """Each monitor by the Prometheus alert it mirrors (its ``prometheus_alert:`` tag)."""
+    found: dict[str, dict[str, Any]] = {}
+    for data in monitor_files(folder).values():
+        (tag,) = [t for t in data["tags"] if t.startswith("prometheus_alert:")]
+        name = tag.split(":", 1)[1]
+        assert name not in found, f"two monitors for {name}"
+        found[name] = data
+    return found
+
+
+def numbers(expr: str) -> list[float]:
+    return [float(n) for n in re.findall(r"(?:>=?|<) ([0-9.]+)", expr)]
+
+
+def window_of(expr: str) -> str:
+    (window,) = set(re.findall(r"\[(\w+)\]\)\)", expr))
+    return window
+
+
+def test_every_alert_has_its_datadog_twin_with_the_same_thresholds(custom: Path) -> None:
+    for collector, folder in ((ROOT / "collector", DATADOG), (custom.parent / "collector", custom)):
+        alerts, monitors = rules_of(collector), twins(folder)
+        assert set(monitors) == set(alerts)
+        for name, rule in alerts.items():
+            data = monitors[name]
             match = THRESHOLD.match(data["query"])
             assert match, data["query"]
-            thresholds = data["options"]["thresholds"]
-            assert float(match["value"]) == thresholds["critical"]
-            assert thresholds.get("warning", 0) < thresholds["critical"]
-            assert data["options"]["notify_no_data"] is False
-            assert data["name"].startswith("[store-metrics]")
-            assert "{{#is_alert}}" in data["message"] and "{{#is_recovery}}" in data["message"]
-        ratio = files[dd_monitors.RATIO]
-        assert ratio["options"]["thresholds"]["critical"] == rules.ERROR_RATIO_THRESHOLD
-        assert ratio["query"].startswith("sum(last_10m):")  # the rule's `for: 10m`
-        assert " by {dag_id}" in ratio["query"] and "{{dag_id.name}}" in ratio["name"]
-        assert " by {" not in files[dd_monitors.FAILING]["query"]  # one alert for all DAGs
+            critical = data["options"]["thresholds"]["critical"]
+            assert float(match["value"]) == critical, name
+            if name in (
+                "StateStoreErrorRateHigh",
+                "StateStoreWatcherErrorRateHigh",
+                "StateStoreFailingAcrossDags",
+            ):
+                # The same ratio, window and floor of calls (is_greater(calls, floor - 1) == calls >= floor).
+                ratio, floor = numbers(rule["expr"])
+                assert critical == ratio and match["last"] == window_of(rule["expr"]), name
+                (below,) = {int(n) for n in re.findall(r", (\d+)\) > ", data["query"])}
+                assert below == floor - 1, name
+            elif name == "StateStoreApiServerLoopStalled":
+                assert [critical] == numbers(rule["expr"]) and match["last"] == rule["for"]
+            elif name == "StateStoreApiServerLongStalls":
+                assert (
+                    critical / 60 == pytest.approx(numbers(rule["expr"])[0]) and match["last"] == rule["for"]
+                )
+            elif name == "StateStoreInventoryStale":
+                assert [critical] == numbers(rule["expr"]) and match["last"] == rule["for"]
+            elif name == "StateStoreInventoryDown":
+                assert data["options"]["notify_no_data"] is True  # absent() of the alert
+                assert data["options"]["no_data_timeframe"] * 60 == settings.seconds(rule["for"])
+                assert match["last"] == rule["for"]
+            elif name == "StateStoreRetentionNotApplied":
+                assert match["last"] == re.search(r"\[(\w+)\]", rule["expr"]).group(1)
+                assert data["options"]["require_full_window"] is True  # the alert's `offset <window>`
+            else:
+                assert name == "StateStoreTaskStateNeverRead"
+                assert match["last"] == window_of(rule["expr"])
+
+
+def test_monitors_alert_per_environment_with_priority_renotify_runbook_and_dashboard_link(
+    custom: Path,
+) -> None:
+    alerts = rules_of(ROOT / "collector")
+    priority = {"critical": 1, "warning": 3, "info": 5}
+    for name, data in twins(DATADOG).items():
+        rule = alerts[name]
+        assert data["name"].startswith("[store-metrics]")
+        assert data["priority"] == priority[rule["labels"]["severity"]], name
+        assert data["options"]["renotify_interval"] == 240
+        assert "{{#is_alert}}" in data["message"] and "{{#is_recovery}}" in data["message"]
+        assert f"Runbook: {rule['annotations']['runbook_url']}" in data["message"]
+        assert (
+            "Dashboard: https://app.datadoghq.com/dashboard/lists?q=store-metrics&tpl_var_env={{env.name}}"
+            in (data["message"])
+        )
+        # Every group of every query is per environment: two environments never mix.
+        for by in re.findall(r" by \{([a-z_,]+)\}", data["query"]):
+            assert by.split(",")[0] == "env", (name, data["query"])
+        assert " by {env" in data["query"], name
+    error = twins(DATADOG)["StateStoreErrorRateHigh"]
+    assert " by {env,dag_id}" in error["query"] and "{{dag_id.name}}" in error["name"]
+    assert "!run_type:asset_watcher" in error["query"]
+    assert " by {env}" in twins(DATADOG)["StateStoreFailingAcrossDags"]["query"]  # one alert per environment
 
 
 def test_monitor_ratios_divide_errors_by_all_calls(custom: Path) -> None:
     for prefix, folder in folders(custom):
-        for data in monitor_files(folder).values():
-            match = THRESHOLD.match(data["query"])
+        files = monitor_files(folder)
+        for name in RATIO_MONITORS:
+            match = THRESHOLD.match(files[name]["query"])
             assert match
             numerator, denominator = match["expr"].split(") / (")
+            denominator = denominator.split(") * is_greater(")[0]
             errors = {catalogue.metric_for(s, Outcome.ERROR).full_name(prefix) for s in Store}
             assert set(metrics_in(numerator)) == errors
             assert sorted(metrics_in(denominator)) == sorted(counter_names(prefix))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shutil
 import subprocess
@@ -30,20 +29,15 @@ import pytest
 import yaml
 
 from store_metrics import catalogue
-from store_metrics.pipeline import (
-    export,
-    footprint_rules,
-    rules,
-    server_rules,
-    statsd_mapping,
-    watcher_rules,
-    yaml_text,
-)
+from store_metrics.pipeline import export
 from support.promtool import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "myco.airflow"
 SERIES_PREFIX = "myco_airflow_"
+#: The rule files ``export`` writes (in collector/), each with its promtool tests ``<name>.test.yml``.
+RULE_FILES = ("rules.yml", "server-rules.yml", "watcher-rules.yml", "footprint-rules.yml")
+MAPPING_FILES = ("statsd-mapping.yml", "statsd-mapping-server.yml", "statsd-mapping-inventory.yml")
 #: What ``export`` must never import: the backends' libraries, Airflow, and PyYAML (not a dependency).
 OPTIONAL = ("opentelemetry", "datadog", "statsd", "airflow", "prometheus_client", "requests", "grpc", "yaml")
 
@@ -115,28 +109,19 @@ def test_check_reports_a_stale_file_and_a_bad_prefix(tmp_path: Path) -> None:
 def test_empty_prefix_is_allowed(tmp_path: Path) -> None:
     assert run_export(tmp_path / "out", "--prefix", "").returncode == 0
     text = (tmp_path / "out" / "collector" / "rules.yml").read_text()
-    assert '(rate(task_state_store_write_total{run_type!="asset_watcher"}[5m]))' in text
-    watchers = (tmp_path / "out" / "collector" / watcher_rules.FILENAME).read_text()
-    assert '(rate(task_state_store_write_total{run_type="asset_watcher"}[5m]))' in watchers
-    footprint = (tmp_path / "out" / "collector" / footprint_rules.FILENAME).read_text()
-    assert "(max without (instance, pod, job) (task_state_store_footprint_entries))" in footprint
+    assert 'last_over_time(task_state_store_write_total{job!=""}[1h] offset 90s)' in text
+    footprint = (tmp_path / "out" / "collector" / "footprint-rules.yml").read_text()
+    assert '(max without (instance, pod, job) (task_state_store_footprint_entries{job!=""}))' in footprint
 
 
 # -- another prefix -----------------------------------------------------------------------------------
 
 
 @pytest.mark.prometheus
-@pytest.mark.parametrize(
-    ("rules_file", "tests_file"),
-    [
-        (rules.FILENAME, rules.TESTS_FILENAME),
-        (server_rules.FILENAME, server_rules.TESTS_FILENAME),
-        (watcher_rules.FILENAME, watcher_rules.TESTS_FILENAME),
-        (footprint_rules.FILENAME, footprint_rules.TESTS_FILENAME),
-    ],
-)
-def test_custom_prefix_rules_pass_promtool(custom: Path, rules_file: str, tests_file: str) -> None:
+@pytest.mark.parametrize("rules_file", RULE_FILES)
+def test_custom_prefix_rules_pass_promtool(custom: Path, rules_file: str) -> None:
     collector = custom / "collector"
+    tests_file = rules_file.replace(".yml", ".test.yml")
     count = sum(len(g["rules"]) for g in yaml.safe_load((collector / rules_file).read_text())["groups"])
     checked = promtool("check", "rules", rules_file, cwd=collector)
     assert checked.returncode == 0, checked.stdout + checked.stderr
@@ -151,7 +136,7 @@ def test_custom_prefix_prometheus_config_passes_promtool(custom: Path) -> None:
     checked = promtool("check", "config", "prometheus.yml", cwd=custom / "collector")
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "SUCCESS: 4 rule files found" in checked.stdout
-    for name in (rules.FILENAME, server_rules.FILENAME, watcher_rules.FILENAME, footprint_rules.FILENAME):
+    for name in RULE_FILES:
         assert f"Checking {name}" in checked.stdout
 
 
@@ -207,36 +192,61 @@ def test_series_in_finds_what_the_queries_select() -> None:
     assert series_in(expr) == {"a_total", "b_total", "c:d:rate5m", "e_total", "f_total"}
 
 
-def test_custom_prefix_dashboard_queries_only_prefixed_series(custom: Path) -> None:
+def recorded_series(collector: Path) -> set[str]:
+    return {
+        rule["record"]
+        for name in RULE_FILES
+        for group in yaml.safe_load((collector / name).read_text())["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    }
+
+
+def panels_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = []
+    for panel in doc["panels"]:
+        found += [panel, *panel.get("panels", [])]
+    return found
+
+
+def test_custom_prefix_dashboard_reads_recorded_series_and_else_only_prefixed_ones(custom: Path) -> None:
+    """Every panel reads recording rules; one that reads a raw series says why, and names it with the
+    prefix, the same series as the default prefix's dashboard, only renamed."""
     doc = json.loads((custom / "dashboards" / "store-metrics.json").read_text())
     default = json.loads((ROOT / "dashboards" / "store-metrics.json").read_text())
+    recorded = recorded_series(custom / "collector")
     exprs, default_exprs = dashboard_exprs(doc), dashboard_exprs(default)
     assert len(exprs) == len(default_exprs) > 50
     for expr, default_expr in zip(exprs, default_exprs, strict=True):
         names = series_in(expr)
         assert names, expr
-        assert all(n.startswith(SERIES_PREFIX) for n in names), (names, expr)
-        # The same series as the default prefix's query, only renamed.
+        raw = names - recorded
+        assert all(n.startswith(SERIES_PREFIX) for n in raw), (raw, expr)
         assert {n.replace(SERIES_PREFIX, "airflow_", 1) for n in names} == series_in(default_expr)
-    used = set().union(*(series_in(e) for e in exprs))
-    histograms = {
-        f"{m.prometheus_name(PREFIX)}_{s}" for m in catalogue.SERVER_METRICS for s in ("bucket", "sum")
-    }
-    known = {m.prometheus_name(PREFIX) for m in catalogue.ALL_METRICS} | histograms
-    assert used <= known, used - known
-    assert {m.prometheus_name(PREFIX) for m in catalogue.STATE_STORE_METRICS} <= used
+    for panel in panels_of(doc):
+        raw = set().union(set(), *(series_in(t["expr"]) for t in panel.get("targets", []))) - recorded
+        if raw:
+            assert "not a recording rule" in panel["description"], (panel["title"], raw)
+    alerts = [
+        rule["expr"]
+        for name in RULE_FILES
+        for group in yaml.safe_load((custom / "collector" / name).read_text())["groups"]
+        for rule in group["rules"]
+        if "alert" in rule
+    ]
+    read = set().union(*(series_in(e) for e in [*exprs, *alerts]))
+    assert recorded <= read, f"recorded by the rules, read by no panel and no alert: {recorded - read}"
 
 
-@pytest.mark.parametrize(
-    "rules_file", [rules.FILENAME, server_rules.FILENAME, watcher_rules.FILENAME, footprint_rules.FILENAME]
-)
+@pytest.mark.parametrize("rules_file", RULE_FILES)
 def test_custom_prefix_rules_query_only_prefixed_and_recorded_series(custom: Path, rules_file: str) -> None:
-    recorded = (
-        set(rules.RECORDED)
-        | set(server_rules.API_RECORDED)
-        | set(watcher_rules.RECORDED)
-        | set(footprint_rules.RECORDED)
-    )
+    recorded = {
+        rule["record"]
+        for name in RULE_FILES
+        for group in yaml.safe_load((custom / "collector" / name).read_text())["groups"]
+        for rule in group["rules"]
+        if "record" in rule
+    }
     for expr in rule_exprs(custom / "collector" / rules_file):
         for name in series_in(expr):
             assert name.startswith(SERIES_PREFIX) or name in recorded, (name, expr)
@@ -246,124 +256,19 @@ def test_custom_prefix_rules_query_only_prefixed_and_recorded_series(custom: Pat
 
 def test_custom_prefix_statsd_mappings_and_rule_tests_use_the_prefix(custom: Path) -> None:
     collector = custom / "collector"
-    for name in (statsd_mapping.FILENAME, statsd_mapping.SERVER_FILENAME, statsd_mapping.INVENTORY_FILENAME):
+    for name in MAPPING_FILES:
         for entry in yaml.safe_load((collector / name).read_text())["mappings"]:
             assert entry["match"].startswith(f"{PREFIX}.") and entry["name"].startswith(SERIES_PREFIX)
-    inventory = yaml.safe_load((collector / statsd_mapping.INVENTORY_FILENAME).read_text())["mappings"]
+    inventory = yaml.safe_load((collector / "statsd-mapping-inventory.yml").read_text())["mappings"]
     assert {(m["match"], m["name"]) for m in inventory} == {
         (m.full_name(PREFIX), m.prometheus_name(PREFIX)) for m in catalogue.INVENTORY_METRICS
     }
-    for name in (
-        rules.TESTS_FILENAME,
-        server_rules.TESTS_FILENAME,
-        watcher_rules.TESTS_FILENAME,
-        footprint_rules.TESTS_FILENAME,
-    ):
+    for name in (r.replace(".yml", ".test.yml") for r in RULE_FILES):
         doc = yaml.safe_load((collector / name).read_text())
         for group in doc["tests"]:
             for series in group["input_series"]:
                 assert series["series"].startswith(SERIES_PREFIX), series
         assert not re.search(r"\bairflow_|@", (collector / name).read_text())
-
-
-# -- the YAML writer -------------------------------------------------------------------------------
-
-
-class _PyYamlDumper(yaml.SafeDumper):
-    """What the generators used to write with: block style, multi-line strings as ``|`` blocks."""
-
-
-def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
-
-
-_PyYamlDumper.add_representer(str, _str)
-
-
-def pyyaml(document: Any) -> str:
-    return yaml.dump(document, Dumper=_PyYamlDumper, sort_keys=False, width=10_000, allow_unicode=True)
-
-
-@pytest.mark.parametrize("prefix", ["airflow", PREFIX, ""])
-def test_yaml_writer_writes_the_generated_documents_as_pyyaml_does(prefix: str) -> None:
-    for document in (
-        rules.rules_document(prefix),
-        server_rules.rules_document(prefix),
-        watcher_rules.rules_document(prefix),
-        footprint_rules.rules_document(prefix),
-        statsd_mapping.mapping_document(prefix),
-        statsd_mapping.server_mapping_document(prefix),
-        statsd_mapping.inventory_mapping_document(prefix),
-    ):
-        assert yaml_text.dump(document) == pyyaml(document)
-
-
-TRICKY_STRINGS = [
-    *("", " ", "a", "true", "True", "yes", "No", "on", "OFF", "null", "Null", "~", "=", "<<"),
-    *(
-        "1",
-        "-1",
-        "+1",
-        "010",
-        "0x1F",
-        "0b101",
-        "1_000",
-        "1.0",
-        ".5",
-        "1e3",
-        "1.5e+3",
-        ".inf",
-        "-.Inf",
-        ".NaN",
-    ),
-    *("1:30", "2024-01-01", "2024-01-01 10:00:00", "2024-1-2T3:04:05Z", "2024 -01 -01", "12:30:45.5"),
-    *("a: b", "a:b", "a:", ":a", ": a", "a #b", "a#b", "#a", "- a", "-a", "-", "? a", "?a", "a, b", "a,b"),
-    *("[a]", "{a}", "a[0]", "a{b}", "&a", "*a", "!a", "|a", ">a", "%a", "@a", "`a`", "'a'", '"a"', "it's"),
-    *("---", "--- a", "...", "a ...", " lead", "trail ", "tab\there", "é ≤ µs", "\u00a0", "\x7f", "\ufeff"),
-    *("two\nlines", "end\n", "end\n\n", "\nlead", " lead\nline", "a\n\nb", "a \nb", "a\n b", "a\n", "\n"),
-    *("trail \n", "x\n ", "sum by (a) (b)\nunless on (a)\nc", "p: q\n- r\n# s"),
-]
-
-
-@pytest.mark.parametrize("text", TRICKY_STRINGS, ids=[repr(t) for t in TRICKY_STRINGS])
-def test_yaml_writer_quotes_strings_as_pyyaml_does_or_refuses(text: str) -> None:
-    document = {"key": text, "list": [text, {"nested": text}]}
-    expected = pyyaml(document)
-    if re.search(r'(?m)^ *(?:- |[a-z]+: )"', expected):
-        # PyYAML needed a double-quoted escape: the writer must refuse rather than differ.
-        with pytest.raises(ValueError, match="double-quoted"):
-            yaml_text.dump(document)
-        return
-    assert yaml_text.dump(document) == expected
-    assert yaml.safe_load(yaml_text.dump(document)) == document
-
-
-def test_yaml_writer_agrees_with_pyyaml_on_random_strings() -> None:
-    rng = random.Random(0)
-    alphabet = "ab1 0.-:#'\"\n_xTZ+e~!?[,{|>&*%@`\t"
-    for _ in range(3000):
-        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
-        document = {"key": text, "list": [text]}
-        expected = pyyaml(document)
-        if re.search(r'(?m)^ *(?:- |[a-z]+: )"', expected):
-            with pytest.raises(ValueError, match="double-quoted"):
-                yaml_text.dump(document)
-        else:
-            assert yaml_text.dump(document) == expected, text
-
-
-def test_yaml_writer_numbers_containers_and_header() -> None:
-    document = {
-        "numbers": [0, -2, 10**20, 0.1, 1.0, 1 / 60, 1e20, 1e-7, -0.5, float("inf"), float("-inf")],
-        "flags": [True, False, None],
-        "empty": {"list": [], "map": {}},
-        "items": [{"a": 1, "b": {"c": [1, 2]}}, "x", {"multi": "a\nb"}],
-    }
-    assert yaml_text.dump(document, "# header\n") == "# header\n" + pyyaml(document)
-    with pytest.raises(ValueError, match="list directly inside a list"):
-        yaml_text.dump({"x": [[1]]})
-    with pytest.raises(ValueError, match="cannot write"):
-        yaml_text.dump({"x": object()})
 
 
 # -- what export loads, and a wheel on its own ---------------------------------------------------------------

@@ -60,7 +60,7 @@ from packaging.version import Version
 import store_metrics
 from store_metrics import catalogue, options
 from store_metrics.config import OPTIONS, load_settings
-from store_metrics.pipeline import export, helm, statsd_mapping
+from store_metrics.pipeline import export, helm
 from support.exported import export_files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -319,8 +319,8 @@ def test_helm_refuses_a_misspelt_key(helm_command: str, chart: Path) -> None:
 def test_extra_mappings_are_exactly_the_exported_statsd_mappings(custom: Path) -> None:
     for prefix, root in folders(custom):
         extra = load(root / "helm" / helm.FILENAME)["statsd"]["extraMappings"]
-        task = load(root / "collector" / statsd_mapping.FILENAME)["mappings"]
-        server = load(root / "collector" / statsd_mapping.SERVER_FILENAME)["mappings"]
+        task = load(root / "collector" / "statsd-mapping.yml")["mappings"]
+        server = load(root / "collector" / "statsd-mapping-server.yml")["mappings"]
         assert extra == task + server
         names = {m.full_name(prefix) for m in (*catalogue.counters(), *catalogue.SERVER_METRICS)}
         assert [m["match"] for m in extra] == [*(m["match"] for m in task), *(m["match"] for m in server)]

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from generators.grafana.dashboard import server_specs
+from generators.tokens import fill
 from store_metrics import catalogue
-from store_metrics.pipeline.grafana.dashboard import server_specs
 from support.dashboard import assert_laid_out, evaluate_queries, interpolate, panel_exprs
 from support.promtool import promtool
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
+COLLECTOR = ROOT / "collector"
 
 
 def server_row() -> dict[str, Any]:
@@ -52,65 +55,76 @@ def test_the_server_row_is_collapsed_and_laid_out_below_it() -> None:
 SERIES = re.compile(r"\b(airflow_[a-z0-9_]+)\b")
 
 
-def test_server_queries_use_only_server_catalogue_series_and_cover_them_all() -> None:
-    known: dict[str, str] = {}
-    for metric in catalogue.SERVER_METRICS:
-        name = metric.prometheus_name()
-        for series in (
-            [f"{name}_bucket", f"{name}_sum", f"{name}_count"] if metric.kind.value == "histogram" else [name]
-        ):
-            known[series] = metric.name
-    used: set[str] = set()
+RECORD = re.compile(r"\b(\w+:store_metrics_api_\w+:\w+)\{")
+
+
+def test_server_queries_read_the_server_rules_which_cover_every_server_metric() -> None:
+    rules = [
+        r for g in yaml.safe_load((COLLECTOR / "server-rules.yml").read_text())["groups"] for r in g["rules"]
+    ]
+    recorded = {r["record"]: r["expr"] for r in rules if "record" in r}
     committed = {(p["title"], t["refId"]): t for p in server_row()["panels"] for t in p["targets"]}
     specs = server_specs()
     assert len(specs) == len(committed)
+    read: set[str] = set()
     for title, ref, target in specs:
         expr = committed[(title, ref)]["expr"]
-        assert expr == target.spec.expr()
-        names = set(SERIES.findall(expr))
-        assert names and names <= set(known), (title, names - set(known))
-        used |= {known[n] for n in names}
+        assert expr == fill(target.spec.expr())
+        names = set(RECORD.findall(expr))
+        assert names and names <= set(recorded), (title, names - set(recorded))
+        assert not SERIES.findall(expr), title  # no raw series
+        read |= names
+        assert 'cluster="$cluster",job="$job"' in expr
         # No task-side filter variables: these series have no DAG labels.
         assert "$dag_id" not in expr and "$team_name" not in expr
         if committed[(title, ref)]["instant"]:  # selected-range summaries
-            assert "$__range" in expr and "$__rate_interval" not in expr, title
-        elif "_stall_max_" not in expr:  # the gauge is shown as it is
-            assert "$__rate_interval" in expr and "$__range" not in expr, title
-    assert used == {m.name for m in catalogue.SERVER_METRICS}
+            assert "[$__range]" in expr, title
+    # Through the rules they read, the panels cover every API server metric.
+    used = {n for name in read for n in SERIES.findall(recorded[name])}
+    covered = {
+        m.name for m in catalogue.SERVER_METRICS if any(u.startswith(m.prometheus_name()) for u in used)
+    }
+    assert covered == {m.name for m in catalogue.SERVER_METRICS}
 
 
 #: Synthetic series (per minute) and what each panel query must return at 10m (by hand):
 INPUT = [
     # Task gets: 60 a minute within 5 ms, 6 more within 10 ms (small values); 6 big ones within 250 ms.
     (
-        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1KiB",worker="w1",le="5"}',
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{job="airflow",store="task",operation="get",value_size="le_1KiB",worker="w1",le="5"}',
         "0+60x20",
     ),
     (
-        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1KiB",worker="w1",le="10"}',
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{job="airflow",store="task",operation="get",value_size="le_1KiB",worker="w1",le="10"}',
         "0+66x20",
     ),
     (
-        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1KiB",worker="w1",le="+Inf"}',
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{job="airflow",store="task",operation="get",value_size="le_1KiB",worker="w1",le="+Inf"}',
         "0+66x20",
     ),
     (
-        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1MiB",worker="w1",le="100"}',
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{job="airflow",store="task",operation="get",value_size="le_1MiB",worker="w1",le="100"}',
         "0+0x20",
     ),
     (
-        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1MiB",worker="w1",le="250"}',
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{job="airflow",store="task",operation="get",value_size="le_1MiB",worker="w1",le="250"}',
         "0+6x20",
     ),
     (
-        'airflow_api_server_state_store_request_duration_milliseconds_bucket{store="task",operation="get",value_size="le_1MiB",worker="w1",le="+Inf"}',
+        'airflow_api_server_state_store_request_duration_milliseconds_bucket{job="airflow",store="task",operation="get",value_size="le_1MiB",worker="w1",le="+Inf"}',
         "0+6x20",
     ),
-    ('airflow_api_server_event_loop_stall_max_milliseconds{worker="w1"}', "3+0x20"),
-    ('airflow_api_server_event_loop_stall_max_milliseconds{worker="w2"}', "212.5+0x20"),
-    ('airflow_api_server_event_loop_stall_milliseconds_sum{worker="w1"}', "0+6000x20"),
-    ('airflow_api_server_event_loop_long_stalls_total{store="task",operation="get",worker="w1"}', "0+6x20"),
-    ('airflow_api_server_event_loop_long_stalls_total{store="none",operation="none",worker="w2"}', "0+3x20"),
+    ('airflow_api_server_event_loop_stall_max_milliseconds{job="airflow",worker="w1"}', "3+0x20"),
+    ('airflow_api_server_event_loop_stall_max_milliseconds{job="airflow",worker="w2"}', "212.5+0x20"),
+    ('airflow_api_server_event_loop_stall_milliseconds_sum{job="airflow",worker="w1"}', "0+6000x20"),
+    (
+        'airflow_api_server_event_loop_long_stalls_total{job="airflow",store="task",operation="get",worker="w1"}',
+        "0+6x20",
+    ),
+    (
+        'airflow_api_server_event_loop_long_stalls_total{job="airflow",store="none",operation="none",worker="w2"}',
+        "0+3x20",
+    ),
 ]
 EXPECTED = {
     # p99 of small gets: rank 0.99 * 1.1/s = 1.089 in (5, 10]: 5 + 5 * (1.089 - 1) / 0.1 = 9.45.
@@ -141,4 +155,5 @@ def test_server_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) -> 
     checked = promtool("check", "rules", "queries.yml", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     cases = [(committed[(title, ref)], {}, samples) for (title, ref), samples in EXPECTED.items()]
-    evaluate_queries(tmp_path, "1m", INPUT, cases, "10m", rule_files=["queries.yml"])
+    shutil.copy(COLLECTOR / "server-rules.yml", tmp_path / "server-rules.yml")
+    evaluate_queries(tmp_path, "1m", INPUT, cases, "10m", rule_files=["queries.yml", "server-rules.yml"])

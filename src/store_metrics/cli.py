@@ -91,13 +91,19 @@ def _export(args: argparse.Namespace) -> int:
 
     from .pipeline.export import run
 
-    return run(Path(args.out), args.prefix, check=args.check)
+    return run(Path(args.out), args.prefix, check=args.check, assignments=args.set)
 
 
 def _inventory(args: argparse.Namespace) -> int:
     from .inventory.command import run
 
     return run(args)
+
+
+_SET_HELP = (
+    "change an export setting: a threshold, `for` duration, scope or link "
+    "(store_metrics.pipeline.settings; docs/alerts.md lists them); repeat for several"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="output folder (created if missing)")
     export.add_argument("--prefix", default="airflow", help="metric name prefix (default airflow)")
     export.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
+    export.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help=_SET_HELP)
     export.set_defaults(func=_export)
 
     inventory = commands.add_parser(

@@ -37,6 +37,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
+from .demo_sources import Footprint, attach_api_server_metrics, run_asset_watcher
 from .example_dags import SCENARIOS, WATCHER
 
 #: The proposal's runs: scenario 2 was run twice to show absent, then found.
@@ -252,17 +253,20 @@ def _run_everything(runs: int, dags_dir: Path, log: TextIO, result: DemoResult, 
         f"({len(sequence)} DAG runs; the OpenTelemetry backend serves {result.endpoint})"
     )
     with _output_to(log):
-        provider = _configure()
+        footprint = _configure()
         dags = {name: _load_dag(dags_dir / f"{name}.py") for name in (*SCENARIOS, WATCHER)}
+    result.refresh_footprint = footprint.refresh
     for name in sequence:
         _run(name, dags[name], log, result, say)
+        footprint.refresh()  # read after every run: the footprint grows as the runs write
     say(
         f"      and the rest of the dashboard: an asset watcher's trigger run {WATCHER_RUNS} times, "
         "the API server's route metrics, the state store footprint"
     )
     _run(WATCHER, dags[WATCHER], log, result, say)
     with _output_to(log):
-        _feed_other_rows(provider, dags[WATCHER], result)
+        run_asset_watcher(dags[WATCHER], WATCHER_RUNS)
+        footprint.refresh()
 
 
 def _airflow_lines(sink: _StatsdSink) -> list[str]:
@@ -274,18 +278,18 @@ def _airflow_lines(sink: _StatsdSink) -> list[str]:
     return sorted(x for x in sink.lines if ".resumable_job." in x)
 
 
-def _configure() -> Any:
+def _configure() -> Footprint:
     """The tasks' emitter from the demo's ``[store_metrics]``, now, and the API server's middleware on
-    the in-process Execution API before the first run reaches it; return the provider serving both."""
+    the in-process Execution API before the first run reaches it, on one provider (one endpoint);
+    return the footprint's reader, publishing there too."""
     from . import runtime
     from .config import load_settings
-    from .demo_sources import attach_api_server_metrics
 
     settings = load_settings()
     backend: Any = runtime.configure(**settings.configure_kwargs()).backend  # the otel backend
     provider = backend.meter_provider
     attach_api_server_metrics(provider, settings)
-    return provider
+    return Footprint(provider, settings)
 
 
 def _run(name: str, dag: Any, log: TextIO, result: DemoResult, say: Any) -> None:
@@ -296,16 +300,6 @@ def _run(name: str, dag: Any, log: TextIO, result: DemoResult, say: Any) -> None
     elapsed = time.monotonic() - t0
     result.runs.append((name, state, elapsed))
     say(f"      {name:<24} {state:<8} {elapsed:5.1f} s")
-
-
-def _feed_other_rows(provider: Any, watcher_dag: Any, result: DemoResult) -> None:
-    from .config import load_settings
-    from .demo_sources import Footprint, run_asset_watcher
-
-    run_asset_watcher(watcher_dag, WATCHER_RUNS)
-    footprint = Footprint(provider, load_settings())
-    footprint.refresh()
-    result.refresh_footprint = footprint.refresh
 
 
 def serve_forever(endpoint: str, out: TextIO = sys.stdout, refresh: Any = None) -> None:

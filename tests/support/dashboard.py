@@ -1,8 +1,8 @@
 """The committed Grafana dashboard, as the tests read it: layout, queries, and queries evaluated.
 
 :func:`evaluate_queries` runs ``promtool test rules`` on committed queries, with Grafana's
-variables set as a test chooses, against synthetic input series, and fails the test unless every
-query returns exactly the samples expected.
+variables set as a test chooses, against synthetic input series (and the rule files whose recorded
+series the panels read), and fails the test unless every query returns exactly the samples expected.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from support.promtool import promtool
 GRID_WIDTH = 24
 #: The dashboard's filter variables: an unset one matches everything (Grafana's "All").
 VARIABLES = ("team_name", "dag_id", "task_id", "operator", "run_type")
+#: The deployment and job variables (one value each, never All): by default no cluster label and
+#: the job the tests' input series carry.
+SCOPE = {"cluster": "", "job": "airflow"}
 
 #: One query to evaluate: its expression, the dashboard variables it runs with, and the samples
 #: it must return (labels -> value).
@@ -41,12 +44,25 @@ def panel_exprs(row: Mapping[str, Any]) -> dict[tuple[str, str], str]:
     return {(p["title"], t["refId"]): t["expr"] for p in row["panels"] for t in p["targets"]}
 
 
-def interpolate(expr: str, variables: Mapping[str, str]) -> str:
-    """``expr`` as Grafana runs it: the filter variables set (``.*`` unless given), a 5m rate
-    interval, a 1h range."""
+def interpolate(
+    expr: str,
+    variables: Mapping[str, str],
+    *,
+    interval: str = "5m",
+    rate_interval: str = "5m",
+    rng: str = "1h",
+) -> str:
+    """``expr`` as Grafana runs it: the filter variables set (``.*`` unless given), the deployment
+    and job (:data:`SCOPE` unless given), ``interval`` per point (``$__interval``,
+    ``$__rate_interval``), the range ``rng``."""
     for name in VARIABLES:
         expr = expr.replace(f"${name}", variables.get(name, ".*"))
-    return expr.replace("$__rate_interval", "5m").replace("$__range", "1h")
+    for name, default in SCOPE.items():
+        expr = expr.replace(f"${name}", variables.get(name, default))
+    expr = expr.replace("$__rate_interval", rate_interval).replace("$__interval", interval)
+    expr = expr.replace("$__range", rng)
+    assert "$" not in expr, expr
+    return expr
 
 
 def evaluate_queries(

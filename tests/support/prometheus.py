@@ -1,14 +1,18 @@
-"""A real ``prometheus`` (Debian's package) on a free port of 127.0.0.1, for a config a test writes."""
+"""A real Prometheus (Debian's ``prometheus``) on a free port, with a config a test writes.
+
+Queries go through its HTTP API, as Grafana sends them; ``stats=all`` returns Prometheus' own
+query statistics (samples read), which the dashboard cost measurement reads.
+"""
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,46 +20,66 @@ import pytest
 import yaml
 
 from support.ports import free_port
+from support.servers import ServerProcess
 from support.waiting import wait_until
 
+__all__ = ["PrometheusServer"]
 
-class PrometheusServer:
-    """``prometheus`` with ``config`` (written to ``tmp``), its data in ``tmp``; ready when made."""
 
-    def __init__(self, tmp: Path, config: Mapping[str, Any], ready_within: float = 30.0) -> None:
-        binary = shutil.which("prometheus")
-        if binary is None:
-            pytest.fail("prometheus is not installed (Debian: apt-get install -y prometheus)")
+def _binary() -> str:
+    path = shutil.which("prometheus")
+    if path is None:
+        pytest.fail("prometheus is not installed (Debian: apt-get install -y prometheus)")
+    return path
+
+
+class PrometheusServer(ServerProcess):
+    """``prometheus --config.file=<config>`` in ``tmp``, stopped by :meth:`stop`."""
+
+    def __init__(self, tmp: Path, config: dict[str, Any], *extra: str) -> None:
         self.config = tmp / "prometheus.yml"
-        self.config.write_text(yaml.safe_dump(dict(config), sort_keys=False))
-        self.url = f"http://127.0.0.1:{free_port()}"
-        self.log = (tmp / "prometheus.log").open("w")
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={self.config}",
-                f"--storage.tsdb.path={tmp / 'tsdb'}",
-                f"--web.listen-address={self.url.removeprefix('http://')}",
-                "--storage.tsdb.retention.time=1h",
-                "--log.level=warn",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
+        self.config.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.started = time.time()
+        command = [
+            _binary(),
+            f"--config.file={self.config}",
+            f"--storage.tsdb.path={tmp / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{self.port}",
+            "--log.level=warn",
+            *extra,
+        ]
+        super().__init__(command, tmp / "prometheus.log", f"{self.url}/-/ready")
+
+    def api(self, path: str, **params: Any) -> Any:
+        """``/api/v1/<path>``'s data. Queries go by POST (dashboard expressions are long, as Grafana
+        sends them); the other endpoints only answer GET."""
+        encoded = urllib.parse.urlencode(params, doseq=True)
+        request = (
+            urllib.request.Request(f"{self.url}/api/v1/{path}", data=encoded.encode())
+            if path in ("query", "query_range")
+            else urllib.request.Request(f"{self.url}/api/v1/{path}?{encoded}")
         )
         try:
-            self.wait(self._ready, "Prometheus /-/ready", ready_within)
-        except BaseException:
-            self.stop()
-            raise
+            with urllib.request.urlopen(request, timeout=30) as r:
+                body = json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(f"{path} {params}: HTTP {exc.code} {exc.read().decode()}") from None
+        assert body["status"] == "success", body
+        return body["data"]
 
-    def _ready(self) -> bool:
-        if self.proc.poll() is not None:
-            raise AssertionError(f"prometheus exited with {self.proc.returncode}; see {self.log.name}")
-        try:
-            with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as answer:
-                return bool(answer.status == 200)
-        except OSError:
-            return False
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        data = self.api("query", **params)
+        assert data["resultType"] == "vector", data
+        return list(data["result"])
+
+    def scalar(self, expr: str, at: float | None = None) -> float | None:
+        result = self.query(expr, at)
+        return float(result[0]["value"][1]) if result else None
 
     def wait(self, condition: Callable[[], object], what: str, timeout: float = 30.0) -> None:
         """Poll ``condition`` until it holds; after ``timeout`` fail, naming ``what`` and the log."""
@@ -65,22 +89,9 @@ class PrometheusServer:
             self.log.flush()
             raise AssertionError(f"{what}: not within {timeout} s; see {self.log.name}") from None
 
-    def api(self, path: str, **params: Any) -> Any:
-        """``GET /api/v1/<path>?<params>``'s ``data``; fails on an error answer."""
-        query = urllib.parse.urlencode(params, doseq=True)
-        try:
-            with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as answer:
-                body = json.loads(answer.read())
-        except urllib.error.HTTPError as exc:
-            raise AssertionError(f"{path} {params}: HTTP {exc.code} {exc.read().decode()}") from None
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        self.log.close()
+    def rules_healthy(self) -> None:
+        """Prometheus loaded every rule and evaluates it without error."""
+        rules = [r for g in self.api("rules")["groups"] for r in g["rules"]]
+        assert rules and all(r["health"] == "ok" for r in rules), [
+            (r["name"], r.get("lastError")) for r in rules
+        ]

@@ -17,3 +17,23 @@ def promtool(*args: str, cwd: Path = COLLECTOR) -> subprocess.CompletedProcess[s
     if path is None:
         pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
     return subprocess.run([path, *args], cwd=cwd, check=False, capture_output=True, text=True, timeout=60)
+
+
+def assert_unit_tests_catch(
+    mutation: tuple[str, str], rules: str, tmp_path: Path, *others: str, every: bool = True
+) -> None:
+    """The rule file ``rules`` (from collector/) with ``mutation``'s old text replaced by its new one
+    is still valid, and its promtool unit tests (``<name>.test.yml``, with the rule files ``others``
+    they load too) fail on an expected value, not on loading."""
+    old, new = mutation
+    text = (COLLECTOR / rules).read_text()
+    assert old in text, f"the mutation no longer applies to {rules}: {old!r}"
+    (tmp_path / rules).write_text(text.replace(old, new) if every else text.replace(old, new, 1))
+    tests = rules.replace(".yml", ".test.yml")
+    for name in (tests, *others):
+        shutil.copy(COLLECTOR / name, tmp_path / name)
+    checked = promtool("check", "rules", rules, cwd=tmp_path)
+    assert checked.returncode == 0, f"the mutant must be valid: {checked.stdout}{checked.stderr}"
+    result = promtool("test", "rules", tests, cwd=tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "exp:" in output, f"promtool test rules passed the mutant: {output}"

@@ -1,17 +1,21 @@
-"""Every file store-metrics ships for the metrics pipeline, generated for one metric prefix.
+"""Every file store-metrics ships for the metrics pipeline, filled in for one metric prefix.
 
 ``store-metrics export --out DIR [--prefix PREFIX]`` writes them (:mod:`.export` has the layout);
-the repository's ``collector/`` and ``dashboards/`` hold what it writes for the default prefix.
-One module per job, all standard library (no PyYAML: :mod:`.yaml_text` writes the YAML):
+the repository's ``collector/``, ``dashboards/``, ``helm/`` and ``datadog/`` hold what it writes for
+the default prefix. The files are data: templates under ``templates/`` (package data), filled in
+by :mod:`.templating` (catalogue names renamed exactly for the prefix). The dashboards' templates
+are built at development time by the repository's ``generators/`` (not installed).
 
-* :mod:`.promql`: PromQL building blocks from the catalogue;
-* :mod:`.otel_collector`: ``otel-collector.yaml``;
-* :mod:`.prometheus_config`: ``prometheus.yml``;
-* :mod:`.rules`, :mod:`.server_rules`, :mod:`.watcher_rules`, :mod:`.footprint_rules`: recording
-  and alerting rules (tasks per DAG, API server, asset watchers, state store footprint) and their
-  promtool tests;
-* :mod:`.statsd_mapping`: statsd_exporter mappings (task side, API server, inventory);
-* :mod:`.grafana`: the dashboard JSON and its provisioning files;
-* :mod:`.templating`: the hand-written files (package data under ``templates/``);
-* :mod:`.export`: the layout, the writer and the ``export`` command.
+* :mod:`.templating`: the one templating mechanism (``@token@``);
+* :mod:`.export`: the layout, the writer and the ``export`` command;
+* :mod:`.otel_collector`: the collector's metric filter, computed from the catalogue;
+* :mod:`.helm`: the Airflow Helm chart's values and Dockerfile, with :mod:`.statsd_mapping` and
+  :mod:`.yaml_text` (its documents and YAML writer).
 """
+
+#: The Grafana dashboard's uid (dashboards/store-metrics.json): the alerts' ``dashboard_url`` and the
+#: UI's link open ``/d/<uid>/``.
+DASHBOARD_UID = "store-metrics-state-store"
+#: The recorded series every dashboard panel and alert reads (collector/rules.yml): the state store
+#: calls of each rule interval, labelled ``store`` and ``outcome``, with the counters' tags.
+RECORDED_CALLS = "task:store_metrics_calls:increase"

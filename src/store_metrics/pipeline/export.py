@@ -1,14 +1,16 @@
-"""``store-metrics export``: every generated file, for one metric prefix, from the package alone.
+"""``store-metrics export``: every shipped pipeline file, for a metric prefix and settings, from the package.
 
 Layout (paths relative to ``--out``; the repository keeps the default prefix's files at the same
 paths, and tests/test_export.py checks they are byte for byte what this writes)::
 
     collector/otel-collector.yaml                          OpenTelemetry Collector (contrib)
     collector/prometheus.yml                               Prometheus scrape jobs + rule files
+    collector/prometheus-demo.yml                          ... for `store-metrics demo --serve`
     collector/rules.yml, rules.test.yml                    task-side rules + promtool tests
     collector/server-rules.yml, server-rules.test.yml      API server rules + promtool tests
-    collector/watcher-rules.yml, watcher-rules.test.yml    asset watchers' rules + promtool tests
+    collector/watcher-rules.yml, watcher-rules.test.yml    asset watchers' alert + promtool tests
     collector/footprint-rules.yml, footprint-rules.test.yml  state store footprint rules + tests
+    collector/alertmanager-inhibit.yml                     Alertmanager inhibition rules
     collector/statsd-mapping.yml                           statsd_exporter, task side
     collector/statsd-mapping-server.yml                    statsd_exporter, API server side
     collector/statsd-mapping-inventory.yml                 statsd_exporter, the inventory's gauges
@@ -23,8 +25,10 @@ paths, and tests/test_export.py checks they are byte for byte what this writes):
     kubernetes/base/                                       PrometheusRules, dashboard ConfigMap, inventory
     kubernetes/statsd/, kubernetes/api-server/             + the ServiceMonitor / PodMonitors of a topology
     datadog/dashboard.json                                 Datadog dashboard (DogStatsD series)
-    datadog/monitors/*.json                                Datadog monitors
+    datadog/monitors/*.json                                Datadog monitors, one per alert
 
+Every file but Helm's is a template (``templates/``) filled in by :mod:`.templating` with the
+catalogue's names for the prefix and the export settings (:mod:`.settings`: ``--set NAME=VALUE``).
 ``prometheus.yml`` loads the rule files by name from its own folder and the promtool tests load
 their rules the same way, so ``collector/`` works as it is written. ``helm/`` and ``kubernetes/``
 wrap the text of other files (the statsd mappings, the rules, the dashboard): they are rendered
@@ -42,20 +46,7 @@ from pathlib import Path, PurePosixPath
 from store_metrics import catalogue
 from store_metrics.wire import is_valid_prefix
 
-from . import (
-    footprint_rules,
-    helm,
-    kubernetes,
-    otel_collector,
-    prometheus_config,
-    rules,
-    server_rules,
-    statsd_mapping,
-    watcher_rules,
-)
-from .datadog import dashboard as datadog_dashboard
-from .datadog import monitors as datadog_monitors
-from .grafana import dashboard, provisioning
+from . import helm, kubernetes, otel_collector, settings, templating
 
 __all__ = [
     "COLLECTOR",
@@ -65,13 +56,12 @@ __all__ = [
     "FOLDERS",
     "HELM",
     "KUBERNETES",
+    "TEMPLATES",
     "WRAPPERS",
     "folder_main",
     "render_all",
     "run",
-    "stale",
     "subtree",
-    "write",
 ]
 
 COLLECTOR = PurePosixPath("collector")
@@ -82,33 +72,42 @@ KUBERNETES = kubernetes.FOLDER
 #: The folders ``export`` writes; the repository keeps each at the same path.
 FOLDERS = (COLLECTOR, DASHBOARDS, HELM, DATADOG, KUBERNETES)
 _PROVISIONING = DASHBOARDS / "provisioning"
+_MONITORS = DATADOG / "monitors"
 
 
-def _monitor(name: str) -> Callable[[str], str]:
-    return lambda prefix: datadog_monitors.render(name, prefix)
+def _monitors() -> dict[PurePosixPath, str]:
+    """Every Datadog monitor template, at ``datadog/monitors/<name>``."""
+    names = [n for n in templating.template_names() if n.startswith(f"{_MONITORS}/")]
+    return {PurePosixPath(name): name for name in names}
 
 
-#: Relative path -> renderer (prefix -> file text), in the order the files are written.
-FILES: dict[PurePosixPath, Callable[[str], str]] = {
-    COLLECTOR / otel_collector.FILENAME: otel_collector.render,
-    COLLECTOR / prometheus_config.FILENAME: prometheus_config.render,
-    COLLECTOR / rules.FILENAME: rules.render,
-    COLLECTOR / rules.TESTS_FILENAME: rules.render_tests,
-    COLLECTOR / server_rules.FILENAME: server_rules.render,
-    COLLECTOR / server_rules.TESTS_FILENAME: server_rules.render_tests,
-    COLLECTOR / watcher_rules.FILENAME: watcher_rules.render,
-    COLLECTOR / watcher_rules.TESTS_FILENAME: watcher_rules.render_tests,
-    COLLECTOR / footprint_rules.FILENAME: footprint_rules.render,
-    COLLECTOR / footprint_rules.TESTS_FILENAME: footprint_rules.render_tests,
-    COLLECTOR / statsd_mapping.FILENAME: statsd_mapping.render,
-    COLLECTOR / statsd_mapping.SERVER_FILENAME: statsd_mapping.render_server,
-    COLLECTOR / statsd_mapping.INVENTORY_FILENAME: statsd_mapping.render_inventory,
-    DASHBOARDS / dashboard.FILENAME: dashboard.render,
-    _PROVISIONING / "datasources" / "store-metrics.yml": provisioning.render_datasource,
-    _PROVISIONING / "dashboards" / "store-metrics.yml": provisioning.render_dashboard_provider,
-    DATADOG / datadog_dashboard.FILENAME: datadog_dashboard.render,
-    **{DATADOG / datadog_monitors.FOLDER / name: _monitor(name) for name in datadog_monitors.MONITORS},
+#: Relative path -> its template (under ``templates/``), in the order the files are written.
+TEMPLATES: dict[PurePosixPath, str] = {
+    COLLECTOR / "otel-collector.yaml": "otel-collector.yaml",
+    COLLECTOR / "prometheus.yml": "prometheus.yml",
+    COLLECTOR / "prometheus-demo.yml": "prometheus-demo.yml",
+    **{
+        COLLECTOR / name: name
+        for rules in ("rules", "server-rules", "watcher-rules", "footprint-rules")
+        for name in (f"{rules}.yml", f"{rules}.test.yml")
+    },
+    COLLECTOR / "alertmanager-inhibit.yml": "alertmanager-inhibit.yml",
+    **{
+        COLLECTOR / name: name
+        for name in ("statsd-mapping.yml", "statsd-mapping-server.yml", "statsd-mapping-inventory.yml")
+    },
+    DASHBOARDS / "store-metrics.json": "dashboards/store-metrics.json",
+    _PROVISIONING / "datasources" / "store-metrics.yml": "grafana-datasource.yml",
+    _PROVISIONING / "dashboards" / "store-metrics.yml": "grafana-dashboard-provider.yml",
+    DATADOG / "dashboard.json": "datadog/dashboard.json",
+    **_monitors(),
 }
+#: A template's own tokens (beyond catalogue names), computed when the file is written.
+_VALUES: dict[str, Callable[[], Mapping[str, str]]] = {"otel-collector.yaml": otel_collector.values}
+
+
+#: The paths written from templates, in order; :data:`WRAPPERS` add the ones that wrap them.
+FILES: tuple[PurePosixPath, ...] = tuple(TEMPLATES)
 
 #: Renderers of files that wrap the text of :data:`FILES` (rendered first): (files, prefix) -> files.
 WRAPPERS: tuple[Callable[[Mapping[PurePosixPath, str], str], dict[PurePosixPath, str]], ...] = (
@@ -125,10 +124,17 @@ def _check_prefix(prefix: str) -> None:
         )
 
 
-def render_all(prefix: str = catalogue.DEFAULT_PREFIX) -> dict[PurePosixPath, str]:
-    """Every file's text for ``prefix``, by path relative to the output folder."""
+def render_all(
+    prefix: str = catalogue.DEFAULT_PREFIX, changes: Mapping[str, str] | None = None
+) -> dict[PurePosixPath, str]:
+    """Every file's text for ``prefix`` and the settings ``changes`` (others at their defaults), by path
+    relative to the output folder. Raises :class:`ValueError` for a bad prefix or setting."""
     _check_prefix(prefix)
-    files = {path: render(prefix) for path, render in FILES.items()}
+    given = settings.values(changes)
+    files = {
+        path: templating.render(name, prefix, {**given, **_VALUES.get(name, dict)()})
+        for path, name in TEMPLATES.items()
+    }
     for wrap in WRAPPERS:
         files.update(wrap(dict(files), prefix))
     return files
@@ -157,16 +163,6 @@ def _sync(files: Mapping[PurePosixPath, str], out: Path, check: bool) -> list[Pa
     return result
 
 
-def write(out: Path, prefix: str = catalogue.DEFAULT_PREFIX) -> list[Path]:
-    """Write every file under ``out`` (folders created as needed); return the paths written."""
-    return _sync(render_all(prefix), out, check=False)
-
-
-def stale(out: Path, prefix: str = catalogue.DEFAULT_PREFIX) -> list[Path]:
-    """The files under ``out`` that are missing or differ from what :func:`write` would write."""
-    return _sync(render_all(prefix), out, check=True)
-
-
 def _finish(paths: list[Path], check: bool, again: str) -> int:
     if check:
         for path in paths:
@@ -179,14 +175,20 @@ def _finish(paths: list[Path], check: bool, again: str) -> int:
     return 0
 
 
-def run(out: Path, prefix: str = catalogue.DEFAULT_PREFIX, check: bool = False) -> int:
-    """``store-metrics export``: write the files, or with ``check`` list the out-of-date ones (exit 1)."""
+def run(
+    out: Path, prefix: str = catalogue.DEFAULT_PREFIX, check: bool = False, assignments: Sequence[str] = ()
+) -> int:
+    """``store-metrics export``: write the files, or with ``check`` list the out-of-date ones (exit 1).
+
+    ``assignments`` are the ``--set NAME=VALUE`` options; a bad prefix or setting exits 2.
+    """
     try:
-        files = render_all(prefix)
+        files = render_all(prefix, settings.parse(list(assignments)))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    again = f"store-metrics export --out {shlex.quote(str(out))} --prefix {shlex.quote(prefix)}"
+    sets = "".join(f" --set {shlex.quote(a)}" for a in assignments)
+    again = f"store-metrics export --out {shlex.quote(str(out))} --prefix {shlex.quote(prefix)}{sets}"
     return _finish(_sync(files, out, check), check, again)
 
 

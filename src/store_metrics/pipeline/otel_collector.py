@@ -1,22 +1,29 @@
-"""``otel-collector.yaml``: the OpenTelemetry Collector (contrib) configuration.
+"""``otel-collector.yaml``'s one computed value: the metric filter, from the catalogue.
 
-The file is hand-written (``templates/otel-collector.yaml``: every processor's reason is in its
-comments); only the metric filter comes from the catalogue. The filter keeps every catalogue
-metric under any prefix, so the file is the same whatever prefix the export is for.
+The file is a template (``templates/otel-collector.yaml``: every processor's reason is in its
+comments); its ``@collector_filter@`` keeps every catalogue metric under any prefix, so the file
+is the same whatever prefix the export is for.
 """
 
 from __future__ import annotations
 
-from . import promql, templating
+import re
 
-__all__ = ["FILENAME", "filter_condition", "render"]
+from store_metrics import catalogue
 
-FILENAME = "otel-collector.yaml"
+__all__ = ["collector_name_regex", "filter_condition", "values"]
+
+
+def collector_name_regex() -> str:
+    """The OTTL regular expression (RE2) the collector keeps: every catalogue metric (task side, API
+    server side and the inventory's gauges), any prefix."""
+    stems = "|".join(re.escape(m.name) for m in catalogue.ALL_METRICS)
+    return f"^([A-Za-z][A-Za-z0-9_]*\\.)*({stems})$"
 
 
 def filter_condition() -> str:
     """The OTTL condition of ``filter/store_metrics``: drop every metric the catalogue lacks."""
-    pattern = promql.collector_name_regex().replace("\\", "\\\\").replace('"', '\\"')
+    pattern = collector_name_regex().replace("\\", "\\\\").replace('"', '\\"')
     return f'not IsMatch(name, "{pattern}")'
 
 
@@ -24,5 +31,6 @@ def _single_quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def render(prefix: str) -> str:
-    return templating.render(FILENAME, prefix, {"collector_filter": _single_quoted(filter_condition())})
+def values() -> dict[str, str]:
+    """The template's values."""
+    return {"collector_filter": _single_quoted(filter_condition())}

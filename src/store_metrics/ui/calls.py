@@ -1,12 +1,12 @@
 """The tab's calls: each task's state store calls per operation over a window, from Prometheus.
 
-The PromQL is the dashboards' (:mod:`store_metrics.pipeline.promql`): the same counters
-(``<prefix>_task_state_store_<outcome>_total`` and the asset store's), the same "calls in the
-range" rule (a series first seen inside the window counts in full, the others by ``increase``),
-the same exclusion of asset watchers (``run_type="asset_watcher"`` belongs to no DAG), and the
-DAG's id as the counters carry it (sanitised like every tag value). One instant query per DAG and
-window, summed by ``task_id`` and counter; found ratios are computed from the same numbers
-(``read_found / (read_found + read_absent)``, as the dashboards' ratio panels).
+The PromQL reads what the dashboards' panels read: the recorded calls of ``collector/rules.yml``
+(:data:`store_metrics.pipeline.RECORDED_CALLS`, each rule interval's calls once, so their sum over a
+window is exact), with the same exclusion of asset watchers (``run_type="asset_watcher"`` belongs to
+no DAG) and the DAG's id as the counters carry it (sanitised like every tag value). So the Prometheus
+it asks must load the shipped rules. One instant query per DAG and window, summed by ``task_id``,
+store and outcome; found ratios are computed from the same numbers (``read_found / (read_found +
+read_absent)``, as the dashboards' ratio panels).
 
 The inventory's own health (``store-metrics inventory``'s footprint age and up gauges) comes from
 the same Prometheus, for the deployment page.
@@ -37,7 +37,7 @@ from ..catalogue import (
     Outcome,
     Store,
 )
-from ..pipeline import promql
+from ..pipeline import RECORDED_CALLS
 from ..wire import sanitize_tag_value
 
 #: The windows the tab offers, and how long each is.
@@ -45,7 +45,7 @@ WINDOWS: Final[dict[str, int]] = {"1h": 3600, "6h": 6 * 3600, "1d": 86400, "7d":
 DEFAULT_WINDOW: Final = "1d"
 #: Every counter the tab shows, in the order of the union (its ``store_metrics_counter`` label).
 COUNTERS: Final[tuple[tuple[Store, Outcome], ...]] = tuple(
-    (store, outcome) for store in Store for outcome in promql.ALL_OUTCOMES
+    (store, outcome) for store in Store for outcome in Outcome
 )
 
 
@@ -63,10 +63,13 @@ def dag_selector(dag_id: str) -> str:
     return f'{{{DAG_ID}="{value}",{RUN_TYPE}!="{RUN_TYPE_ASSET_WATCHER}"}}'
 
 
-def calls_expr(dag_id: str, prefix: str, window: str) -> str:
-    """Calls of every counter in ``window``, per task and counter (``store_metrics_counter`` = index)."""
-    series = [promql.name(store, outcome, prefix) for store, outcome in COUNTERS]
-    return promql.count_sum(series, dag_selector(dag_id), window, (TASK_ID, promql.COUNTER_LABEL))
+def calls_expr(dag_id: str, window: str) -> str:
+    """Calls of every counter in ``window``, per task, store and outcome: the recorded calls the
+    dashboards' panels read, summed over the window (exact: each interval's calls once)."""
+    return (
+        f"sum by ({TASK_ID}, store, outcome) "
+        f"(sum_over_time({RECORDED_CALLS}{dag_selector(dag_id)}[{window}]))"
+    )
 
 
 def query(url: str, expr: str, timeout: float) -> list[dict[str, Any]]:
@@ -110,14 +113,15 @@ def counter_key(store: Store, outcome: Outcome) -> str:
     return f"{store.value}.{outcome.value}"
 
 
-def read_calls(url: str, dag_id: str, prefix: str, window: str, timeout: float) -> Calls:
+def read_calls(url: str, dag_id: str, window: str, timeout: float) -> Calls:
     """One query; raises :class:`PrometheusError`."""
-    expr = calls_expr(dag_id, prefix, window)
+    expr = calls_expr(dag_id, window)
     tasks: dict[str, dict[str, float]] = defaultdict(dict)
     for sample in query(url, expr, timeout):
         labels = sample["metric"]
-        store, outcome = COUNTERS[int(labels[promql.COUNTER_LABEL])]
-        tasks[labels.get(TASK_ID, "")][counter_key(store, outcome)] = float(sample["value"][1])
+        store = Store.TASK if labels.get("store") == "task" else Store.ASSET
+        key = counter_key(store, Outcome(labels.get("outcome", "")))
+        tasks[labels.get(TASK_ID, "")][key] = float(sample["value"][1])
     return Calls(window=window, expr=expr, tasks=dict(tasks), at=time.time())
 
 

@@ -4,8 +4,10 @@ views are optional."""
 
 from __future__ import annotations
 
+import re
+
+from ..catalogue import metric_for
 from ..config import Settings
-from ..pipeline import promql
 from .calls import COUNTERS, PrometheusError, query
 from .views import NAME, PAGE_ROUTE, TAB_ROUTE
 
@@ -21,8 +23,9 @@ def check_lines(settings: Settings) -> list[str]:
     if not url:
         lines.append("ui: no ui_prometheus_url: the tab shows what the state store holds, not the calls")
     else:
-        series = [promql.name(store, outcome, settings.prefix) for store, outcome in COUNTERS]
-        expr = f'count by (__name__) ({{__name__=~"{promql.name_regex(series)}"}})'
+        series = [metric_for(store, outcome).prometheus_name(settings.prefix) for store, outcome in COUNTERS]
+        names = "|".join(re.escape(name) for name in series)
+        expr = f'count by (__name__) ({{__name__=~"{names}"}})'
         try:
             held = len(query(url, expr, settings.ui_timeout))
             lines.append(f"ui: Prometheus at {url} answers; it holds {held} of the {len(series)} counters")

@@ -16,7 +16,7 @@ from typing import Any
 from ..catalogue import Store
 from ..config import Settings
 from ..inventory.footprint import Group
-from ..pipeline.grafana.dashboard import UID as DASHBOARD_UID
+from ..pipeline import DASHBOARD_UID
 from ..wire import sanitize_tag_value
 from .calls import DEFAULT_WINDOW, WINDOWS, Calls, InventoryHealth, found_ratio
 from .reading import DagFootprint, Deployment, Named, total

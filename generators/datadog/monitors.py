@@ -1,0 +1,345 @@
+"""``datadog/monitors/*.json``: one Datadog monitor per Prometheus alert, over the DogStatsD series.
+
+Each file is the body of ``POST /api/v1/monitor``, the twin of one alert of the rule files: the same
+ratio, floor, window and threshold (the same export settings), alerting per environment (the tag
+named by the export setting ``datadog_env_tag``; environments never mix) and per DAG, watcher,
+worker or store as the alert does. A ratio's floor of calls uses Datadog's ``is_greater`` (a
+ratio times 0 below it); a count of calls over a window uses ``as_count()``, whose monitor
+evaluation sums each side over the window before dividing.
+
+Every monitor carries the alert's name (tag ``prometheus_alert:<name>``), a priority from its
+severity (critical 1, warning 3, info 5), ``renotify_interval`` (setting
+``datadog_renotify_minutes``), and a message with the runbook and a link to the Datadog
+dashboard filtered to the environment and DAG (setting ``datadog_dashboard_url``). The messages
+name no notification handle: add yours (``@slack-...``, ``@pagerduty-...``) before creating them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from store_metrics import catalogue
+
+from ..facts import DAG_ID, OPERATOR, TASK_ID, WATCHER
+from ..tokens import SENTINEL, Value, dumps, setting
+from .queries import ALL_CALLS, ERRORS, READ_CALLS, Term, metric_query, scope, terms
+
+__all__ = ["FOLDER", "MONITORS", "PRIORITY", "monitors", "render"]
+
+FOLDER = "monitors"
+TAGS = ["airflow", "store-metrics"]
+#: Datadog priority (1 highest) from the alert's severity.
+PRIORITY = {"critical": 1, "warning": 3, "info": 5}
+ENV = setting("datadog_env_tag")
+#: The environment of the alerting group, in a message.
+ENV_NAME = f"{{{{{ENV}.name}}}}"
+WATCHERS = (WATCHER,)
+
+
+@dataclass(frozen=True)
+class Twin:
+    """What a monitor repeats of its Prometheus alert."""
+
+    alert: str
+    severity: str
+    summary: str
+    #: The monitor's group tags after the environment (the alert's labels after cluster and job).
+    by: tuple[str, ...]
+
+
+def _sum(terms_: Sequence[Term], by: Sequence[str], scope_text: str) -> str:
+    return " + ".join(metric_query(t, SENTINEL, scope_text, by) for t in terms_)
+
+
+def _ratio_monitor(
+    twin: Twin, scope_text: str, settings_of: str, texts: tuple[str, str, str]
+) -> dict[str, Any]:
+    """Errors / all calls (both stores) over the window ``<settings_of>_window``, 0 unless the calls
+    reach ``<settings_of>_min_calls``, above ``<settings_of>_ratio``: the error alerts' twins.
+
+    ``texts``: whose calls raised (``{{value}} of ...``), what it means, the recovery message.
+    """
+    alert, meaning, recovery = texts
+    by = (ENV, *twin.by)
+    errors, calls = _sum(ERRORS, by, scope_text), _sum(ALL_CALLS, by, scope_text)
+    floor = setting(f"{settings_of}_min_calls_minus_one")
+    window = setting(f"{settings_of}_window")
+    query = f"sum(last_{window}):({errors}) / ({calls}) * is_greater({calls}, {floor})"
+    ratio, floor_calls = setting(f"{settings_of}_ratio_percent"), setting(f"{settings_of}_min_calls")
+    said = (
+        f"{alert} over the last {window} ({ENV_NAME}): more than {ratio} of at least {floor_calls} "
+        f"calls. {meaning}"
+    )
+    return _monitor(twin, query, (said, recovery), f"{settings_of}_ratio")
+
+
+def _link(twin: Twin) -> str:
+    variables = [f"tpl_var_env={ENV_NAME}"]
+    variables += [
+        f"tpl_var_{tag}={{{{{tag}.name}}}}" for tag in twin.by if tag in (DAG_ID, OPERATOR, TASK_ID)
+    ]
+    return setting("datadog_dashboard_link") + "&".join(variables)
+
+
+def _message(twin: Twin, alert: str, recovery: str) -> str:
+    runbook = f"{setting('runbook_url_base')}{twin.alert.lower()}/"
+    return (
+        f"{{{{#is_alert}}}}{alert}{{{{/is_alert}}}}\n"
+        f"{{{{#is_recovery}}}}{recovery}{{{{/is_recovery}}}}\n"
+        f"Runbook: {runbook}\nDashboard: {_link(twin)}"
+    )
+
+
+def _monitor(
+    twin: Twin, query: str, texts: tuple[str, str], threshold: str | float, **options: Any
+) -> dict[str, Any]:
+    """``texts``: the message's alert and recovery text. ``threshold``: an export setting's name (the
+    alert's threshold), or a number of the query's own."""
+    message = _message(twin, *texts)
+    limit: Any = Value(threshold) if isinstance(threshold, str) else threshold
+    text = setting(threshold) if isinstance(threshold, str) else f"{threshold:g}"
+    return {
+        "name": f"[store-metrics] {twin.summary}",
+        "type": "query alert",
+        "query": f"{query} > {text}",
+        "message": message,
+        "tags": [*TAGS, f"prometheus_alert:{twin.alert}", f"severity:{twin.severity}"],
+        "priority": PRIORITY[twin.severity],
+        "options": {
+            "thresholds": {"critical": limit},
+            "notify_no_data": False,
+            "require_full_window": False,
+            "include_tags": True,
+            "new_group_delay": 60,
+            "renotify_interval": Value("datadog_renotify_minutes"),
+            **options,
+        },
+    }
+
+
+def error_ratio_monitor() -> dict[str, Any]:
+    return _ratio_monitor(
+        Twin(
+            "StateStoreErrorRateHigh", "warning", "State store calls fail in DAG {{dag_id.name}}", (DAG_ID,)
+        ),
+        scope(variables=False, exclude=WATCHERS),
+        "error",
+        (
+            "{{value}} of DAG {{dag_id.name}}'s state store calls raised",
+            "Its tasks cannot read or keep their state.",
+            "DAG {{dag_id.name}}'s state store calls succeed again.",
+        ),
+    )
+
+
+def failing_monitor() -> dict[str, Any]:
+    return _ratio_monitor(
+        Twin("StateStoreFailingAcrossDags", "critical", "The Airflow state store is failing", ()),
+        scope(variables=False),
+        "failing",
+        (
+            "{{value}} of all state store calls (every DAG and asset watcher) raised",
+            "The store itself (the Execution API or its database) is failing, not one DAG.",
+            "State store calls succeed again.",
+        ),
+    )
+
+
+def watcher_error_ratio_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreWatcherErrorRateHigh",
+        "warning",
+        "State store calls fail in asset watcher {{operator.name}} on {{task_id.name}}",
+        (OPERATOR, TASK_ID),
+    )
+    return _ratio_monitor(
+        twin,
+        scope(WATCHERS, variables=False),
+        "error",
+        (
+            "{{value}} of the state store calls of the asset-watcher trigger {{operator.name}} watching "
+            "{{task_id.name}} raised in the triggerer",
+            "The watcher cannot keep its watermark and may miss or repeat events.",
+            "Asset watcher {{operator.name}} on {{task_id.name}}: state store calls succeed again.",
+        ),
+    )
+
+
+def never_read_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreTaskStateNeverRead",
+        "info",
+        "Task {{dag_id.name}}.{{task_id.name}} writes task state it never reads back",
+        (DAG_ID, TASK_ID),
+    )
+    by = (ENV, DAG_ID, TASK_ID)
+    writes = _sum(terms((catalogue.Store.TASK,), (catalogue.Outcome.WRITE,)), by, scope(variables=False))
+    task_reads = [t for t in READ_CALLS if t[0] is catalogue.Store.TASK]
+    reads = " + ".join(
+        f"default_zero({metric_query(t, SENTINEL, scope(variables=False), by)})" for t in task_reads
+    )
+    # Writes in the window, times 1 when no read: a task without any read series has none to add.
+    query = f"sum(last_{setting('never_read_window')}):({writes}) * is_lesser({reads}, 1)"
+    return _monitor(
+        twin,
+        query,
+        (
+            f"Over the last {setting('never_read_window')}, task {{{{task_id.name}}}} of DAG "
+            "{{dag_id.name}} "
+            "called task_state_store.set() and no attempt of it called get(): these writes cannot help "
+            "a retry resume.",
+            "Task {{dag_id.name}}.{{task_id.name}} reads its task state, or no longer writes it.",
+        ),
+        0.0,
+    )
+
+
+def _server_query(metric: catalogue.Metric, aggregation: str, by: Sequence[str]) -> str:
+    grouping = f" by {{{','.join(by)}}}"
+    return f"{aggregation}:{metric.full_name(SENTINEL)}{{*}}{grouping}"
+
+
+def loop_stalled_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreApiServerLoopStalled",
+        "warning",
+        "API server worker {{worker.name}}: event loop stalled",
+        (catalogue.WORKER,),
+    )
+    stall = _server_query(catalogue.LOOP_STALL, "sum", (ENV, catalogue.WORKER))
+    window = setting("loop_stalled_for")
+    # Stalled ms over the window / the window's ms: the share of time stalled.
+    query = f"sum(last_{window}):{stall}.as_count() / ({setting('loop_stalled_for_seconds')} * 1000)"
+    return _monitor(
+        twin,
+        query,
+        (
+            f"API server worker {{{{worker.name}}}} ({ENV_NAME}): its event loop was stalled {{{{value}}}} "
+            f"of the last {window} (more than {setting('loop_stalled_ratio_percent')}): every request it "
+            "serves waits that much longer.",
+            "API server worker {{worker.name}}: its event loop runs freely again.",
+        ),
+        "loop_stalled_ratio",
+    )
+
+
+def long_stalls_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreApiServerLongStalls",
+        "warning",
+        "API server worker {{worker.name}}: long event-loop stalls",
+        (catalogue.WORKER,),
+    )
+    stalls = _server_query(catalogue.LONG_STALLS, "sum", (ENV, catalogue.WORKER))
+    window = setting("long_stalls_for")
+    query = f"sum(last_{window}):{stalls}.as_count() / {setting('long_stalls_for_seconds')} * 60"
+    return _monitor(
+        twin,
+        query,
+        (
+            f"API server worker {{{{worker.name}}}} ({ENV_NAME}) had {{{{value}}}} event-loop stalls of "
+            f"stall_threshold_ms (keep it at {setting('long_stall_ms')} ms) or more a minute over the last "
+            f"{window}, more than {setting('long_stalls_per_minute')}. (Counted once per state store "
+            "route in flight during a stall.)",
+            "API server worker {{worker.name}}: no more long stalls.",
+        ),
+        "long_stalls_per_minute",
+    )
+
+
+def retention_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreRetentionNotApplied",
+        "warning",
+        "Expired state store entries are not cleaned up",
+        (catalogue.STORE,),
+    )
+    expired = catalogue.get("task_state_store.footprint.expired_entries")
+    total = _server_query(expired, "sum", (ENV,))
+    window = setting("retention_window")
+    # 1 at every point where expired entries are there and none was removed since the last one;
+    # its minimum over the window is 1 only if that held for the whole window.
+    query = f"min(last_{window}):is_greater({total}, 0) * is_greater(diff({total}), -0.5)"
+    return _monitor(
+        twin,
+        query,
+        (
+            f"Expired task state store entries have been there ({ENV_NAME}), and not one removed, for "
+            f"{window}: nobody runs `airflow state-store clean` (or it fails).",
+            "Expired state store entries are removed again.",
+        ),
+        0.5,
+        require_full_window=True,
+    )
+
+
+def inventory_down_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreInventoryDown",
+        "warning",
+        "The state store inventory cannot read the {{store.name}} store",
+        (catalogue.STORE,),
+    )
+    up = _server_query(catalogue.INVENTORY_UP, "max", (ENV, catalogue.STORE))
+    window = setting("inventory_down_for")
+    monitor = _monitor(
+        twin,
+        f"max(last_{window}):1 - {up}",
+        (
+            f"For {window} every query of store-metrics inventory on the {{{{store.name}}}} state store's "
+            f"table has failed ({ENV_NAME}), or no inventory reports at all (no data).",
+            "The state store inventory reads the {{store.name}} store again.",
+        ),
+        0.0,
+        notify_no_data=True,
+        no_data_timeframe=Value("inventory_down_for_minutes"),
+    )
+    return monitor
+
+
+def inventory_stale_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreInventoryStale",
+        "warning",
+        "The {{store.name}} state store footprint is stale",
+        (catalogue.STORE,),
+    )
+    age = _server_query(catalogue.INVENTORY_FOOTPRINT_AGE, "min", (ENV, catalogue.STORE))
+    return _monitor(
+        twin,
+        f"min(last_{setting('inventory_stale_for')}):{age}",
+        (
+            f"The footprint store-metrics inventory shows for the {{{{store.name}}}} state store "
+            f"({ENV_NAME}) was read more than {setting('inventory_stale_after')} ago and has not "
+            "been refreshed since.",
+            "The {{store.name}} state store footprint is fresh again.",
+        ),
+        "inventory_stale_after_seconds",
+    )
+
+
+#: File name -> monitor, one per Prometheus alert.
+MONITORS = {
+    "state-store-error-ratio.json": error_ratio_monitor,
+    "state-store-failing.json": failing_monitor,
+    "state-store-watcher-error-ratio.json": watcher_error_ratio_monitor,
+    "state-store-never-read.json": never_read_monitor,
+    "state-store-api-server-loop-stalled.json": loop_stalled_monitor,
+    "state-store-api-server-long-stalls.json": long_stalls_monitor,
+    "state-store-retention.json": retention_monitor,
+    "state-store-inventory-down.json": inventory_down_monitor,
+    "state-store-inventory-stale.json": inventory_stale_monitor,
+}
+
+
+def monitors() -> dict[str, dict[str, Any]]:
+    """Every monitor's definition, by file name."""
+    return {name: build() for name, build in MONITORS.items()}
+
+
+def render(name: str, prefix: str = SENTINEL) -> str:
+    """``datadog/monitors/<name>``'s template."""
+    del prefix  # built for the sentinel prefix, which the templates turn into tokens
+    return dumps(MONITORS[name]())

@@ -1,0 +1,401 @@
+"""``store-metrics.json``: the Grafana dashboard as JSON, from the rows' specs.
+
+Lays the task-side rows out on Grafana's 24-column grid (the Errors row under the Overview), adds
+the collapsed Footprint (``store-metrics inventory``), Triggers (asset watchers) and API server rows,
+the data source, deployment, job and filter variables, links, and what the import dialog checks
+(``__requires``).
+
+Schema 39 and ``__requires`` Grafana 11.0.0: the oldest Grafana the docs support (docs/alerts.md),
+the version that writes schema 39 (Grafana 10.4 to 11.2 do; 11.3 writes 40). A newer Grafana
+migrates the dashboard on load; an older one would refuse options it does not know.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..facts import DOCS, FILTERS, TITLE, UID
+from ..promql import CALLS, CLUSTER
+from ..tokens import Value, dumps, setting
+from .footprint_row import footprint_row
+from .queries import DS, Panel, Row, Target, ref_id
+from .rows import build_rows, build_triggers_row
+from .server_row import server_row
+
+__all__ = [
+    "FILENAME",
+    "SCHEMA_VERSION",
+    "dashboard",
+    "footprint_specs",
+    "render",
+    "server_specs",
+    "specs",
+    "trigger_specs",
+]
+
+FILENAME = "store-metrics.json"
+SCHEMA_VERSION = 39
+OLDEST_GRAFANA = "11.0.0"
+GRID_WIDTH = 24
+PANEL_NAMES = {"bargauge": "Bar gauge", "stat": "Stat", "table": "Table", "timeseries": "Time series"}
+#: The data source provisioning/datasources/store-metrics.yml creates (never the default one).
+PROVISIONED_DS = {"text": "Prometheus (store-metrics)", "value": "store-metrics-prometheus"}
+_TITLES = {
+    "team_name": "Team",
+    "dag_id": "DAG",
+    "task_id": "Task",
+    "operator": "Operator",
+    "run_type": "Run type",
+}
+
+
+# -- variables --------------------------------------------------------------------------------
+
+
+def _query_variable(name: str, label: str, selector: str, **options: Any) -> dict[str, Any]:
+    query = f"label_values({CALLS}{selector}, {label})"
+    return {
+        "name": name,
+        "label": options.pop("title"),
+        "type": "query",
+        "datasource": DS,
+        "definition": query,
+        "query": query,
+        "refresh": 2,
+        "regex": "",
+        "sort": 1,
+        "hide": 0,
+        "skipUrlSync": False,
+        "options": [],
+        "current": {},
+        **options,
+    }
+
+
+def _scope_variables() -> list[dict[str, Any]]:
+    """One deployment and one job, never All: two of them carrying the same calls (a second cluster,
+    a migration scraped twice) are never added up. Without a cluster label, $cluster is empty and
+    matches the series that have none."""
+    return [
+        _query_variable("cluster", CLUSTER, "", title="Deployment", multi=False, includeAll=False),
+        _query_variable(
+            "job", "job", f'{{{CLUSTER}="$cluster"}}', title="Job", multi=False, includeAll=False
+        ),
+    ]
+
+
+def _filter_variable(label: str, previous: Sequence[str]) -> dict[str, Any]:
+    matchers = [f'{CLUSTER}="$cluster"', 'job="$job"', *(f'{f}=~"${f}"' for f in previous)]
+    selector = "{" + ",".join(matchers) + "}"
+    return _query_variable(
+        label, label, selector, title=_TITLES[label], multi=True, includeAll=True, allValue=".*"
+    )
+
+
+def _datasource_variable() -> dict[str, Any]:
+    return {
+        "name": "datasource",
+        "label": "Data source",
+        "type": "datasource",
+        "query": "prometheus",
+        # The provisioned data source; imported by hand, Grafana falls back to its default
+        # Prometheus when this one does not exist. Pick another one here.
+        "current": {"selected": False, **PROVISIONED_DS},
+        "regex": "",
+        "refresh": 1,
+        "hide": 0,
+        "includeAll": False,
+        "multi": False,
+        "options": [],
+        "skipUrlSync": False,
+    }
+
+
+def templating() -> list[dict[str, Any]]:
+    """The data source, the deployment and job, then the chained filters (team, DAG, task, ...)."""
+    return [
+        _datasource_variable(),
+        *_scope_variables(),
+        *(_filter_variable(label, FILTERS[:i]) for i, label in enumerate(FILTERS)),
+    ]
+
+
+# -- panels -----------------------------------------------------------------------------------
+
+
+def _reduce() -> dict[str, Any]:
+    return {"calcs": ["lastNotNull"], "fields": "", "values": False}
+
+
+def _timeseries(defaults: dict[str, Any]) -> dict[str, Any]:
+    defaults["custom"] = {
+        "drawStyle": "line",
+        "lineWidth": 1,
+        "fillOpacity": 10,
+        "showPoints": "never",
+        "spanNulls": False,
+    }
+    return {
+        "legend": {
+            "displayMode": "table",
+            "placement": "bottom",
+            "showLegend": True,
+            "calcs": ["mean", "max"],
+        },
+        "tooltip": {"mode": "multi", "sort": "desc"},
+    }
+
+
+def _stat(defaults: dict[str, Any]) -> dict[str, Any]:
+    defaults["color"] = {"mode": "thresholds"}
+    defaults.setdefault("thresholds", {"mode": "absolute", "steps": [{"color": "blue", "value": None}]})
+    return {
+        "reduceOptions": _reduce(),
+        "colorMode": "value",
+        "graphMode": "none",
+        "justifyMode": "auto",
+        "textMode": "auto",
+        "orientation": "auto",
+    }
+
+
+def _bargauge(defaults: dict[str, Any]) -> dict[str, Any]:
+    defaults["color"] = {"mode": "continuous-BlPu"}
+    return {
+        "reduceOptions": _reduce(),
+        "orientation": "horizontal",
+        "displayMode": "gradient",
+        "showUnfilled": True,
+        "valueMode": "color",
+        "namePlacement": "auto",
+        "sizing": "auto",
+    }
+
+
+def _table(defaults: dict[str, Any]) -> dict[str, Any]:
+    return {"showHeader": True, "cellHeight": "sm", "footer": {"show": False}}
+
+
+#: Per panel type: set the type's field defaults and return its options.
+_OPTIONS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "timeseries": _timeseries,
+    "stat": _stat,
+    "bargauge": _bargauge,
+    "table": _table,
+}
+
+
+def _table_transformations(panel: Panel) -> list[dict[str, Any]]:
+    """Merge a table's queries into one row per group and name each query's column."""
+    return [
+        {"id": "merge", "options": {}},
+        {
+            "id": "organize",
+            "options": {"excludeByName": {"Time": True}, "renameByName": panel.renames, "indexByName": {}},
+        },
+    ]
+
+
+def _threshold(panel: Panel, defaults: dict[str, Any]) -> None:
+    """Red from the alert's threshold (an export setting) up: a dashed line on a time series."""
+    if panel.threshold is None:
+        return
+    base = "green" if panel.kind == "stat" else "transparent"
+    steps = [{"color": base, "value": None}, {"color": "red", "value": Value(panel.threshold)}]
+    defaults["thresholds"] = {"mode": "absolute", "steps": steps}
+    if panel.kind == "timeseries":
+        defaults.setdefault("custom", {})["thresholdsStyle"] = {"mode": "dashed"}
+
+
+def _links(panel: Panel) -> list[dict[str, Any]]:
+    """A table row's link: this dashboard, same time range, deployment and job, filtered to its labels."""
+    if not panel.link_labels:
+        return []
+    filters = "".join(f"&var-{label}=${{__data.fields.{label}}}" for label in panel.link_labels)
+    url = f"/d/{UID}/store-metrics?${{__url_time_range}}&${{cluster:queryparam}}&${{job:queryparam}}{filters}"
+    return [{"title": f"Filter the dashboard to this {' and '.join(panel.link_labels)}", "url": url}]
+
+
+def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
+    defaults: dict[str, Any] = {"unit": panel.unit, "color": {"mode": "palette-classic"}}
+    if panel.decimals is not None:
+        defaults["decimals"] = panel.decimals
+    if panel.max is not None:
+        defaults["min"] = 0
+        defaults["max"] = panel.max
+    if links := _links(panel):
+        defaults["links"] = links
+    if panel.kind not in _OPTIONS:  # pragma: no cover - guarded by the tests
+        raise ValueError(panel.kind)
+    options = _OPTIONS[panel.kind](defaults)
+    _threshold(panel, defaults)
+    overrides = [
+        {"matcher": {"id": "byName", "options": column}, "properties": [{"id": "unit", "value": unit}]}
+        for column, unit in panel.column_units.items()
+    ]
+    result: dict[str, Any] = {
+        "id": panel_id,
+        "type": panel.kind,
+        "title": panel.title,
+        "description": panel.description,
+        "datasource": DS,
+        "gridPos": {"h": panel.h, "w": panel.w, "x": x, "y": y},
+        "fieldConfig": {"defaults": defaults, "overrides": overrides},
+        "options": options,
+        "targets": [t.to_json(ref_id(i)) for i, t in enumerate(panel.targets)],
+    }
+    if panel.kind == "table":
+        result["transformations"] = _table_transformations(panel)
+    return result
+
+
+# -- layout -----------------------------------------------------------------------------------
+
+
+def _row_json(row: Row, row_id: int, y: int, collapsed: bool, nested: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "id": row_id,
+        "type": "row",
+        "title": row.title,
+        "collapsed": collapsed,
+        "gridPos": {"h": 1, "w": GRID_WIDTH, "x": 0, "y": y},
+        "panels": nested,
+    }
+
+
+def _place(panels: Sequence[Panel], first_id: int, y: int) -> tuple[list[dict[str, Any]], int]:
+    """Panels left to right from ``y``, wrapping at the grid's width; and the y below them."""
+    placed: list[dict[str, Any]] = []
+    x = row_height = 0
+    for offset, panel in enumerate(panels):
+        if x + panel.w > GRID_WIDTH:
+            x, y, row_height = 0, y + row_height, 0
+        placed.append(_panel_json(panel, first_id + offset, x, y))
+        x += panel.w
+        row_height = max(row_height, panel.h)
+    return placed, y + row_height
+
+
+def _layout() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The dashboard's top-level panels, and the panels nested in the collapsed rows."""
+    panels: list[dict[str, Any]] = []
+    panel_id, y = 1, 0
+    for row in build_rows():
+        panels.append(_row_json(row, panel_id, y, collapsed=False, nested=[]))
+        placed, y = _place(row.panels, panel_id + 1, y + 1)
+        panels += placed
+        panel_id += 1 + len(placed)
+    # The Footprint, Triggers and API server rows, collapsed: their panels live inside the row and
+    # load when it is opened.
+    nested: list[dict[str, Any]] = []
+    for row in (footprint_row(), build_triggers_row(), server_row()):
+        inside, _ = _place(row.panels, panel_id + 1, y + 1)
+        panels.append(_row_json(row, panel_id, y, collapsed=True, nested=inside))
+        nested += inside
+        panel_id, y = panel_id + 1 + len(inside), y + 1
+    return panels, nested
+
+
+def _requires(kinds: Sequence[str]) -> list[dict[str, Any]]:
+    return [
+        {"type": "grafana", "id": "grafana", "name": "Grafana", "version": OLDEST_GRAFANA},
+        {"type": "datasource", "id": "prometheus", "name": "Prometheus", "version": "1.0.0"},
+        *({"type": "panel", "id": k, "name": PANEL_NAMES[k], "version": ""} for k in kinds),
+    ]
+
+
+def _annotations() -> dict[str, Any]:
+    return {
+        "list": [
+            {
+                "builtIn": 1,
+                "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+                "enable": True,
+                "hide": True,
+                "iconColor": "rgba(0, 211, 255, 1)",
+                "name": "Annotations & Alerts",
+                "type": "dashboard",
+            }
+        ]
+    }
+
+
+def _dashboard_links() -> list[dict[str, Any]]:
+    return [
+        {
+            "title": "Alerts, settings and runbooks",
+            "type": "link",
+            "url": DOCS,
+            "icon": "doc",
+            "targetBlank": True,
+            "tooltip": "store-metrics: what each panel and alert means, and what to do",
+        }
+    ]
+
+
+def dashboard() -> dict[str, Any]:
+    panels, nested = _layout()
+    kinds = sorted({p["type"] for p in [*panels, *nested] if p["type"] != "row"})
+    return {
+        "__elements": {},
+        "__requires": _requires(kinds),
+        "annotations": _annotations(),
+        "description": "Per-DAG usage of Airflow's task and asset state stores, from the recorded calls "
+        "of store-metrics' rules (rules.yml). Panels, alerts and settings: " + DOCS,
+        "editable": True,
+        "fiscalYearStartMonth": 0,
+        "graphTooltip": 1,
+        "id": None,
+        "links": _dashboard_links(),
+        "panels": panels,
+        "refresh": setting("dashboard_refresh"),
+        "schemaVersion": SCHEMA_VERSION,
+        "tags": ["airflow", "store-metrics", "state-store"],
+        "templating": {"list": templating()},
+        "time": {"from": setting("dashboard_from"), "to": "now"},
+        "timepicker": {},
+        "timezone": "",
+        "title": TITLE,
+        "uid": UID,
+        "version": 1,
+        "weekStart": "",
+    }
+
+
+# -- queries for the tests ------------------------------------------------------------------------
+
+
+def _targets(rows: Sequence[Row]) -> list[tuple[str, str, Target]]:
+    return [
+        (panel.title, ref_id(i), target)
+        for row in rows
+        for panel in row.panels
+        for i, target in enumerate(panel.targets)
+    ]
+
+
+def specs() -> list[tuple[str, str, Target]]:
+    """(panel title, refId, target) for every query of the task-side rows, in JSON order."""
+    return _targets(build_rows())
+
+
+def footprint_specs() -> list[tuple[str, str, Target]]:
+    """(panel title, refId, target) for every query of the collapsed Footprint row."""
+    return _targets([footprint_row()])
+
+
+def trigger_specs() -> list[tuple[str, str, Target]]:
+    """(panel title, refId, target) for every query of the collapsed Triggers row."""
+    return _targets([build_triggers_row()])
+
+
+def server_specs() -> list[tuple[str, str, Target]]:
+    """(panel title, refId, target) for every query of the collapsed API server row."""
+    return _targets([server_row()])
+
+
+def render(prefix: str = "") -> str:
+    """``store-metrics.json``'s template (settings and, with a prefix, names as tokens)."""
+    del prefix  # the template names no metric outside the footprint table's (built for the sentinel)
+    return dumps(dashboard())

@@ -1,0 +1,176 @@
+"""The dashboard's last row, collapsed: the API server side.
+
+The state store routes' requests, latency and value sizes, and each worker's event-loop stalls,
+from server-rules.yml's recorded series. These series have no DAG labels, so only the dashboard's
+deployment and job apply; the row's queries load only when it is opened.
+"""
+
+from __future__ import annotations
+
+from ..promql import SCOPE
+from ..tokens import setting
+from .queries import Panel, Row, Server, Target
+
+__all__ = ["SERVER_ROW_TITLE", "server_row"]
+
+SERVER_ROW_TITLE = "API server: state store routes and event loop (not filtered by DAG)"
+_ABOUT = (
+    " From the API server's root middleware (every task's state store calls reach it as "
+    "Execution API requests), recorded by server-rules.yml: the workers summed."
+)
+_SCOPE = f"{{{SCOPE}}}"
+_INTERVAL = setting("rule_interval_seconds")
+_LONG_STALLS = "store_operation:store_metrics_api_long_stalls:rate5m"
+_REQUEST_SIZES = "operation_le:store_metrics_api_request_size_bytes_bucket:rate5m"
+_RESPONSE_SIZES = "operation_le:store_metrics_api_response_size_bytes_bucket:rate5m"
+_LONG_STALLS = "store_operation:store_metrics_api_long_stalls:rate5m"
+_STALL_LENGTHS = "le:store_metrics_api_loop_stall_ms_bucket:rate5m"
+
+
+def _quantile(q: str) -> str:
+    record = "store_operation_value_size_le:store_metrics_api_request_duration_ms_bucket:rate5m"
+    return f"histogram_quantile({q}, sum by (le, store, operation, value_size) ({record}{_SCOPE}))"
+
+
+def _sizes(record: str, operation: str) -> str:
+    """Requests per size bucket within the range: the recorded per-second rates, integrated."""
+    selector = f'{{{SCOPE},operation="{operation}"}}'
+    return f"sum by (le) (sum_over_time({record}{selector}[$__range])) * {_INTERVAL}"
+
+
+def _latency(q: str) -> Panel:
+    name = f"p{round(float(q) * 100)}"
+    return Panel(
+        "timeseries",
+        f"Request latency {name} by operation and value size",
+        f"{name} of the time from the request reaching the API server's app to the last byte of its "
+        "response, by store, operation and the size class of the value moved (the body of a set, the "
+        "response to a get), over 5 minutes." + _ABOUT,
+        [Target(Server(_quantile(q)), "{{store}} {{operation}} {{value_size}}")],
+        unit="ms",
+        w=6,
+    )
+
+
+def _route_panels() -> list[Panel]:
+    """Requests per second, latency quantiles and value sizes of the state store routes."""
+    requests = "store_operation_outcome:store_metrics_api_requests:rate5m"
+    return [
+        Panel(
+            "timeseries",
+            "State store requests per second (API server)",
+            "Execution API state store requests per second by store, operation and outcome (a GET "
+            "answered 404 is read_absent, as on the task side), over 5 minutes." + _ABOUT,
+            [
+                Target(
+                    Server(f"sum by (store, operation, outcome) ({requests}{_SCOPE})"),
+                    "{{store}} {{operation}} {{outcome}}",
+                )
+            ],
+            unit="reqps",
+            w=6,
+        ),
+        _latency("0.99"),
+        _latency("0.5"),
+        Panel(
+            "bargauge",
+            "Value sizes (selected range)",
+            "Requests per body size bucket, cumulative (each bar counts requests up to that size): "
+            "request bodies of sets, response bodies of gets; from the recorded 5-minute rates, so "
+            "within a few percent." + _ABOUT,
+            [
+                Target(
+                    Server(
+                        _sizes("operation_le:store_metrics_api_request_size_bytes_bucket:rate5m", "set"),
+                        "count",
+                    ),
+                    "set <= {{le}} B",
+                    instant=True,
+                ),
+                Target(
+                    Server(
+                        _sizes("operation_le:store_metrics_api_response_size_bytes_bucket:rate5m", "get"),
+                        "count",
+                    ),
+                    "get <= {{le}} B",
+                    instant=True,
+                ),
+            ],
+            decimals=0,
+            w=6,
+        ),
+    ]
+
+
+def _loop_panels() -> list[Panel]:
+    """Each worker's event-loop stalls: largest, share of time, long stalls by route, by length."""
+    return [
+        Panel(
+            "timeseries",
+            "Event-loop stall: largest per interval, by worker",
+            "The longest a worker's event loop could not run anything in each export interval (the "
+            "stall monitor's late ticks). Healthy: a few ms. A spike is time every request that worker "
+            "serves had to wait.",
+            [
+                Target(
+                    Server(f"max by (worker) (worker:store_metrics_api_loop_stall_max_ms:max{_SCOPE})"),
+                    "{{worker}}",
+                )
+            ],
+            unit="ms",
+            w=6,
+        ),
+        Panel(
+            "timeseries",
+            "Event-loop stalled share, by worker",
+            "Share of time each worker's event loop was stalled: stalled ms per second / 1000. The line "
+            "is the alert threshold (StateStoreApiServerLoopStalled, export setting loop_stalled_ratio).",
+            [
+                Target(
+                    Server(f"max by (worker) (worker:store_metrics_api_loop_stalled:ratio_rate5m{_SCOPE})"),
+                    "{{worker}}",
+                )
+            ],
+            unit="percentunit",
+            w=6,
+            threshold="loop_stalled_ratio",
+        ),
+        Panel(
+            "timeseries",
+            "Long stalls per second by state store route in flight",
+            "Stalls of stall_threshold_ms (default 100 ms) or more per second, by the state store "
+            "route in flight during them; none/none: no state store request was, look elsewhere "
+            "(another route, a plugin, garbage collection).",
+            [
+                Target(
+                    Server(f"sum by (store, operation) ({_LONG_STALLS}{_SCOPE})"),
+                    "{{store}} {{operation}}",
+                )
+            ],
+            unit="ops",
+            w=6,
+        ),
+        Panel(
+            "bargauge",
+            "Event-loop stalls by length (selected range)",
+            "Stalls (ticks at least 1 ms late) per length bucket, cumulative (each bar counts stalls up "
+            "to that length), all workers; from the recorded 5-minute rates, so within a few percent.",
+            [
+                Target(
+                    Server(
+                        f"sum by (le) (sum_over_time({_STALL_LENGTHS}{_SCOPE}[$__range])) * {_INTERVAL}",
+                        "count",
+                    ),
+                    "<= {{le}} ms",
+                    instant=True,
+                )
+            ],
+            decimals=0,
+            w=6,
+        ),
+    ]
+
+
+def server_row() -> Row:
+    """Panels over the API server side's recorded series, by store/operation and by worker."""
+    return Row(SERVER_ROW_TITLE, [*_route_panels(), *_loop_panels()])

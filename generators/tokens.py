@@ -1,0 +1,83 @@
+"""Turn a generated file into a template: every catalogue name becomes its ``@token@``.
+
+The generators build their files for :data:`SENTINEL`, a prefix no other text contains, so each
+metric name in the output is found exactly (no guessing which ``airflow`` is a prefix) and
+replaced by the token :mod:`store_metrics.pipeline.templating` fills in for any prefix:
+``@<metric>@`` for the Prometheus series name, ``@full:<metric>@`` for the dotted name.
+
+An export setting (:mod:`store_metrics.pipeline.settings`) is written ``@name@`` inside a string
+(:func:`setting`), and as a bare JSON value with :class:`Value` and :func:`dumps`: the template is
+then JSON once filled in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from store_metrics import catalogue
+from store_metrics.pipeline import settings, templating
+
+__all__ = ["SENTINEL", "Value", "dumps", "fill", "setting", "tokenize"]
+
+#: The prefix the generators build for: a word no template contains for another reason.
+SENTINEL = "zzsentinel"
+
+
+def _names() -> dict[str, str]:
+    names: dict[str, str] = {}
+    for metric in catalogue.ALL_METRICS:
+        names[metric.prometheus_name(SENTINEL)] = f"@{metric.name}@"
+        names[metric.full_name(SENTINEL)] = f"@full:{metric.name}@"
+    return names
+
+
+def tokenize(text: str) -> str:
+    """``text`` with every catalogue name for :data:`SENTINEL` replaced by its token.
+
+    Longest names first, so a name that begins another (a histogram's base name and its
+    ``_bucket`` series aside, which keep their suffix after the token) is never cut short.
+    """
+    names = _names()
+    pattern = re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
+    result = pattern.sub(lambda m: names[m.group(0)], text)
+    if SENTINEL in result:
+        line = next(line for line in result.splitlines() if SENTINEL in line)
+        raise ValueError(f"{SENTINEL!r} left in a template (not a catalogue name): {line.strip()[:200]}")
+    return result
+
+
+_SETTINGS = {s.name for s in settings.SETTINGS}
+_DERIVED = set(settings.values()) - _SETTINGS
+
+
+def fill(text: str, prefix: str = catalogue.DEFAULT_PREFIX, changes: dict[str, str] | None = None) -> str:
+    """A generated text (a query) as exported for ``prefix`` and the settings ``changes``."""
+    return templating.fill(tokenize(text), prefix, settings.values(changes))
+
+
+def setting(name: str) -> str:
+    """``@name@``: an export setting (or a value derived from them) inside a string."""
+    if name not in _SETTINGS | _DERIVED:
+        raise KeyError(f"no export setting {name!r}")
+    return f"@{name}@"
+
+
+class Value(str):
+    """An export setting written as a bare JSON value (a number): ``"threshold": @error_ratio@``."""
+
+    __slots__ = ()
+
+    def __new__(cls, name: str) -> Value:
+        setting(name)
+        return super().__new__(cls, f"\0{name}\0")
+
+
+_BARE = re.compile(r'"\\u0000([a-z0-9_]+)\\u0000"')
+
+
+def dumps(document: Any) -> str:
+    """``document`` as the JSON files are written (indent 2, a final newline), each :class:`Value`
+    as its bare token."""
+    return _BARE.sub(r"@\1@", json.dumps(document, indent=2)) + "\n"

@@ -1,0 +1,402 @@
+"""The export settings: every threshold, ``for`` duration, scope and link of the shipped files, in one table.
+
+What the monitoring mixins call ``_config``: ``store-metrics export --set NAME=VALUE`` changes one
+(``--set error_ratio=0.1``), and every file that uses it (rules, promtool tests, Alertmanager
+snippet, Grafana and Datadog dashboards and monitors) follows, since each is a template whose
+``@NAME@`` tokens are filled in from here. docs/alerts.md holds this table (generated from it).
+
+Each value is text, checked against its kind; a few derived values (``<duration>_seconds``,
+``<ratio>_percent`` and the ones :func:`values` lists) spare the templates any arithmetic.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from store_metrics import catalogue
+
+__all__ = ["DERIVED_FROM", "SETTINGS", "Kind", "Setting", "defaults", "parse", "resolve", "seconds", "values"]
+
+
+class Kind(str, enum.Enum):
+    """What a setting's value is, and so how it is checked."""
+
+    DURATION = "duration"  # Prometheus duration: 30s, 5m, 1h, 1d
+    RATIO = "ratio"  # 0 < x <= 1
+    COUNT = "count"  # a whole number >= 0
+    NUMBER = "number"  # a number >= 0
+    MATCHERS = "matchers"  # PromQL label matchers: job!="", job=~"airflow-.*"
+    LABEL = "label"  # a Prometheus label (or Datadog tag) name
+    URL = "url"  # http(s)://...
+    TIME = "time"  # a Grafana relative time: now-24h
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: str
+    kind: Kind
+    description: str
+
+
+_DURATION = re.compile(r"^(?:[0-9]+(?:ms|s|m|h|d|w|y))+$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+_MATCHER = r'\s*[A-Za-z_][A-Za-z0-9_]*\s*(?:=|!=|=~|!~)\s*"(?:[^"\\\n]|\\.)*"\s*'
+_MATCHERS = re.compile(rf"^{_MATCHER}(?:,{_MATCHER})*$")
+_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_URL = re.compile(r'^https?://[^\s"\\]+$')
+_TIME = re.compile(r"^now(?:-[0-9]+[smhdwMy])?$")
+
+SETTINGS: tuple[Setting, ...] = (
+    # -- scope ----------------------------------------------------------------------------------------
+    Setting(
+        "selector",
+        'job!=""',
+        Kind.MATCHERS,
+        "Label matchers every rule adds to the raw store-metrics series, to pick the jobs that carry "
+        'them (e.g. job=~"airflow-statsd|store-metrics-.*"). The default matches every scraped series.',
+    ),
+    Setting(
+        "cluster_label",
+        "cluster",
+        Kind.LABEL,
+        "The label that tells Airflow deployments apart. Every rule keeps it (and job), every alert "
+        "carries it, the dashboard has a $cluster variable: two deployments (or two topologies "
+        "scraped at once) never merge or double.",
+    ),
+    Setting(
+        "rule_interval",
+        "1m",
+        Kind.DURATION,
+        "Evaluation interval of the call-recording rules: each recorded sample holds the calls of one "
+        "interval.",
+    ),
+    Setting(
+        "rule_offset",
+        "30s",
+        Kind.DURATION,
+        "How far behind each evaluation the call-recording rules read the counters, so a scrape still "
+        "being written is never half seen (Prometheus' rule query_offset, for any version).",
+    ),
+    Setting(
+        "counter_lookback",
+        "1h",
+        Kind.DURATION,
+        "A counter not seen for longer than this (a new task, a restarted exporter) counts in full "
+        "when it appears; within it, only its growth counts.",
+    ),
+    # -- alerts ---------------------------------------------------------------------------------------
+    Setting(
+        "error_ratio",
+        "0.05",
+        Kind.RATIO,
+        "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: share of a DAG's (a watcher's) "
+        "calls that raised, above which they fire.",
+    ),
+    Setting(
+        "error_min_calls",
+        "10",
+        Kind.COUNT,
+        "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: the fewest calls in the window for "
+        "them to fire (one failed call of three is noise).",
+    ),
+    Setting(
+        "error_window",
+        "1h",
+        Kind.DURATION,
+        "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: the window the ratio is taken over, "
+        "long enough to hold a whole short run (a 4-minute run of an hourly DAG failing on every call "
+        "fires, once).",
+    ),
+    Setting(
+        "error_for",
+        "5m",
+        Kind.DURATION,
+        "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: how long the condition holds before "
+        "they fire.",
+    ),
+    Setting(
+        "failing_ratio",
+        "0.2",
+        Kind.RATIO,
+        "StateStoreFailingAcrossDags (critical): share of all state store calls of a deployment "
+        "(every DAG and watcher) that raised, above which the store itself is failing.",
+    ),
+    Setting(
+        "failing_min_calls",
+        "20",
+        Kind.COUNT,
+        "StateStoreFailingAcrossDags: the fewest calls in its window to fire.",
+    ),
+    Setting(
+        "failing_window",
+        "15m",
+        Kind.DURATION,
+        "StateStoreFailingAcrossDags: the window its ratio is taken over.",
+    ),
+    Setting(
+        "failing_for",
+        "5m",
+        Kind.DURATION,
+        "StateStoreFailingAcrossDags: how long the condition holds before it fires.",
+    ),
+    Setting(
+        "never_read_window",
+        "1d",
+        Kind.DURATION,
+        "StateStoreTaskStateNeverRead (info): a task that wrote task state in this window without one "
+        "read; it resolves once the task has not written for this long (deleted, fixed).",
+    ),
+    Setting(
+        "never_read_for",
+        "1h",
+        Kind.DURATION,
+        "StateStoreTaskStateNeverRead: how long the condition holds before it fires.",
+    ),
+    Setting(
+        "hygiene_interval",
+        "15m",
+        Kind.DURATION,
+        "Evaluation interval of the hygiene alert (StateStoreTaskStateNeverRead), which reads a day.",
+    ),
+    Setting(
+        "loop_stalled_ratio",
+        "0.05",
+        Kind.RATIO,
+        "StateStoreApiServerLoopStalled: share of time an API server worker's event loop was stalled.",
+    ),
+    Setting(
+        "loop_stalled_for",
+        "10m",
+        Kind.DURATION,
+        "StateStoreApiServerLoopStalled: how long the condition holds before it fires.",
+    ),
+    Setting(
+        "long_stall_ms",
+        "100",
+        Kind.NUMBER,
+        "StateStoreApiServerLongStalls: a stall at least this long (ms, one of the catalogue's stall "
+        "bucket bounds) is a long stall.",
+    ),
+    Setting(
+        "long_stalls_per_minute",
+        "1",
+        Kind.NUMBER,
+        "StateStoreApiServerLongStalls: more long stalls a minute than this, per worker, fire it.",
+    ),
+    Setting(
+        "long_stalls_for",
+        "15m",
+        Kind.DURATION,
+        "StateStoreApiServerLongStalls: how long the condition holds before it fires.",
+    ),
+    Setting(
+        "retention_window",
+        "25h",
+        Kind.DURATION,
+        "StateStoreRetentionNotApplied: expired entries present and not one removed for this long. "
+        "Longer than the interval of your `airflow state-store clean` (daily: 25h).",
+    ),
+    Setting(
+        "retention_for",
+        "1h",
+        Kind.DURATION,
+        "StateStoreRetentionNotApplied: how long the condition holds before it fires.",
+    ),
+    Setting(
+        "inventory_down_for",
+        "15m",
+        Kind.DURATION,
+        "StateStoreInventoryDown: how long the inventory may fail (or be missing) before it fires.",
+    ),
+    Setting(
+        "inventory_stale_after",
+        "15m",
+        Kind.DURATION,
+        "StateStoreInventoryStale: a footprint older than this (three default inventory_interval) is stale.",
+    ),
+    Setting(
+        "inventory_stale_for",
+        "5m",
+        Kind.DURATION,
+        "StateStoreInventoryStale: how long the condition holds before it fires.",
+    ),
+    # -- series ---------------------------------------------------------------------------------------
+    Setting(
+        "statsd_ttl",
+        "25h",
+        Kind.DURATION,
+        "statsd_exporter: a counter or histogram series nothing updated for this long is dropped (the "
+        "next update starts it again; the rules count it in full). Longer than a day keeps a daily "
+        "DAG's series.",
+    ),
+    Setting(
+        "statsd_gauge_ttl",
+        "10m",
+        Kind.DURATION,
+        "statsd_exporter: a gauge (the inventory's, an API server worker's stall maximum) nothing "
+        "updated for this long is dropped, so a stopped sender shows no last value forever.",
+    ),
+    # -- links and dashboards -------------------------------------------------------------------------
+    Setting(
+        "runbook_url_base",
+        "https://store-metrics.github.io/airflow-store-metrics/runbooks/",
+        Kind.URL,
+        "Every alert's runbook_url is this followed by the alert's name in lower case and a slash.",
+    ),
+    Setting(
+        "grafana_url",
+        "http://localhost:3000",
+        Kind.URL,
+        "Your Grafana: each alert's dashboard_url opens the dashboard there, filtered to the alert's labels.",
+    ),
+    Setting("dashboard_from", "now-24h", Kind.TIME, "The Grafana dashboard's default time range start."),
+    Setting("dashboard_refresh", "5m", Kind.DURATION, "The Grafana dashboard's default refresh interval."),
+    Setting(
+        "datadog_env_tag",
+        "env",
+        Kind.LABEL,
+        "Datadog: the tag that tells environments apart. Every monitor alerts per value of it, the "
+        "dashboard has it as a template variable.",
+    ),
+    Setting(
+        "datadog_renotify_minutes",
+        "240",
+        Kind.COUNT,
+        "Datadog: a monitor still alerting notifies again after this many minutes (0: never).",
+    ),
+    Setting(
+        "datadog_dashboard_url",
+        "https://app.datadoghq.com/dashboard/lists?q=store-metrics",
+        Kind.URL,
+        "Datadog: the imported dashboard's URL; monitor messages link to it with the alert's "
+        "environment and DAG as template variables.",
+    ),
+)
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+#: The derived values the templates use, and the settings each is computed from (beyond the
+#: generic ``<duration>_seconds``, ``<duration>_minutes``, ``<ratio>_percent``, ``<count>_minus_one``).
+DERIVED_FROM: dict[str, tuple[str, ...]] = {
+    "rule_previous_offset": ("rule_offset", "rule_interval"),
+    "long_stalls_per_second": ("long_stalls_per_minute",),
+    "long_stall_le": ("long_stall_ms",),
+    "datadog_dashboard_link": ("datadog_dashboard_url",),
+    "grafana_dashboard_url": ("grafana_url",),
+}
+
+
+def seconds(duration: str) -> float:
+    """A Prometheus duration in seconds: ``1h30m`` -> 5400."""
+    return sum(int(n) * _UNIT_SECONDS[unit] for n, unit in re.findall(r"([0-9]+)(ms|s|m|h|d|w|y)", duration))
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def _check(setting: Setting, value: str) -> None:
+    kind = setting.kind
+    patterns = {Kind.MATCHERS: _MATCHERS, Kind.LABEL: _LABEL, Kind.URL: _URL, Kind.TIME: _TIME}
+    try:
+        if kind in patterns:
+            valid = bool(patterns[kind].match(value))
+        elif kind is Kind.DURATION:
+            valid = bool(_DURATION.match(value)) and seconds(value) > 0
+        elif kind is Kind.RATIO:
+            valid = 0 < float(value) <= 1
+        elif kind is Kind.COUNT:
+            valid = value.isdigit()
+        else:
+            valid = float(value) >= 0
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ValueError(f"setting {setting.name}: {value!r} is not a {kind.value} ({_EXPECTED[kind]})")
+
+
+_EXPECTED = {
+    Kind.DURATION: "a Prometheus duration such as 30s, 5m, 1h, 1d",
+    Kind.RATIO: "a number above 0 and at most 1, such as 0.05",
+    Kind.COUNT: "a whole number, 0 or more",
+    Kind.NUMBER: "a number, 0 or more",
+    Kind.MATCHERS: 'PromQL label matchers such as job!="" or job=~"airflow-.*",env="prod"',
+    Kind.LABEL: "a label name: letters, digits and _, not starting with a digit",
+    Kind.URL: "an http:// or https:// URL",
+    Kind.TIME: "now, or now- and a duration such as now-24h",
+}
+
+
+def _check_together(given: Mapping[str, str]) -> None:
+    stall = float(given["long_stall_ms"])
+    if stall not in catalogue.STALL_BUCKETS_MS:
+        bounds = ", ".join(_number(b) for b in catalogue.STALL_BUCKETS_MS)
+        raise ValueError(
+            f"setting long_stall_ms: {given['long_stall_ms']} is not a stall bucket bound ({bounds})"
+        )
+    interval = seconds(given["rule_interval"])
+    for name in ("error_window", "failing_window", "never_read_window", "counter_lookback"):
+        if seconds(given[name]) < interval:
+            raise ValueError(
+                f"setting {name}: {given[name]} is shorter than rule_interval {given['rule_interval']}"
+            )
+
+
+def defaults() -> dict[str, str]:
+    """Every setting at its default."""
+    return {s.name: s.default for s in SETTINGS}
+
+
+def resolve(changes: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The defaults with ``changes`` applied, every value checked."""
+    result = defaults()
+    for name, value in (changes or {}).items():
+        if name not in _BY_NAME:
+            raise ValueError(f"unknown setting {name!r}: one of {', '.join(sorted(_BY_NAME))}")
+        result[name] = value.strip()
+    for setting in SETTINGS:
+        _check(setting, result[setting.name])
+    _check_together(result)
+    return result
+
+
+def parse(assignments: list[str]) -> dict[str, str]:
+    """``NAME=VALUE`` strings (``--set``) as a mapping."""
+    changes: dict[str, str] = {}
+    for assignment in assignments:
+        name, sep, value = assignment.partition("=")
+        if not sep:
+            raise ValueError(f"--set {assignment!r}: expected NAME=VALUE")
+        changes[name.strip()] = value
+    return changes
+
+
+def values(changes: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The templates' values: every setting, and what is derived from them."""
+    given = resolve(changes)
+    derived: dict[str, str] = {}
+    for setting in SETTINGS:
+        value = given[setting.name]
+        if setting.kind is Kind.DURATION:
+            derived[f"{setting.name}_seconds"] = _number(seconds(value))
+            derived[f"{setting.name}_minutes"] = str(max(1, math.ceil(seconds(value) / 60)))
+        if setting.kind is Kind.COUNT:
+            derived[f"{setting.name}_minus_one"] = str(int(value) - 1)
+        if setting.kind is Kind.RATIO:
+            derived[f"{setting.name}_percent"] = f"{_number(float(value) * 100)}%"
+    derived["rule_previous_offset"] = (
+        f"{_number(seconds(given['rule_offset']) + seconds(given['rule_interval']))}s"
+    )
+    derived["long_stalls_per_second"] = repr(float(given["long_stalls_per_minute"]) / 60)
+    stall = _number(float(given["long_stall_ms"]))
+    # A bucket bound as the paths spell it: le="100" (Go exporters) or le="100.0" (Python's).
+    derived["long_stall_le"] = stall.replace(".", "\\\\.") if "." in stall else f"{stall}(\\\\.0)?"
+    link = given["datadog_dashboard_url"]
+    derived["datadog_dashboard_link"] = link + ("&" if "?" in link else "?")
+    derived["grafana_dashboard_url"] = given["grafana_url"].rstrip("/") + "/d/store-metrics-state-store/"
+    return {**given, **derived}
