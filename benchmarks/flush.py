@@ -37,7 +37,6 @@ class FlushFigures(TypedDict):
     per_series_us: float
     delivered: int  # the fewest lines or data points received after one flush
     expected: int  # 0: the backend sends nothing (none)
-    series_held: int
 
 
 class Flush(TypedDict):
@@ -98,7 +97,6 @@ def _measure(setup: BackendSetup, sink: UdpSink, tag_sets: int, reps: int) -> Fl
         per_series_us=median(times) * 1e6 / expected,
         delivered=min(delivered),
         expected=expected if setup.backend != "none" else 0,
-        series_held=setup.emitter.series_count,
     )
 
 

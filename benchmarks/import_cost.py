@@ -58,8 +58,19 @@ def _lines(text: str) -> list[Line]:
     return out
 
 
+def _preorder(lines: list[Line]) -> list[Line]:
+    """``-X importtime`` lists a module after what it imported; the same tree, each module first."""
+    stack: list[tuple[Line, list[Line]]] = []  # (module, its subtree in pre-order)
+    for line in lines:
+        below: list[Line] = []
+        while stack and stack[-1][0][0] > line[0]:
+            below = stack.pop()[1] + below
+        stack.append((line, [line, *below]))
+    return [line for _, subtree in stack for line in subtree]
+
+
 def _between(text: str, start: str, end: str) -> list[Line]:
-    return _lines(text.split(start + "\n", 1)[1].split(end + "\n", 1)[0])
+    return _preorder(_lines(text.split(start + "\n", 1)[1].split(end + "\n", 1)[0]))
 
 
 def _total_ms(lines: list[Line]) -> float:

@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,7 +49,6 @@ class Fill(TypedDict):
     expired: int
     asset_rows: int
     asset_size: int
-    fill_s: float
     server_version: str
     shared_buffers: str
 
@@ -72,14 +72,29 @@ class Plan(TypedDict):
     shared_read: int
 
 
+class Stats(TypedDict):
+    n: int
+    median: float
+    min: float
+    max: float
+
+
+class ForcedPlan(TypedDict):
+    """The task table's statement with sequential scans switched off: what an index would cost."""
+
+    labels: list[str]  # plan nodes, outermost first
+    execution_ms: float
+    buffers: int  # shared buffers hit and read
+
+
 class Measured(TypedDict):
-    collection_ms: list[float]
-    query_ms: dict[str, list[float]]  # per table
+    collection_ms: Stats  # whole collections, after one warm-up
+    query_ms: dict[str, Stats]  # each table's query, as the inventory times it
     series: int
     groups: dict[str, int]
     distinct: dict[str, int]
     plans: dict[str, Plan]  # per table
-    forced: Plan  # the task table's statement with sequential scans switched off
+    forced: ForcedPlan
     full_read_ms: float
     full_read_bytes: int
 
@@ -164,7 +179,7 @@ def fill(pg: ThrowawayPostgres, sizes: dict[str, int]) -> Fill:
     t0 = time.monotonic()
     with conn, conn.cursor() as cur:
         cur.execute(_FILL, sizes)
-    fill_s = time.monotonic() - t0
+    log(f"[inventory] rows made in {time.monotonic() - t0:.1f} s")
     conn.autocommit = True
     with conn.cursor() as cur:
         cur.execute("VACUUM ANALYZE dag_run, task_state_store, asset, asset_state_store")
@@ -195,7 +210,6 @@ def fill(pg: ThrowawayPostgres, sizes: dict[str, int]) -> Fill:
         expired=expired,
         asset_rows=asset_rows,
         asset_size=asset_size,
-        fill_s=fill_s,
         server_version=version,
         shared_buffers=shared_buffers,
     )
@@ -261,6 +275,10 @@ def explain(database: Any, store: Any, *, no_seqscan: bool = False) -> Plan:
     )
 
 
+def _stats(values: list[float]) -> Stats:
+    return Stats(n=len(values), median=statistics.median(values), min=min(values), max=max(values))
+
+
 def measure(url: str, repeat: int) -> Measured:
     """Collections through the product's path, EXPLAIN ANALYZE, and the full-read contrast."""
     os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = url
@@ -289,7 +307,12 @@ def measure(url: str, repeat: int) -> Measured:
     groups = {s.value: len(f.groups) for s, f in snapshot.footprints.items()}
     distinct = {s.value: f.distinct for s, f in snapshot.footprints.items()}
     plans = {s.value: explain(database, s) for s in Store}
-    forced = explain(database, Store.TASK, no_seqscan=True)
+    no_seqscan = explain(database, Store.TASK, no_seqscan=True)
+    forced = ForcedPlan(
+        labels=[n["label"] for n in no_seqscan["nodes"]],
+        execution_ms=no_seqscan["execution_ms"],
+        buffers=no_seqscan["shared_hit"] + no_seqscan["shared_read"],
+    )
     # The contrast: every value into Python, sizes computed there (what the inventory never does).
     t0 = time.perf_counter()
     with database.engine.connect() as conn:
@@ -299,8 +322,8 @@ def measure(url: str, repeat: int) -> Measured:
         conn.rollback()
     full_read_ms = (time.perf_counter() - t0) * 1000.0
     return Measured(
-        collection_ms=walls,
-        query_ms=per_store,
+        collection_ms=_stats(walls),
+        query_ms={table: _stats(ms) for table, ms in per_store.items()},
         series=len(series),
         groups=groups,
         distinct=distinct,
@@ -324,7 +347,7 @@ def run(quick: bool) -> Inventory | InventorySkipped:
         migrate_s = migrate(airflow_env(pg.url, home))
         log(f"[inventory] airflow db migrate: {migrate_s:.1f} s; filling")
         data = fill(pg, {k: v for k, v in sizes.items() if k != "repeat"})
-        log(f"[inventory] {data['rows']:,} task-store rows in {data['fill_s']:.1f} s; measuring")
+        log(f"[inventory] {data['rows']:,} task-store rows; measuring")
         os.environ["AIRFLOW_HOME"] = str(home)
         measured = measure(pg.url, sizes["repeat"])
     finally:

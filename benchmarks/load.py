@@ -145,7 +145,6 @@ class Block(TypedDict):
     window: Window
     rss_start: int
     rss_end: int
-    cpu_s: float
     cpu_ms_per_request: float
     idle_server_cpu_percent: float  # the other server, idle meanwhile
     load_average: list[float]  # 1 min, at the start and the end
@@ -160,9 +159,7 @@ class FaultResult(TypedDict):
     phases: dict[str, Window]  # before / during / after
     ratio_during: float  # throughput during / before
     ratio_after: float
-    failures: dict[str, int]
-    sent: int
-    times: dict[str, float]
+    failures: dict[str, int]  # requests that got no answer, by exception
     counts_compared: str  # what was compared ("" with the plugin off)
     client_total: int
     server_total: int
@@ -450,7 +447,6 @@ def main_block(dep: Deployment, arm: str, concurrency: int, index: int) -> Block
         window=window,
         rss_start=int(start["rss"]),
         rss_end=rss_end,
-        cpu_s=cpu_end - start["cpu"],
         cpu_ms_per_request=(cpu_end - start["cpu"]) * 1000.0 / max(window["requests"], 1),
         idle_server_cpu_percent=(other_cpu - start["other_cpu"]) / window["seconds"] * 100.0,
         load_average=[start["load"], load_end],
@@ -569,8 +565,6 @@ def fault_block(dep: Deployment, fault: Fault) -> FaultResult:
         ratio_during=phases["during"]["rps"] / base if base else 0.0,
         ratio_after=phases["after"]["rps"] / base if base else 0.0,
         failures=run.result["failures"],
-        sent=sum(run.counts().values()),
-        times=times,
         counts_compared=compared,
         **counts,
         bound=int(bounds["bound"] or 0),

@@ -138,7 +138,6 @@ class OpFigures(TypedDict):
 
     bare_ns: float
     ours_ns: float
-    airflow_ns: float
     ours_added_ns: float  # median of the per-round differences wrapped - bare
     airflow_added_ns: float  # the same for Airflow's per-call path
 
@@ -196,7 +195,6 @@ def measure_backend(setup: BackendSetup, calls: int, rounds: int) -> dict[str, O
         result[op] = OpFigures(
             bare_ns=median(per_call["bare"]),
             ours_ns=median(per_call["ours"]),
-            airflow_ns=median(per_call["airflow"]),
             ours_added_ns=_added(per_call, "ours"),
             airflow_added_ns=_added(per_call, "airflow"),
         )

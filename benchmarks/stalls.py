@@ -118,6 +118,7 @@ class StallCase(TypedDict):
 
     rounds: dict[str, list[list[float]]]  # per variant: [median, max] of each round
     added_ms: float  # median of the paired differences wrapped - bare
+    ci_ms: list[float]  # 95% bootstrap interval of added_ms ([]: not recorded)
     aa_ms: float  # the same statistic for bare again - bare
 
 
@@ -158,6 +159,7 @@ def summarise(case: dict[str, list[list[float]]]) -> StallCase:
     return StallCase(
         rounds={v: [[median(rnd), max(rnd)] for rnd in case[v]] for v in VARIANTS},
         added_ms=median(paired),
+        ci_ms=list(median_ci(paired)),
         aa_ms=median(paired_aa),
     )
 

@@ -64,19 +64,25 @@ class TriggererRun(TypedDict):
     cases: dict[str, TriggerCase]  # per "op:size"
 
 
+class PluginOff(TypedDict):
+    """The triggerer with the plugin off: every variant is Airflow's own store."""
+
+    store: str
+    seconds: float
+    median_ms: dict[str, float]  # per "op:size": median stall per call
+
+
 class TriggerStart(TypedDict):
     triggers: int
     rounds: int
     per_start_ns: float  # median over rounds
-    rounds_ns: list[float]
 
 
 class Triggerer(TypedDict):
     params: dict[str, Any]  # what the probe was asked to do: rounds, warm calls, sizes
     plugin_on: TriggererRun
-    plugin_off: TriggererRun
+    plugin_off: PluginOff
     pooled: TriggerCase  # every case of plugin_on together
-    udp_lines: int
     start: TriggerStart
 
 
@@ -227,7 +233,7 @@ def per_trigger_start(quick: bool) -> TriggerStart:
             assert all(is_instrumented(p.asset_state_store) for p in probes)
     finally:
         runtime.shutdown(1.0)
-    return TriggerStart(triggers=n, rounds=rounds, per_start_ns=median(per_round), rounds_ns=per_round)
+    return TriggerStart(triggers=n, rounds=rounds, per_start_ns=median(per_round))
 
 
 # -- run, summarise --------------------------------------------------------------------------------------
@@ -266,29 +272,28 @@ def run(quick: bool) -> Triggerer:
         else {"rounds": 3, "warm": 50, "sizes": list(SIZES)}
     )
     sink = UdpSink()
-    runs: dict[str, TriggererRun] = {}
     try:
-        for name, enabled in (("plugin_on", True), ("plugin_off", False)):
-            log(f"  triggerer: {name}")
-            raw = triggerer_run(name, enabled, params, sink.port)
-            runs[name] = TriggererRun(
-                instrumented=raw["instrumented"],
-                store=raw["store"],
-                hooked=raw["hooked"],
-                seconds=raw["seconds"],
-                cases={key: summarise(case) for key, case in raw["cases"].items()},
-            )
-            if enabled:
-                pooled = summarise(*raw["cases"].values())
-        udp_lines = sink.wait_for_lines(1, timeout=2)
+        log("  triggerer: plugin_on")
+        on = triggerer_run("plugin_on", True, params, sink.port)
+        log("  triggerer: plugin_off")
+        off = triggerer_run("plugin_off", False, params, sink.port)
     finally:
         sink.close()
     log("  triggerer: per trigger start")
     return Triggerer(
         params=params,
-        plugin_on=runs["plugin_on"],
-        plugin_off=runs["plugin_off"],
-        pooled=pooled,
-        udp_lines=udp_lines,
+        plugin_on=TriggererRun(
+            instrumented=on["instrumented"],
+            store=on["store"],
+            hooked=on["hooked"],
+            seconds=on["seconds"],
+            cases={key: summarise(case) for key, case in on["cases"].items()},
+        ),
+        plugin_off=PluginOff(
+            store=off["store"],
+            seconds=off["seconds"],
+            median_ms={key: summarise(case)["median"]["bare"] for key, case in off["cases"].items()},
+        ),
+        pooled=summarise(*on["cases"].values()),
         start=per_trigger_start(quick),
     )

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import statistics
-
-from ..inventory import Inventory, InventorySkipped, Plan
+from ..inventory import Inventory, InventorySkipped, Plan, Stats
 from ..results import Results, RunInfo, data_of
 from .markdown import Rendered, join, table
 
@@ -31,8 +29,8 @@ def _mib(n: float) -> str:
     return f"{n / 1024 / 1024:,.1f} MiB"
 
 
-def _stats(values: list[float]) -> str:
-    return f"{statistics.median(values):,.0f} (min {min(values):,.0f}, max {max(values):,.0f})"
+def _stats(s: Stats) -> str:
+    return f"{s['median']:,.0f} (min {s['min']:,.0f}, max {s['max']:,.0f})"
 
 
 def _tables(r: Inventory, run: RunInfo) -> str:
@@ -82,7 +80,7 @@ def _collections(r: Inventory) -> str:
         "### Time per collection",
         "`Collector.collect()` on Airflow's engine, as `--serve` runs it every `inventory_interval`: both "
         "queries (each in a read-only transaction under `SET LOCAL statement_timeout`), fetching the groups, "
-        f"top-20 bounding. {len(r['collection_ms'])} collections after one warm-up; ms.",
+        f"top-20 bounding. {r['collection_ms']['n']} collections after one warm-up; ms.",
         table(["", "median (min, max) ms"], rows, "lr"),
         f"The snapshot holds {r['groups']['task_state_store']:,} task groups (top 20 DAGs x their 10 tasks, "
         f"plus `other`) and {r['groups']['asset_state_store']:,} asset groups: {r['series']:,} series on the "
@@ -127,9 +125,9 @@ def _database(r: Inventory) -> str:
         f"its index) {d['toast_size'] // 8192:,}; the task query touched "
         f"{task['shared_hit'] + task['shared_read']:,}.",
         WHY_NO_INDEX.format(
-            forced_plan=" > ".join(n["label"] for n in forced["nodes"]),
+            forced_plan=" > ".join(forced["labels"]),
             forced_ms=forced["execution_ms"],
-            forced_buffers=forced["shared_hit"] + forced["shared_read"],
+            forced_buffers=forced["buffers"],
             ms=task["execution_ms"],
             workers=workers,
             backends=workers + 1,

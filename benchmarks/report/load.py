@@ -82,22 +82,27 @@ def _growth(b: Block) -> float:
     return float(b["rss_end"] - b["rss_start"])
 
 
+def _apart(spread: float) -> str:
+    """What two blocks of one arm differ by, for a verdict's figure."""
+    if math.isnan(spread):
+        return "one block per arm: no spread measured"
+    return f"two blocks of one arm: up to {spread:.3f}x apart"
+
+
 def _ratio_verdicts(sums: dict[int, Summary]) -> list[VerdictRow]:
     rows = []
     for c, s in sums.items():
         rows.append(
             VerdictRow(
                 f"7. load, {c} clients: throughput plugin on / off ≥ {targets.LOAD_THROUGHPUT_RATIO}",
-                f"{s.rps_ratio:.3f} ({s.rps[0]:.1f} / {s.rps[1]:.1f} req/s; two blocks of one arm: up to "
-                f"{s.noise[0]:.3f}x apart)",
+                f"{s.rps_ratio:.3f} ({s.rps[0]:.1f} / {s.rps[1]:.1f} req/s; {_apart(s.noise[0])})",
                 judge_ratio(s.rps_ratio, s.rps_ratio >= targets.LOAD_THROUGHPUT_RATIO, s.noise[0]),
             )
         )
         rows.append(
             VerdictRow(
                 f"7. load, {c} clients: p99 latency on / off ≤ {targets.LOAD_P99_RATIO}",
-                f"{s.p99_ratio:.3f} ({s.p99[0]:.0f} / {s.p99[1]:.0f} ms; two blocks of one arm: up to "
-                f"{s.noise[1]:.3f}x apart)",
+                f"{s.p99_ratio:.3f} ({s.p99[0]:.0f} / {s.p99[1]:.0f} ms; {_apart(s.noise[1])})",
                 judge_ratio(s.p99_ratio, s.p99_ratio <= targets.LOAD_P99_RATIO, s.noise[1]),
             )
         )

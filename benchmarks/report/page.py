@@ -57,8 +57,8 @@ def _verdicts(rows: list[VerdictRow]) -> str:
 def _environment(results: Results) -> str:
     rows = [[k, v] for k, v in results["environment"].items()]
     runs = []
-    for name, section in results["sections"].items():
-        run = section["run"]
+    for name in (s.name for s in SECTIONS if s.name in results["sections"]):
+        run = results["sections"][name]["run"]
         took = f"{run['seconds']:,.0f} s" if run["seconds"] is not None else "-"
         runs.append(
             [name, run["date"], run["mode"], took, f"{run['load_start']} → {run['load_end']}", run["code"]]

@@ -60,8 +60,10 @@ def _case_row(backend: str, key: str, case: StallCase) -> list[str]:
     cells = [
         "; ".join(f"{m:.2f} / {x:.2f}" for m, x in case["rounds"][v]) for v in ("bare", "wrapped", "bare_aa")
     ]
-    added, aa = case["added_ms"], case["aa_ms"]
-    verdict = judge(added <= STALL_ADDED_MS, gap=added, noise=aa)
+    added, aa, ci = case["added_ms"], case["aa_ms"], case["ci_ms"]
+    verdict = judge(
+        added <= STALL_ADDED_MS, gap=added, noise=aa, interval_reaches=bool(ci) and ci[0] <= STALL_ADDED_MS
+    )
     return [backend, op, size_label(int(size)), *cells, f"{added:+.3f}", f"{aa:+.3f}", verdict.value]
 
 

@@ -75,9 +75,8 @@ def _verdicts(t: Triggerer) -> list[VerdictRow]:
 def _cross(t: Triggerer) -> list[list[str]]:
     rows = []
     for key, c in t["plugin_on"]["cases"].items():
-        other = t["plugin_off"]["cases"].get(key)
-        if other:
-            off = other["median"]["bare"]
+        off = t["plugin_off"]["median_ms"].get(key)
+        if off is not None:
             wrapped, bare = c["median"]["wrapped"], c["median"]["bare"]
             op, n = key.split(":")
             rows.append(
