@@ -108,7 +108,7 @@ def flush(results: Results) -> Rendered:
 
 
 def _ratio(x: float) -> str:
-    return f"{x:.2f}x" if x >= 0.01 else f"1/{1 / x:,.0f}"
+    return f"{x:.2f}x" if x >= 0.01 or x <= 0 else f"1/{1 / x:,.0f}"
 
 
 def _histogram_row(r: HistogramRow) -> list[str]:
