@@ -152,7 +152,17 @@ class Block(TypedDict):
     exactness: Exactness | None  # None with the plugin off
 
 
-class FaultResult(TypedDict):
+class Compared(TypedDict):
+    client_total: int
+    server_total: int
+    lost: dict[str, int]
+    lost_total: int
+    doubled: dict[str, int]
+    doubled_total: int
+    exact: bool
+
+
+class FaultResult(Compared):
     name: str
     server: str  # "on", "off" or "otel"
     promise: str  # what delivery promises here (the page's wording)
@@ -161,13 +171,6 @@ class FaultResult(TypedDict):
     ratio_after: float
     failures: dict[str, int]  # requests that got no answer, by exception
     counts_compared: str  # what was compared ("" with the plugin off)
-    client_total: int
-    server_total: int
-    lost: dict[str, int]
-    lost_total: int
-    doubled: dict[str, int]
-    doubled_total: int
-    exact: bool
     #: Loss bounds: answered since the killed worker's flush before its last one (``bound``) or
     #: since its last one (``estimate``); for the closed UDP port, what each worker's first flush
     #: after the close can carry (``bound``).
@@ -622,16 +625,6 @@ def _udp_loss_bound(dep: Deployment, run: ClientRun, closed_at: float) -> int:
         if any(closed_at - 3 * interval <= t <= closed_at for t in ts)
     ]
     return run.answered(min(last), closed_at + 2 * interval) if last else 0
-
-
-class Compared(TypedDict):
-    client_total: int
-    server_total: int
-    lost: dict[str, int]
-    lost_total: int
-    doubled: dict[str, int]
-    doubled_total: int
-    exact: bool
 
 
 NOTHING_COUNTED = Compared(

@@ -7,8 +7,24 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def read_until_stopped(stop: threading.Event, read: Callable[[], T], keep: Callable[[T], object]) -> None:
+    """A reader thread's loop: ``keep(read())`` until ``stop`` is set or the socket is closed
+    (``read`` on a socket with a timeout, so that ``stop`` is looked at between reads)."""
+    while not stop.is_set():
+        try:
+            item = read()
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        keep(item)
 
 
 class HttpPostSink:
@@ -78,18 +94,10 @@ class SilentTcpServer:
         self.port: int = self.sock.getsockname()[1]
         self.accepted: list[socket.socket] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        # Each connection is kept, never read, never answered.
+        args = (self._stop, lambda: self.sock.accept()[0], self.accepted.append)
+        self._thread = threading.Thread(target=read_until_stopped, args=args, daemon=True)
         self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted.append(conn)  # never read, never answered
 
     def close(self) -> None:
         self._stop.set()
