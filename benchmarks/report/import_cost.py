@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..import_cost import ImportCost, ModuleTime
 from ..results import Results, data_of
 from .markdown import Rendered, join, table
-from .targets import IMPORT_MS, VerdictRow, judge
+from .targets import IMPORT_MS, Verdict, VerdictRow, judge
 
 METHOD = (
     'Method: `python -X importtime -c "import airflow.sdk; import store_metrics.plugin"` in a fresh '
@@ -44,4 +44,15 @@ def render(results: Results) -> Rendered:
         table(["module", "self ms", "cumulative ms"], [_row(m) for m in r["modules"]], "lrr"),
         f"Other modules it loaded that `airflow.sdk` had not, costliest first (self time): {others}.",
     )
-    return Rendered(text, [verdict])
+    return Rendered(text, [verdict], _why(r) if verdict.verdict is not Verdict.MET else [])
+
+
+def _why(r: ImportCost) -> list[str]:
+    costly = sorted(r["modules"], key=lambda m: -m["self_ms"])[:4]
+    return [
+        f"- **Importing `store_metrics.plugin`: {r['plugin_ms']:.1f} ms** on top of `airflow.sdk` (target ≤ "
+        f"{IMPORT_MS:g} ms), {r['percent_of_sdk']:.1f}% of the SDK's own import, paid once by every task "
+        "process. Its costliest modules by their own time: "
+        + ", ".join(f"`{m['module']}` {m['self_ms']:.1f} ms" for m in costly)
+        + " (section 9 has every module, nested as imported)."
+    ]

@@ -166,4 +166,19 @@ def render(results: Results) -> Rendered:
         "nothing else of the hook runs on the loop.",
         _reading(t, _bound(data_of(results, "percall"))),
     )
-    return Rendered(text, _verdicts(t))
+    return Rendered(text, _verdicts(t), _why(t))
+
+
+def _why(t: Triggerer) -> list[str]:
+    return [
+        f"- **Triggerer, {_label(key)}: {c['added_ms']:+.3f} ms added per call** (95% CI "
+        f"[{c['ci_ms'][0]:+.3f}, "
+        f"{c['ci_ms'][1]:+.3f}], A/A {c['aa_ms']:+.3f} ms), {_verdict(c).value}: a call holds the "
+        "triggerer's "
+        "loop for milliseconds (a round trip through its supervisor), which the machine moves by more than "
+        f"{STALL_ADDED_MS} ms; every call pooled: {t['pooled']['added_ms']:+.3f} ms. The wrapper's own "
+        "time on "
+        "the loop is the same as in a task (section 1)."
+        for key, c in t["plugin_on"]["cases"].items()
+        if _verdict(c) is not Verdict.MET
+    ]
