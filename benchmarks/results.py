@@ -78,9 +78,12 @@ def save(results: Results, path: Path = RESULTS) -> None:
     path.write_text(json.dumps(results, indent=1, sort_keys=False) + "\n", encoding="utf-8")
 
 
-def merged(old: Results, new: Results) -> Results:
-    """``old`` with the sections of ``new`` replaced or added; the environment is the newest run's."""
-    return Results(environment=new["environment"], sections={**old["sections"], **new["sections"]})
+def merged(old: Results, new: Results, order: list[str]) -> Results:
+    """``old`` with the sections of ``new`` replaced or added, in ``order`` (the page's; names it does
+    not know last); the environment is the newest run's."""
+    sections = {**old["sections"], **new["sections"]}
+    ranked = sorted(sections, key=lambda name: order.index(name) if name in order else len(order))
+    return Results(environment=new["environment"], sections={name: sections[name] for name in ranked})
 
 
 def load_average() -> str:

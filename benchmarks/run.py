@@ -19,7 +19,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from . import results as saved
@@ -46,8 +46,9 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.close(kept)
 
 
-def measure(names: tuple[str, ...], quick: bool) -> Results:
-    """Run the measuring function of each named section; their results, each with its run's record."""
+def measure(names: tuple[str, ...], quick: bool, keep: Callable[[Results], None]) -> Results:
+    """Run the measuring function of each named section; their results, each with its run's record.
+    ``keep`` gets the results so far after every section (a long run that fails keeps what it has)."""
     results = Results(environment=saved.environment(), sections={})
     with _stdout_to_stderr():
         for name in names:
@@ -65,6 +66,7 @@ def measure(names: tuple[str, ...], quick: bool) -> Results:
                 code=saved.code_version(),
             )
             results["sections"][name] = SectionResult(run=run, data=data)
+            keep(results)
     return results
 
 
@@ -99,21 +101,30 @@ def _selected(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tupl
     return tuple(s.name for s in SECTIONS if s.plain_quick or not args.quick)
 
 
+def _measured(parser: argparse.ArgumentParser, args: argparse.Namespace, path: Path | None) -> Results:
+    """The selected sections measured; with a results file, merged into its saved results (and saved
+    after every section, unless ``--no-write``)."""
+    order = [s.name for s in SECTIONS]
+    old = saved.load_or_empty(path) if path else None
+
+    def keep(new: Results) -> None:
+        if path is not None and old is not None and not args.no_write:
+            saved.save(saved.merged(old, new, order), path)
+
+    new = measure(_selected(parser, args), args.quick, keep)
+    if old is None:
+        return new
+    log(f"saved {path}" if not args.no_write else "nothing saved (--no-write)")
+    return saved.merged(old, new, order)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = _parser()
     args = parser.parse_args(argv)
     os.chdir(REPO_ROOT)
     prepare_airflow_home()
-    results_path = args.results or (None if args.quick else saved.RESULTS)
-    if args.render:
-        results = saved.load(results_path or saved.RESULTS)
-    else:
-        results = measure(_selected(parser, args), args.quick)
-        if results_path is not None:
-            results = saved.merged(saved.load_or_empty(results_path), results)
-            if not args.no_write:
-                saved.save(results, results_path)
-                log(f"saved {results_path}")
+    path = args.results or (None if args.quick else saved.RESULTS)
+    results = saved.load(path or saved.RESULTS) if args.render else _measured(parser, args, path)
     from .report.page import render
 
     page = render(results)
