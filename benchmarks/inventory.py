@@ -33,7 +33,7 @@ from typing import Any, TypedDict, final
 
 from testbed.databases import ThrowawayPostgres
 
-from .common import log
+from .common import REPO_ROOT, log
 
 FULL = {"dags": 2000, "runs": 5, "tasks": 10, "keys": 10, "assets": 2000, "asset_keys": 5, "repeat": 7}
 QUICK = {"dags": 40, "runs": 5, "tasks": 10, "keys": 10, "assets": 40, "asset_keys": 5, "repeat": 2}
@@ -279,9 +279,13 @@ def _stats(values: list[float]) -> Stats:
     return Stats(n=len(values), median=statistics.median(values), min=min(values), max=max(values))
 
 
-def measure(url: str, repeat: int) -> Measured:
-    """Collections through the product's path, EXPLAIN ANALYZE, and the full-read contrast."""
-    os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = url
+def measure(repeat: int) -> Measured:
+    """Collections through the product's path, EXPLAIN ANALYZE, and the full-read contrast.
+
+    Run in a fresh interpreter (:func:`_measure_in_child`) whose environment names the database:
+    Airflow reads its settings once, and the process that runs every section has imported it long
+    before, pointed at another database.
+    """
     from store_metrics.catalogue import Store
     from store_metrics.inventory import Collector, Database
     from store_metrics.inventory.gauges import snapshot_series
@@ -334,6 +338,22 @@ def measure(url: str, repeat: int) -> Measured:
     )
 
 
+def _measure_in_child(env: dict[str, str], repeat: int) -> Measured:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.inventory", str(repeat)],
+        cwd=REPO_ROOT,
+        env={**env, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"the inventory's measurement failed:\n{proc.stderr[-3000:]}")
+    measured: Measured = json.loads(proc.stdout.strip().splitlines()[-1])
+    return measured
+
+
 def run(quick: bool) -> Inventory | InventorySkipped:
     sizes = QUICK if quick else FULL
     reason = ThrowawayPostgres.unavailable()
@@ -348,8 +368,7 @@ def run(quick: bool) -> Inventory | InventorySkipped:
         log(f"[inventory] airflow db migrate: {migrate_s:.1f} s; filling")
         data = fill(pg, {k: v for k, v in sizes.items() if k != "repeat"})
         log(f"[inventory] {data['rows']:,} task-store rows; measuring")
-        os.environ["AIRFLOW_HOME"] = str(home)
-        measured = measure(pg.url, sizes["repeat"])
+        measured = _measure_in_child(airflow_env(pg.url, home), sizes["repeat"])
     finally:
         pg.close()
         shutil.rmtree(home, ignore_errors=True)
@@ -361,3 +380,7 @@ def run(quick: bool) -> Inventory | InventorySkipped:
         migrate_s=migrate_s,
         **measured,
     )
+
+
+if __name__ == "__main__":  # the measurement's own process: python -m benchmarks.inventory REPEAT
+    print(json.dumps(measure(int(sys.argv[1]))))

@@ -19,6 +19,7 @@ import contextlib
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -46,15 +47,24 @@ def _stdout_to_stderr() -> Iterator[None]:
         os.close(kept)
 
 
-def measure(names: tuple[str, ...], quick: bool, keep: Callable[[Results], None]) -> Results:
-    """Run the measuring function of each named section; their results, each with its run's record.
-    ``keep`` gets the results so far after every section (a long run that fails keeps what it has)."""
+def measure(
+    names: tuple[str, ...], quick: bool, keep: Callable[[Results], None]
+) -> tuple[Results, list[str]]:
+    """Run the measuring function of each named section: their results, each with its run's record,
+    and the sections that failed (logged; the others still run). ``keep`` gets the results so far
+    after every section, so that a long run keeps what it has measured."""
     results = Results(environment=saved.environment(), sections={})
+    failed = []
     with _stdout_to_stderr():
         for name in names:
             log(f"[{name}]")
             load_start, started = saved.load_average(), time.monotonic()
-            data = saved.as_json(resolve(BY_NAME[name].measure)(quick))
+            try:
+                data = saved.as_json(resolve(BY_NAME[name].measure)(quick))
+            except Exception:
+                log(f"[{name}] failed:\n{traceback.format_exc()}")
+                failed.append(name)
+                continue
             seconds = time.monotonic() - started
             log(f"[{name}] {seconds:.1f} s")
             run = saved.RunInfo(
@@ -67,7 +77,7 @@ def measure(names: tuple[str, ...], quick: bool, keep: Callable[[Results], None]
             )
             results["sections"][name] = SectionResult(run=run, data=data)
             keep(results)
-    return results
+    return results, failed
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -101,7 +111,9 @@ def _selected(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tupl
     return tuple(s.name for s in SECTIONS if s.plain_quick or not args.quick)
 
 
-def _measured(parser: argparse.ArgumentParser, args: argparse.Namespace, path: Path | None) -> Results:
+def _measured(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, path: Path | None
+) -> tuple[Results, list[str]]:
     """The selected sections measured; with a results file, merged into its saved results (and saved
     after every section, unless ``--no-write``)."""
     order = [s.name for s in SECTIONS]
@@ -111,11 +123,11 @@ def _measured(parser: argparse.ArgumentParser, args: argparse.Namespace, path: P
         if path is not None and old is not None and not args.no_write:
             saved.save(saved.merged(old, new, order), path)
 
-    new = measure(_selected(parser, args), args.quick, keep)
+    new, failed = measure(_selected(parser, args), args.quick, keep)
     if old is None:
-        return new
+        return new, failed
     log(f"saved {path}" if not args.no_write else "nothing saved (--no-write)")
-    return saved.merged(old, new, order)
+    return saved.merged(old, new, order), failed
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -124,7 +136,9 @@ def main(argv: list[str] | None = None) -> None:
     os.chdir(REPO_ROOT)
     prepare_airflow_home()
     path = args.results or (None if args.quick else saved.RESULTS)
-    results = saved.load(path or saved.RESULTS) if args.render else _measured(parser, args, path)
+    results, failed = (
+        (saved.load(path or saved.RESULTS), []) if args.render else _measured(parser, args, path)
+    )
     from .report.page import render
 
     page = render(results)
@@ -134,3 +148,7 @@ def main(argv: list[str] | None = None) -> None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(page, encoding="utf-8")
         log(f"wrote {output}")
+    if failed:
+        raise SystemExit(
+            f"sections that failed (their saved results, if any, are the earlier ones): {', '.join(failed)}"
+        )
