@@ -58,7 +58,7 @@ def measure(
     with _stdout_to_stderr():
         for name in names:
             log(f"[{name}]")
-            load_start, started = saved.load_average(), time.monotonic()
+            date, load_start, started = saved.now(), saved.load_average(), time.monotonic()
             try:
                 data = saved.as_json(resolve(BY_NAME[name].measure)(quick))
             except Exception:
@@ -68,7 +68,7 @@ def measure(
             seconds = time.monotonic() - started
             log(f"[{name}] {seconds:.1f} s")
             run = saved.RunInfo(
-                date=saved.now(),
+                date=date,
                 mode="quick" if quick else "full",
                 seconds=round(seconds, 1),
                 load_start=load_start,
