@@ -1,6 +1,6 @@
-"""store-metrics benchmarks: per-call overhead, event-loop stalls, memory, flush and exit.
+"""store-metrics benchmarks: what the plugin costs, measured, and the page that says so.
 
-Run from the repository root with ``/work/venv/bin/python -m benchmarks`` (a few minutes; writes
-``docs/performance.md``) or ``python -m benchmarks --quick`` (a smoke run in seconds, prints
-only). See ``benchmarks/README.md``.
+``python -m benchmarks`` (see :mod:`benchmarks.run` and ``benchmarks/README.md``) runs the sections
+listed in :mod:`benchmarks.sections`, saves their results in ``benchmarks/results.json`` and writes
+``docs/performance.md`` from them (:mod:`benchmarks.report`).
 """

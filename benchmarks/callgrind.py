@@ -13,7 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Any
+from typing import Any, TypedDict
 
 from .common import REPO_ROOT, TAGS, MemoryStore, log, subprocess_env
 
@@ -67,12 +67,20 @@ def _instructions(variant: str, op: str, n: int) -> int:
     return int(match.group(1))
 
 
-def run(quick: bool) -> dict[str, Any]:
+class Callgrind(TypedDict):
+    measured: bool
+    reason: str  # why not, when not measured
+    n: int  # calls per run (minus a run of 0 calls)
+    #: Per operation: instructions per call, bare, wrapped and added.
+    ops: dict[str, dict[str, float]]
+
+
+def run(quick: bool) -> Callgrind:
     if quick:
-        return {"measured": False, "reason": "quick mode"}
+        return Callgrind(measured=False, reason="quick mode", n=0, ops={})
     if shutil.which("valgrind") is None:
-        return {"measured": False, "reason": "valgrind is not installed"}
-    out: dict[str, Any] = {"measured": True, "n": N, "ops": {}}
+        return Callgrind(measured=False, reason="valgrind is not installed", n=0, ops={})
+    ops: dict[str, dict[str, float]] = {}
     try:
         for op in OPS:
             per_call: dict[str, float] = {}
@@ -82,11 +90,11 @@ def run(quick: bool) -> dict[str, Any]:
                 full = _instructions(variant, op, N)
                 per_call[variant] = (full - zero) / N
             per_call["added"] = per_call["wrapped"] - per_call["bare"]
-            out["ops"][op] = per_call
+            ops[op] = per_call
     except Exception as exc:
         log(f"  callgrind: failed: {exc}")
-        return {"measured": False, "reason": str(exc)[:300]}
-    return out
+        return Callgrind(measured=False, reason=str(exc)[:300], n=0, ops={})
+    return Callgrind(measured=True, reason="", n=N, ops=ops)
 
 
 def main() -> None:

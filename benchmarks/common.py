@@ -7,17 +7,14 @@ per-call path is Airflow's own ``airflow.sdk.observability.stats`` module.
 
 from __future__ import annotations
 
-import gzip
 import os
-import socket
+import random
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +29,6 @@ TAGS: dict[str, str] = {
 }
 
 BACKENDS: tuple[str, ...] = ("otel", "dogstatsd", "statsd", "airflow", "none")
-
-#: A real state store round trip under ``dag.test()`` from ../shared/NOTES-airflow-3.3.md (get ~9 ms).
-NOTES_ROUND_TRIP_MS = 9.0
 
 
 def prepare_airflow_home() -> str:
@@ -63,13 +57,6 @@ def median(values: Iterable[float]) -> float:
 
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-def free_port(kind: int = socket.SOCK_STREAM) -> int:
-    """A port free on 127.0.0.1 right now (TCP by default, UDP with SOCK_DGRAM)."""
-    with socket.socket(socket.AF_INET, kind) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss_bytes() -> int:
@@ -225,40 +212,6 @@ class UdpSink:
             self._proc.wait()
 
 
-class SilentTcpServer:
-    """An endpoint on 127.0.0.1 (``port``, or a free one) that accepts TCP connections and never
-    answers (an OTLP collector that hangs)."""
-
-    def __init__(self, port: int = 0) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", port))
-        self.sock.listen(64)
-        self.sock.settimeout(0.05)
-        self.port: int = self.sock.getsockname()[1]
-        self._held: list[socket.socket] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-silent-tcp", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self._held.append(conn)  # never read, never answered
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        for conn in self._held:
-            conn.close()
-        self.sock.close()
-
-
 # -- backends --------------------------------------------------------------------------------
 
 
@@ -270,7 +223,7 @@ def otel_in_memory_provider(max_series: int = 50_000) -> tuple[Any, Any]:
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
     limits: dict[type, int] = {SdkObservableCounter: max_series + 1, SdkCounter: max_series + 1}
-    reader = InMemoryMetricReader(cardinality_limits=limits)  # type: ignore[arg-type]
+    reader = InMemoryMetricReader(cardinality_limits=limits)
     return MeterProvider(metric_readers=[reader], shutdown_on_exit=False), reader
 
 
@@ -353,75 +306,8 @@ class BackendSetup:
         store_metrics.shutdown(timeout=5.0)
 
 
-def fmt_ns(value: float) -> str:
-    return f"{value:,.0f}"
-
-
-def fmt_ms(value: float, digits: int = 2) -> str:
-    return f"{value:.{digits}f}"
-
-
-def md_table(header: Sequence[str], rows: Sequence[Sequence[object]], align: str | None = None) -> str:
-    """A Markdown table; ``align`` is one char per column: l(eft) or r(ight)."""
-    align = align or "l" + "r" * (len(header) - 1)
-    sep = ["---" if a == "l" else "---:" for a in align]
-    lines = ["| " + " | ".join(str(h) for h in header) + " |", "|" + "|".join(sep) + "|"]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-class OtlpHttpSink:
-    """A minimal OTLP/HTTP endpoint on 127.0.0.1 (``port``, or a free one): answers every POST
-    with 200, counts posts and bytes, and hands every body (gunzipped) to :meth:`take`.
-
-    :meth:`close` and :meth:`reopen` take the port down and bring it back (the same port: the
-    exporter's endpoint does not change).
-    """
-
-    def __init__(self, port: int = 0) -> None:
-        self.port = port
-        self.posts = 0
-        self.bytes = 0
-        self._server: ThreadingHTTPServer | None = None
-        self.reopen()
-
-    def reopen(self) -> None:
-        sink = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                sink.posts += 1
-                sink.bytes += len(body)
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                sink.take(body)
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return None
-
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        server.daemon_threads = True
-        self.port = server.server_address[1]
-        self._server = server
-        threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="bench-otlp", daemon=True
-        ).start()
-
-    def take(self, body: bytes) -> None:
-        """One export's body (an ``ExportMetricsServiceRequest``); a receiver that decodes overrides it."""
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1/metrics"
-
-    def close(self) -> None:
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
+def median_ci(values: list[float], resamples: int = 2000) -> tuple[float, float]:
+    """95% bootstrap confidence interval of the median (a fixed seed: the same data, the same page)."""
+    rng = random.Random(0)
+    medians = sorted(median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]

@@ -14,21 +14,18 @@ spread over every bucket, per backend, each repetition on a fresh backend:
 "flush" is ``export()`` plus, for OTel, one collection by an ``InMemoryMetricReader``; Airflow's
 path is its StatsD logger (InfluxDB tags) to a UDP sink in another process, whose received
 lines are counted. Ratios are against the replay baseline of the same run and process.
-
-    python -m benchmarks.histogram_export [--quick]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import threading
 import time
 from bisect import bisect_left
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
-from .common import UdpSink, airflow_stats_factory, log, md_table, median, otel_in_memory_provider
+from .common import UdpSink, airflow_stats_factory, log, median, otel_in_memory_provider
 
 COUNTS: tuple[int, ...] = (10, 100_000)
 QUICK_COUNTS: tuple[int, ...] = (10, 2_000)
@@ -120,7 +117,12 @@ def _lateness_ms(work: Callable[[], None]) -> tuple[float, float]:
 
     async def tick() -> list[float]:
         done = threading.Event()
-        thread = threading.Thread(target=lambda: (work(), done.set()), name="bench-replay")
+
+        def replay() -> None:
+            work()
+            done.set()
+
+        thread = threading.Thread(target=replay, name="bench-replay")
         late: list[float] = []
         thread.start()
         while not done.is_set():
@@ -134,101 +136,86 @@ def _lateness_ms(work: Callable[[], None]) -> tuple[float, float]:
     return max(late), median(late)
 
 
-def run(quick: bool) -> dict[str, Any]:
+class HistogramRow(TypedDict):
+    backend: str
+    observations: int
+    replay_caller_ns: float  # per observation, on the caller's thread
+    live_caller_ns: float
+    replay_flush_ms: float
+    live_flush_ms: float
+    replay_late_ms: list[float]  # [max, median] lateness of a 1 ms ticker during the replay; [] if not run
+    replay_received: int | None  # UDP lines received (Airflow's path), None for OTel
+    live_received: int | None
+
+
+class HistogramExport(TypedDict):
+    reps: int
+    airflow_path: str
+    rows: list[HistogramRow]
+
+
+Make = Callable[[], tuple[Any, Callable[[], Any]]]
+
+
+def _way(
+    make: Make, values: list[float], live: bool, reps: int, sink: UdpSink | None
+) -> tuple[float, float, int | None]:
+    """(caller ns, flush ms, UDP lines received) of one way, medians over fresh backends."""
+    measured, received = [], []
+    for _ in range(reps):
+        if sink:
+            sink.reset()
+        measured.append(_one(make, values, live=live))
+        if sink:
+            received.append(sink.wait_for_lines(len(values), timeout=10))
+    caller = median(c for c, _ in measured)
+    return caller, median(f for _, f in measured), min(received) if received else None
+
+
+def _replay_lateness(make: Make, values: list[float]) -> list[float]:
+    backend, collect = make()
+    deltas = [_delta(values)]
+
+    def replay() -> None:
+        backend.export(deltas)
+        collect()
+
+    return list(_lateness_ms(replay))
+
+
+def _row(name: str, make: Make, n: int, reps: int, sink: UdpSink | None, *, largest: bool) -> HistogramRow:
+    log(f"  histogram_export: {name}, {n:,} observations")
+    values = _values(n)
+    replay_caller = median(_caller_bucket_ns(values) for _ in range(reps))
+    _, replay_flush, replay_received = _way(make, values, False, reps, sink)
+    live_caller, live_flush, live_received = _way(make, values, True, reps, sink)
+    return HistogramRow(
+        backend=name,
+        observations=n,
+        replay_caller_ns=replay_caller,
+        live_caller_ns=live_caller,
+        replay_flush_ms=replay_flush,
+        live_flush_ms=live_flush,
+        replay_late_ms=_replay_lateness(make, values) if largest else [],
+        replay_received=replay_received,
+        live_received=live_received,
+    )
+
+
+def run(quick: bool) -> HistogramExport:
     from airflow.sdk.observability import stats
 
     counts = QUICK_COUNTS if quick else COUNTS
     reps = 1 if quick else 3
     sink = UdpSink()
-    out: dict[str, Any] = {"reps": reps, "rows": []}
+    rows = []
     try:
-        factory, out["airflow_path"] = airflow_stats_factory("airflow", sink.port)
+        factory, airflow_path = airflow_stats_factory("airflow", sink.port)
         stats.initialize(factory=factory, export_legacy_names=True)
         for name, make in (("otel", _otel), ("airflow", _airflow)):
             for n in counts:
-                log(f"  histogram_export: {name}, {n:,} observations")
-                values = _values(n)
-                row: dict[str, Any] = {"backend": name, "observations": n}
-                row["replay_caller_ns"] = median(_caller_bucket_ns(values) for _ in range(reps))
-                for way in ("replay", "live"):
-                    measured, received = [], []
-                    for _ in range(reps):
-                        sink.reset()
-                        measured.append(_one(make, values, live=way == "live"))
-                        if name == "airflow":
-                            received.append(sink.wait_for_lines(n, timeout=10))
-                    if way == "live":
-                        row["live_caller_ns"] = median(c for c, _ in measured)
-                    row[f"{way}_flush_ms"] = median(f for _, f in measured)
-                    if received:
-                        row[f"{way}_received"] = min(received)
-                if n == max(counts):
-                    backend, collect = make()
-                    deltas = [_delta(values)]
-
-                    def replay(backend: Any = backend, deltas: Any = deltas, collect: Any = collect) -> None:
-                        backend.export(deltas)
-                        collect()
-
-                    row["replay_late_ms"] = _lateness_ms(replay)
-                out["rows"].append(row)
+                sink_if_airflow = sink if name == "airflow" else None
+                rows.append(_row(name, make, n, reps, sink_if_airflow, largest=n == max(counts)))
     finally:
         sink.close()
-    return out
-
-
-def _ratio(x: float) -> str:
-    return f"{x:.2f}x" if x >= 0.01 else f"1/{1 / x:,.0f}"
-
-
-def render(result: dict[str, Any]) -> str:
-    rows = []
-    for r in result["rows"]:
-        late = r.get("replay_late_ms")
-        rows.append(
-            [
-                r["backend"],
-                f"{r['observations']:,}",
-                f"{r['replay_caller_ns']:,.0f}",
-                f"{r['live_caller_ns']:,.0f}",
-                _ratio(r["live_caller_ns"] / r["replay_caller_ns"]),
-                f"{r['replay_flush_ms']:.3f}",
-                f"{r['live_flush_ms']:.3f}",
-                _ratio(r["live_flush_ms"] / r["replay_flush_ms"]),
-                f"{late[0]:.1f} / {late[1]:.2f}" if late else "",
-                f"{r['replay_received']:,} / {r['live_received']:,}" if "live_received" in r else "",
-            ]
-        )
-    header = [
-        "backend",
-        "observations",
-        "replay: caller ns/obs",
-        "live: caller ns/obs",
-        "caller ratio",
-        "replay: flush ms",
-        "live: flush ms",
-        "flush ratio",
-        "loop late during replay, max / median ms",
-        "UDP lines received, replay / live",
-    ]
-    return (
-        "### Exporting one histogram series\n\n"
-        f"Median of {result['reps']} fresh backends each; Airflow's path: {result['airflow_path']}.\n\n"
-        + md_table(header, rows, "lr" + "r" * 8)
-    )
-
-
-def main() -> None:
-    from .common import prepare_airflow_home
-
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--quick", action="store_true", help="small sizes, one repetition")
-    args = parser.parse_args()
-    prepare_airflow_home()
-    print(render(run(args.quick)))
-
-
-if __name__ == "__main__":
-    main()
+    return HistogramExport(reps=reps, airflow_path=airflow_path, rows=rows)

@@ -1,11 +1,9 @@
 """5. The state store footprint: what ``store-metrics inventory`` costs the metadata database.
 
-    python -m benchmarks.inventory            # 1,000,000 task-store rows over 2,000 DAGs on PostgreSQL;
-                                              # writes its section at the end of docs/performance.md
-    python -m benchmarks.inventory --quick    # 20,000 rows over 40 DAGs, prints only
-
-A throwaway PostgreSQL (Debian's ``postgresql``: ``initdb`` + ``pg_ctl`` on a free port, its own
-data directory, as user ``postgres`` when run as root) gets Airflow 3.3's real schema from
+``python -m benchmarks --only inventory``: 1,000,000 task-store rows over 2,000 DAGs on PostgreSQL
+(``--quick``: 20,000 rows over 40 DAGs). A throwaway PostgreSQL (:class:`testbed.databases.ThrowawayPostgres`:
+``initdb`` + ``pg_ctl`` on a free port, its own data directory, as user ``postgres`` when run as
+root) gets Airflow 3.3's real schema from
 ``airflow db migrate``; the rows are made in SQL with ``generate_series`` (dag runs first, for the
 foreign key), then ``VACUUM ANALYZE``. Then, through the product's own code path
 (:class:`store_metrics.inventory.Collector` on Airflow's engine):
@@ -15,23 +13,14 @@ foreign key), then ``VACUUM ANALYZE``. Then, through the product's own code path
 * **the database's own cost**: ``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` of the exact statement
   the inventory sends: plan nodes, the index used (if any), execution time, buffers;
 * for contrast, one read of every ``value`` into Python (what the inventory never does).
-
-The section is written between ``<!-- inventory:start -->`` and ``<!-- inventory:end -->`` at the
-end of ``docs/performance.md`` (replaced in place when it is there); ``python -m benchmarks`` keeps
-that block, and every other marked block, when it rewrites the page (:func:`keep_section`).
 """
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import datetime as dt
-import glob
 import json
 import os
 import platform
-import pwd
-import re
 import shutil
 import statistics
 import subprocess
@@ -40,131 +29,88 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, final
 
-from .common import REPO_ROOT, free_port, log, md_table
+from testbed.databases import ThrowawayPostgres
 
-START = "<!-- inventory:start (python -m benchmarks.inventory writes this block; keep it last) -->"
-END = "<!-- inventory:end -->"
-PAGE = REPO_ROOT / "docs" / "performance.md"
+from .common import REPO_ROOT, log
 
 FULL = {"dags": 2000, "runs": 5, "tasks": 10, "keys": 10, "assets": 2000, "asset_keys": 5, "repeat": 7}
 QUICK = {"dags": 40, "runs": 5, "tasks": 10, "keys": 10, "assets": 40, "asset_keys": 5, "repeat": 2}
 
 
-# -- a PostgreSQL of its own ---------------------------------------------------------------------------
+class Fill(TypedDict):
+    rows: int
+    dags: int
+    value_bytes: int
+    total_size: int
+    heap_size: int
+    toast_size: int
+    expired: int
+    asset_rows: int
+    asset_size: int
+    server_version: str
+    shared_buffers: str
 
 
-def _pg_bin(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(
-        glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(p.split("/")[4]), reverse=True
-    )
-    return candidates[0] if candidates else None
+class PlanNode(TypedDict):
+    depth: int
+    label: str
+    rows: int | None
+    ms: float | None
+    loops: int | None
+    workers: int | None
 
 
-class ThrowawayServer:
-    """A database server of its own: a temporary directory (data and log), a free port.
-
-    Subclasses start and :meth:`stop` it; :meth:`close` stops it and removes everything.
-    """
-
-    def __init__(self, name: str) -> None:
-        self.port = free_port()
-        self.root = Path(tempfile.mkdtemp(prefix=f"store-metrics-{name}-"))
-        self.data = self.root / "data"
-        self.logfile = self.root / f"{name}.log"
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-    def log_tail(self, chars: int = 3000) -> str:
-        try:
-            return self.logfile.read_text(errors="replace")[-chars:]
-        except OSError:
-            return ""
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.stop()
-        shutil.rmtree(self.root, ignore_errors=True)
+class Plan(TypedDict):
+    sql: str
+    nodes: list[PlanNode]
+    indexes: list[str]
+    execution_ms: float
+    planning_ms: float
+    shared_hit: int
+    shared_read: int
 
 
-class ThrowawayPostgres(ThrowawayServer):
-    """A PostgreSQL server in a temporary directory on a free port; user ``airflow``, database ``airflow``.
+class Stats(TypedDict):
+    n: int
+    median: float
+    min: float
+    max: float
 
-    ``initdb`` and ``postgres`` refuse to run as root: as root they run as the ``postgres`` user
-    (``runuser``). :meth:`stop` and :meth:`start` keep the data, :meth:`close` removes it.
-    """
 
-    def __init__(self) -> None:
-        super().__init__("postgres")
-        self.initdb = _pg_bin("initdb")
-        self.pg_ctl = _pg_bin("pg_ctl")
-        self._as: list[str] = []
-        if os.geteuid() == 0:
-            user = pwd.getpwnam("postgres")
-            os.chown(self.root, user.pw_uid, user.pw_gid)
-            self._as = ["runuser", "-u", "postgres", "--"]
+class ForcedPlan(TypedDict):
+    """The task table's statement with sequential scans switched off: what an index would cost."""
 
-    @staticmethod
-    def unavailable() -> str | None:
-        """Why no server can be started here, or ``None``."""
-        missing = [n for n in ("initdb", "pg_ctl", "postgres") if _pg_bin(n) is None]
-        if missing:
-            return f"PostgreSQL binaries not found ({', '.join(missing)}): apt-get install -y postgresql"
-        if os.geteuid() == 0:
-            try:
-                pwd.getpwnam("postgres")
-            except KeyError:
-                return "running as root and there is no 'postgres' user to run the server as"
-            if not shutil.which("runuser"):
-                return "running as root and runuser is not installed"
-        try:
-            import psycopg2  # noqa: F401
-        except ImportError:
-            return "psycopg2 is not installed: pip install psycopg2-binary"
-        return None
+    labels: list[str]  # plan nodes, outermost first
+    execution_ms: float
+    buffers: int  # shared buffers hit and read
 
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg2://airflow@127.0.0.1:{self.port}/airflow"
 
-    def _run(self, *args: str) -> None:
-        proc = subprocess.run([*self._as, *args], capture_output=True, text=True, timeout=120, check=False)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{' '.join(args[:2])} failed: {proc.stdout}{proc.stderr}{self.log_tail()}")
+class Measured(TypedDict):
+    collection_ms: Stats  # whole collections, after one warm-up
+    query_ms: dict[str, Stats]  # each table's query, as the inventory times it
+    series: int
+    groups: dict[str, int]
+    distinct: dict[str, int]
+    plans: dict[str, Plan]  # per table
+    forced: ForcedPlan
+    full_read_ms: float
+    full_read_bytes: int
 
-    def init(self) -> ThrowawayPostgres:
-        assert self.initdb and self.pg_ctl
-        self._run(
-            self.initdb, "-D", str(self.data), "-A", "trust", "-U", "airflow", "-E", "UTF8", "--no-sync"
-        )
-        self.start()
-        import psycopg2
 
-        conn = psycopg2.connect(host="127.0.0.1", port=self.port, user="airflow", dbname="postgres")
-        conn.autocommit = True
-        with conn.cursor() as cur:
-            cur.execute("CREATE DATABASE airflow")
-        conn.close()
-        return self
+@final
+class Inventory(Measured):
+    host: str
+    cpus: int
+    sizes: dict[str, int]
+    data: Fill
+    migrate_s: float
 
-    def start(self) -> None:
-        assert self.pg_ctl
-        options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run(self.pg_ctl, "-D", str(self.data), "-o", options, "-l", str(self.logfile), "-w", "start")
 
-    def stop(self) -> None:
-        assert self.pg_ctl
-        self._run(self.pg_ctl, "-D", str(self.data), "-m", "fast", "-w", "stop")
-
-    def connect(self) -> Any:
-        import psycopg2
-
-        return psycopg2.connect(host="127.0.0.1", port=self.port, user="airflow", dbname="airflow")
+@final
+class InventorySkipped(TypedDict):
+    skipped: str
 
 
 def airflow_env(url: str, home: Path) -> dict[str, str]:
@@ -227,13 +173,13 @@ FROM asset a, generate_series(1, %(asset_keys)s) k;
 """
 
 
-def fill(pg: ThrowawayPostgres, sizes: dict[str, int]) -> dict[str, Any]:
+def fill(pg: ThrowawayPostgres, sizes: dict[str, int]) -> Fill:
     """Make the rows, ``VACUUM ANALYZE``; return counts and sizes."""
     conn = pg.connect()
     t0 = time.monotonic()
     with conn, conn.cursor() as cur:
         cur.execute(_FILL, sizes)
-    fill_s = time.monotonic() - t0
+    log(f"[inventory] rows made in {time.monotonic() - t0:.1f} s")
     conn.autocommit = True
     with conn.cursor() as cur:
         cur.execute("VACUUM ANALYZE dag_run, task_state_store, asset, asset_state_store")
@@ -254,20 +200,19 @@ def fill(pg: ThrowawayPostgres, sizes: dict[str, int]) -> dict[str, Any]:
         cur.execute("SHOW shared_buffers")
         shared_buffers = cur.fetchone()[0]
     conn.close()
-    return {
-        "rows": rows,
-        "dags": dags,
-        "value_bytes": int(value_bytes),
-        "total_size": total_size,
-        "heap_size": heap_size,
-        "toast_size": toast_size,
-        "expired": expired,
-        "asset_rows": asset_rows,
-        "asset_size": asset_size,
-        "fill_s": fill_s,
-        "server_version": version,
-        "shared_buffers": shared_buffers,
-    }
+    return Fill(
+        rows=rows,
+        dags=dags,
+        value_bytes=int(value_bytes),
+        total_size=total_size,
+        heap_size=heap_size,
+        toast_size=toast_size,
+        expired=expired,
+        asset_rows=asset_rows,
+        asset_size=asset_size,
+        server_version=version,
+        shared_buffers=shared_buffers,
+    )
 
 
 # -- measuring -----------------------------------------------------------------------------------------
@@ -279,7 +224,7 @@ def _plan_nodes(node: dict[str, Any], depth: int = 0) -> Iterator[tuple[int, dic
         yield from _plan_nodes(child, depth + 1)
 
 
-def explain(database: Any, store: Any, *, no_seqscan: bool = False) -> dict[str, Any]:
+def explain(database: Any, store: Any, *, no_seqscan: bool = False) -> Plan:
     """``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` of the exact statement the inventory sends.
 
     ``no_seqscan``: with ``SET LOCAL enable_seqscan = off``, to see what an index would cost.
@@ -292,7 +237,7 @@ def explain(database: Any, store: Any, *, no_seqscan: bool = False) -> dict[str,
 
 def explain_statement(
     engine: Any, stmt: Any, values: dict[str, Any], *, no_seqscan: bool = False
-) -> dict[str, Any]:
+) -> Plan:
     """``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` of ``stmt`` with its bound ``values``: plan nodes,
     indexes used, execution and planning time, buffers."""
     compiled = stmt.compile(dialect=engine.dialect)
@@ -315,30 +260,38 @@ def explain_statement(
             label += f" using {node['Index Name']}"
             indexes.add(node["Index Name"])
         nodes.append(
-            {
-                "depth": depth,
-                "label": label,
-                "rows": node.get("Actual Rows"),
-                "ms": node.get("Actual Total Time"),
-                "loops": node.get("Actual Loops"),
-                "workers": node.get("Workers Launched"),
-            }
+            PlanNode(
+                depth=depth,
+                label=label,
+                rows=node.get("Actual Rows"),
+                ms=node.get("Actual Total Time"),
+                loops=node.get("Actual Loops"),
+                workers=node.get("Workers Launched"),
+            )
         )
     top = plan["Plan"]
-    return {
-        "sql": str(compiled),
-        "nodes": nodes,
-        "indexes": sorted(indexes),
-        "execution_ms": plan.get("Execution Time"),
-        "planning_ms": plan.get("Planning Time"),
-        "shared_hit": top.get("Shared Hit Blocks", 0),
-        "shared_read": top.get("Shared Read Blocks", 0),
-    }
+    return Plan(
+        sql=str(compiled),
+        nodes=nodes,
+        indexes=sorted(indexes),
+        execution_ms=plan["Execution Time"],
+        planning_ms=plan["Planning Time"],
+        shared_hit=top.get("Shared Hit Blocks", 0),
+        shared_read=top.get("Shared Read Blocks", 0),
+    )
 
 
-def measure(url: str, repeat: int) -> dict[str, Any]:
-    """Collections through the product's path, EXPLAIN ANALYZE, and the full-read contrast."""
-    os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = url
+def _stats(values: list[float]) -> Stats:
+    return Stats(n=len(values), median=statistics.median(values), min=min(values), max=max(values))
+
+
+def measure(repeat: int) -> Measured:
+    """Collections through the product's path, EXPLAIN ANALYZE, and the full-read contrast.
+
+    Run in a fresh interpreter (:func:`_measure_in_child`) whose environment names the database:
+    Airflow reads its settings once, and the process that runs every section has imported it long
+    before, pointed at another database.
+    """
     from store_metrics.catalogue import Store
     from store_metrics.inventory import Collector, Database
     from store_metrics.inventory.gauges import snapshot_series
@@ -364,7 +317,12 @@ def measure(url: str, repeat: int) -> dict[str, Any]:
     groups = {s.value: len(f.groups) for s, f in snapshot.footprints.items()}
     distinct = {s.value: f.distinct for s, f in snapshot.footprints.items()}
     plans = {s.value: explain(database, s) for s in Store}
-    forced = explain(database, Store.TASK, no_seqscan=True)
+    no_seqscan = explain(database, Store.TASK, no_seqscan=True)
+    forced = ForcedPlan(
+        labels=[n["label"] for n in no_seqscan["nodes"]],
+        execution_ms=no_seqscan["execution_ms"],
+        buffers=no_seqscan["shared_hit"] + no_seqscan["shared_read"],
+    )
     # The contrast: every value into Python, sizes computed there (what the inventory never does).
     t0 = time.perf_counter()
     with database.engine.connect() as conn:
@@ -373,25 +331,40 @@ def measure(url: str, repeat: int) -> dict[str, Any]:
             total += len(value.encode())
         conn.rollback()
     full_read_ms = (time.perf_counter() - t0) * 1000.0
-    return {
-        "collection_ms": walls,
-        "query_ms": per_store,
-        "series": len(series),
-        "groups": groups,
-        "distinct": distinct,
-        "plans": plans,
-        "forced": forced,
-        "full_read_ms": full_read_ms,
-        "full_read_bytes": total,
-    }
+    return Measured(
+        collection_ms=_stats(walls),
+        query_ms={table: _stats(ms) for table, ms in per_store.items()},
+        series=len(series),
+        groups=groups,
+        distinct=distinct,
+        plans=plans,
+        forced=forced,
+        full_read_ms=full_read_ms,
+        full_read_bytes=total,
+    )
 
 
-def run(quick: bool) -> dict[str, Any]:
+def _measure_in_child(env: dict[str, str], repeat: int) -> Measured:
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.inventory", str(repeat)],
+        cwd=REPO_ROOT,
+        env={**env, "PYTHONPATH": str(REPO_ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"the inventory's measurement failed:\n{proc.stderr[-3000:]}")
+    measured: Measured = json.loads(proc.stdout.strip().splitlines()[-1])
+    return measured
+
+
+def run(quick: bool) -> Inventory | InventorySkipped:
     sizes = QUICK if quick else FULL
     reason = ThrowawayPostgres.unavailable()
     if reason:
-        return {"skipped": reason}
-    load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
+        return InventorySkipped(skipped=reason)
     pg = ThrowawayPostgres()
     home = Path(tempfile.mkdtemp(prefix="store-metrics-bench-inventory-"))
     try:
@@ -400,207 +373,20 @@ def run(quick: bool) -> dict[str, Any]:
         migrate_s = migrate(airflow_env(pg.url, home))
         log(f"[inventory] airflow db migrate: {migrate_s:.1f} s; filling")
         data = fill(pg, {k: v for k, v in sizes.items() if k != "repeat"})
-        log(f"[inventory] {data['rows']:,} task-store rows in {data['fill_s']:.1f} s; measuring")
-        os.environ["AIRFLOW_HOME"] = str(home)
-        results = measure(pg.url, sizes["repeat"])
+        log(f"[inventory] {data['rows']:,} task-store rows; measuring")
+        measured = _measure_in_child(airflow_env(pg.url, home), sizes["repeat"])
     finally:
         pg.close()
         shutil.rmtree(home, ignore_errors=True)
-    load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return {
-        "sizes": sizes,
-        "data": data,
-        "migrate_s": migrate_s,
-        "load_start": load_start,
-        "load_end": load_end,
-        **results,
-    }
+    return Inventory(
+        host=platform.node() or "this machine",
+        cpus=os.cpu_count() or 0,
+        sizes=sizes,
+        data=data,
+        migrate_s=migrate_s,
+        **measured,
+    )
 
 
-# -- the page section ----------------------------------------------------------------------------------
-
-
-def _mib(n: float) -> str:
-    return f"{n / 1024 / 1024:,.1f} MiB"
-
-
-def _stats(values: list[float]) -> str:
-    return f"{statistics.median(values):,.0f} (min {min(values):,.0f}, max {max(values):,.0f})"
-
-
-def render(r: dict[str, Any]) -> str:
-    if "skipped" in r:
-        return f"## 5. State store footprint: the inventory's queries\n\nNot measured: {r['skipped']}.\n"
-    d, s = r["data"], r["sizes"]
-    task_plan, asset_plan = r["plans"]["task_state_store"], r["plans"]["asset_state_store"]
-    forced = r["forced"]
-    lines = [
-        "## 5. State store footprint: the inventory's queries on PostgreSQL",
-        "",
-        f"What `store-metrics inventory` costs the metadata database. Method and module: "
-        f"`benchmarks/inventory.py` (`python -m benchmarks.inventory`), run "
-        f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC on {platform.node() or 'this machine'} "
-        f"({os.cpu_count()} CPUs, shared with other work: load average {r['load_start']} at the start, "
-        f"{r['load_end']} at the end). A throwaway PostgreSQL {d['server_version']}, default settings "
-        f"but `fsync=off` (shared_buffers {d['shared_buffers']}), with Airflow "
-        f"3.3's schema from `airflow db migrate` ({r['migrate_s']:.1f} s); rows made with "
-        "`generate_series`, then `VACUUM ANALYZE`.",
-        "",
-        md_table(
-            ["table", "rows", "groups", "value bytes (SQL)", "on disk (with TOAST, indexes)"],
-            [
-                [
-                    "`task_state_store`",
-                    f"{d['rows']:,}",
-                    f"{d['dags']:,} DAGs x {s['tasks']} tasks = {r['distinct']['task_state_store']:,}",
-                    _mib(d["value_bytes"]),
-                    _mib(d["total_size"]),
-                ],
-                [
-                    "`asset_state_store`",
-                    f"{d['asset_rows']:,}",
-                    f"{r['distinct']['asset_state_store']:,} assets",
-                    "-",
-                    _mib(d["asset_size"]),
-                ],
-            ],
-            "lrrrr",
-        ),
-        "",
-        f"Task-store rows: {s['runs']} runs x {s['tasks']} tasks x {s['keys']} keys per DAG; values of "
-        "12 to 211 bytes, one in 1,000 of 20 KB (random hex, stored out of line in TOAST); `updated_at` "
-        f"spread over 30 days; 10 % with `expires_at` past ({d['expired']:,} expired), 10 % never expiring.",
-        "",
-        "### Time per collection",
-        "",
-        f"`Collector.collect()` on Airflow's engine, as `--serve` runs it every `inventory_interval`: both "
-        f"queries (each in a read-only transaction under `SET LOCAL statement_timeout`), fetching the "
-        f"groups, top-20 bounding. {len(r['collection_ms'])} collections after one warm-up; ms.",
-        "",
-        md_table(
-            ["", "median (min, max) ms"],
-            [
-                ["whole collection (both tables, bounding)", _stats(r["collection_ms"])],
-                ["`task_state_store` query", _stats(r["query_ms"]["task_state_store"])],
-                ["`asset_state_store` query", _stats(r["query_ms"]["asset_state_store"])],
-            ],
-            "lr",
-        ),
-        "",
-        f"The snapshot holds {r['groups']['task_state_store']:,} task groups (top 20 DAGs x their 10 tasks, "
-        f"plus `other`) and {r['groups']['asset_state_store']:,} asset groups: {r['series']:,} series on the "
-        f"scrape endpoint, whatever the table holds. For contrast, reading every `value` into Python "
-        f"(`SELECT dag_id, value`) to measure it there took {r['full_read_ms']:,.0f} ms and moved "
-        f"{_mib(r['full_read_bytes'])} to the client; the inventory moves "
-        f"{r['distinct']['task_state_store']:,} grouped rows.",
-        "",
-        "### The database's own cost (EXPLAIN ANALYZE)",
-        "",
-        "`EXPLAIN (ANALYZE, BUFFERS)` of the exact statement the inventory sends:",
-        "",
-        "```sql",
-        task_plan["sql"],
-        "```",
-        "",
-    ]
-    for name, plan in (("task_state_store", task_plan), ("asset_state_store", asset_plan)):
-        rows = [
-            [
-                ("&nbsp;&nbsp;" * n["depth"]) + n["label"],
-                f"{n['rows']:,}",
-                f"{n['loops']:,}",
-                f"{n['ms']:,.1f}",
-                n["workers"] or "",
-            ]
-            for n in plan["nodes"]
-        ]
-        lines += [
-            f"`{name}`: execution {plan['execution_ms']:,.1f} ms, planning {plan['planning_ms']:,.2f} ms, "
-            f"buffers {plan['shared_hit']:,} hit / {plan['shared_read']:,} read (8 KiB pages); index used: "
-            f"{', '.join(f'`{i}`' for i in plan['indexes']) or '**none**'}.",
-            "",
-            md_table(["plan node", "rows per loop", "loops", "ms", "workers launched"], rows, "lrrrr"),
-            "",
-        ]
-    workers = max((n["workers"] or 0) for n in task_plan["nodes"])
-    lines += [
-        f"The heap of `task_state_store` has {d['heap_size'] // 8192:,} pages of 8 KiB, its TOAST table "
-        f"(with its index) {d['toast_size'] // 8192:,}; the task query touched "
-        f"{task_plan['shared_hit'] + task_plan['shared_read']:,}.",
-        "",
-        "**Which index:** none, and rightly so. Every row contributes to a group (entries, bytes, ages, "
-        "expiry), so the planner reads the whole heap once with a sequential scan and aggregates in a "
-        "hash table (in parallel workers when it sees fit); `idx_task_state_store_lookup` "
-        "(`dag_id, run_id, task_id, map_index`) cannot help, because `value`, `updated_at` and "
-        "`expires_at` are not in it, so an index scan visits the same heap pages in a worse order. "
-        f"Forced off the sequential scan (`SET LOCAL enable_seqscan = off`), PostgreSQL takes "
-        f"{' > '.join(n['label'] for n in forced['nodes'])} and {forced['execution_ms']:,.0f} ms "
-        f"({forced['shared_hit'] + forced['shared_read']:,} buffers) instead of "
-        f"{task_plan['execution_ms']:,.0f} ms. "
-        "`octet_length(value)` takes the size from the value's TOAST pointer: the 20 KB out-of-line values "
-        "are neither fetched nor decompressed, and the reference check (`substr(value, 1, 25)`) only runs "
-        "on values of at most 2 KiB, so the scan reads the heap pages and no TOAST page. The cost grows "
-        "linearly with the rows; at the default `inventory_interval` of 300 s this is one such scan per "
-        "table every 5 minutes, from one process per deployment, with the default `inventory_timeout` "
-        f"(30 s) far above it. PostgreSQL chose {workers} parallel worker(s) for the scan (its own "
-        f"`max_parallel_workers_per_gather`): {workers + 1} backend(s) for "
-        f"{task_plan['execution_ms']:,.0f} ms; a database that must not do that can lower the setting for "
-        "the inventory's role (`ALTER ROLE ... SET max_parallel_workers_per_gather = 0`).",
-    ]
-    return "\n".join(lines).rstrip() + "\n"
-
-
-_BLOCK = re.compile(r"<!-- (\w+):start\b.*?-->.*?<!-- \1:end -->", re.DOTALL)
-
-
-def keep_section(page_path: Path, page: str) -> str:
-    """``page`` with the marked blocks of the file at ``page_path`` that it lacks, appended in order.
-
-    ``python -m benchmarks`` renders sections 1-4 and rewrites the page: the blocks other commands
-    write there (``<!-- NAME:start ... -->`` to ``<!-- NAME:end -->``: this module's, the
-    triggerer's, ...) are kept as they were instead of being dropped.
-    """
-    try:
-        old = page_path.read_text(encoding="utf-8")
-    except OSError:
-        return page
-    kept = [m.group(0) for m in _BLOCK.finditer(old) if f"<!-- {m.group(1)}:start" not in page]
-    if not kept:
-        return page
-    return page.rstrip("\n") + "\n\n" + "\n\n".join(kept) + "\n"
-
-
-def write_section(page_path: Path, section: str) -> None:
-    """Replace the inventory block at the end of the page (or append it), leaving the rest as it is."""
-    old = page_path.read_text(encoding="utf-8") if page_path.exists() else ""
-    if START in old:
-        before = old[: old.index(START)]
-        rest = old[old.index(START) :]
-        after = rest[rest.index(END) + len(END) :] if END in rest else ""
-    else:
-        before, after = old, ""
-    block = f"{START}\n\n{section.rstrip()}\n\n{END}\n"
-    page_path.write_text(before.rstrip("\n") + "\n\n" + block + after.lstrip("\n"), encoding="utf-8")
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.inventory", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="20,000 rows, print only")
-    parser.add_argument("--output", type=Path, help=f"page to write the section into (default {PAGE})")
-    parser.add_argument("--no-write", action="store_true", help="print only")
-    args = parser.parse_args(argv)
-    os.chdir(REPO_ROOT)
-    results = run(args.quick)
-    section = render(results)
-    print(section)
-    output = args.output or (None if args.quick else PAGE)
-    if output is not None and not args.no_write:
-        write_section(output, section)
-        log(f"wrote the inventory section of {output}")
-    raw = Path(tempfile.gettempdir()) / "store-metrics-bench-inventory.json"
-    raw.write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-    log(f"raw results: {raw}")
-
-
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # the measurement's own process: python -m benchmarks.inventory REPEAT
+    print(json.dumps(measure(int(sys.argv[1]))))

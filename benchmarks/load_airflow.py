@@ -22,13 +22,16 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from .common import REPO_ROOT, OtlpHttpSink, free_port
+from testbed.endpoints import HttpPostSink
+from testbed.ports import free_port
+from testbed.waiting import poll
+
+from .common import REPO_ROOT
 
 #: What the API server's request counter is called on the wire (prefix ``airflow``).
 REQUESTS = "airflow.api_server.state_store.requests"
@@ -37,15 +40,6 @@ LONG_STALLS = "airflow.api_server.event_loop.long_stalls"
 
 #: A 64-byte HMAC key (HS512 wants at least that many): the deployment's ``[api_auth] jwt_secret``.
 JWT_SECRET = "store-metrics-load-benchmark-" + "k" * 35
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 # -- the Airflow home ----------------------------------------------------------------------------
@@ -152,11 +146,11 @@ class ApiServer:
                 raise RuntimeError(f"api-server {self.name} exited:\n{self.log_tail()}")
             return self.healthy()
 
-        if not wait_until(ready, timeout, 0.2):
+        if not poll(ready, timeout, 0.2):
             raise RuntimeError(f"api-server {self.name} not ready in {timeout:.0f} s:\n{self.log_tail()}")
         if self.workers > 1:
             # Every worker up: uvicorn's workers each log this once their app has started.
-            wait_until(lambda: self.log_count("Application startup complete") >= self.workers, timeout, 0.2)
+            poll(lambda: self.log_count("Application startup complete") >= self.workers, timeout, 0.2)
         self.startup_s = time.monotonic() - self.started_at
 
     def healthy(self) -> bool:
@@ -410,7 +404,7 @@ class DogStatsdReceiver:
                 return
 
 
-class OtlpReceiver(OtlpHttpSink):
+class OtlpReceiver(HttpPostSink):
     """A real OTLP/HTTP metrics endpoint on a fixed port of 127.0.0.1 that decodes every export.
 
     Keeps, per worker (``worker`` attribute), the latest cumulative value of every
@@ -424,7 +418,7 @@ class OtlpReceiver(OtlpHttpSink):
         self.latest: dict[tuple[str, ...], int] = {}
         super().__init__(port)
 
-    def take(self, body: bytes) -> None:
+    def take(self, path: str, body: bytes) -> None:
         from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
             ExportMetricsServiceRequest,
         )

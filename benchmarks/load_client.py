@@ -31,6 +31,8 @@ from typing import Any
 
 import httpx
 
+from .values import COMPACT, int_array
+
 #: One request of the mix: (store, operation, method, what, size). ``what`` says which key:
 #: ``small``/``mid``/``big`` (a value of that size, set earlier in the cycle), ``absent`` (never
 #: set), ``-`` (clear: no key).
@@ -85,30 +87,6 @@ def outcome(operation: str, status: int) -> str:
     return "error"
 
 
-def _json_length(n: int) -> int:
-    """Length of the compact JSON text of ``list(range(n))``."""
-    if n == 0:
-        return 2
-    digits, lo, width = 0, 0, 1
-    while lo < n:
-        hi = min(n, 10**width)
-        digits += (hi - lo) * width
-        lo, width = hi, width + 1
-    return 2 + digits + (n - 1)
-
-
-def int_array(json_bytes: int) -> list[int]:
-    """An integer array whose compact JSON is as close as possible to ``json_bytes`` long."""
-    lo, hi = 1, max(1, json_bytes)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _json_length(mid) < json_bytes:
-            lo = mid + 1
-        else:
-            hi = mid
-    return list(range(lo))
-
-
 @dataclass
 class Record:
     start: list[float]
@@ -125,7 +103,7 @@ class Load:
         self.cycle, self.extra = mix(self.sizes, plan["big_every"])
         self.all_steps = self.cycle + self.extra
         self.bodies = {
-            name: json.dumps({"value": int_array(n)}, separators=(",", ":")).encode()
+            name: json.dumps({"value": int_array(n, COMPACT)}, separators=(",", ":")).encode()
             for name, n in self.sizes.items()
         }
         self.record = Record([], [], [], [])

@@ -20,12 +20,35 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from .common import REPO_ROOT, log, rss_bytes, subprocess_env
 
 DAGS = 100
 TASKS = 10
+
+
+class Point(TypedDict):
+    """One checkpoint of a child process."""
+
+    calls: int
+    rss: int  # bytes
+    series: int  # series the emitter holds
+    blocks: int  # sys.getallocatedblocks()
+
+
+class Variant(TypedDict):
+    variant: str  # bare or wrapped
+    points: list[Point]
+    counted: int  # the emitter's totals at the end: every call counted once
+
+
+class Memory(TypedDict):
+    calls: int
+    checkpoints: list[int]
+    tasks: int
+    bare: Variant
+    wrapped: Variant
 
 
 class NullStore:
@@ -44,7 +67,7 @@ class NullStore:
         return None
 
 
-def child(variant: str, calls: int, checkpoints: list[int]) -> dict[str, Any]:
+def child(variant: str, calls: int, checkpoints: list[int]) -> Variant:
     import store_metrics
     from store_metrics import instrument_task_store
 
@@ -68,18 +91,15 @@ def child(variant: str, calls: int, checkpoints: list[int]) -> dict[str, Any]:
     emitter.flush(timeout=5.0)
     n_stores = len(stores)
 
-    def snapshot(done: int) -> dict[str, Any]:
+    def snapshot(done: int) -> Point:
         # Read with the worker idle: right after an explicit flush, the next periodic one is
         # 0.5 s away, so no export is holding deltas or datagrams while we count.
         emitter.flush(timeout=5.0)
         time.sleep(0.02)
         gc.collect()
-        return {
-            "calls": done,
-            "rss": rss_bytes(),
-            "series": emitter.series_count,
-            "blocks": sys.getallocatedblocks(),
-        }
+        return Point(
+            calls=done, rss=rss_bytes(), series=emitter.series_count, blocks=sys.getallocatedblocks()
+        )
 
     points = [snapshot(0)]
     done = 0
@@ -102,36 +122,27 @@ def child(variant: str, calls: int, checkpoints: list[int]) -> dict[str, Any]:
     totals = sum(emitter.snapshot().values())
     store_metrics.shutdown(timeout=2.0)
     hole.close()
-    return {"variant": variant, "points": points, "counted": totals}
+    return Variant(variant=variant, points=points, counted=totals)
 
 
-def run(quick: bool) -> dict[str, Any]:
+def _variant(variant: str, calls: int, checkpoints: list[int]) -> Variant:
+    """One variant in a fresh child process."""
+    log(f"  memory: {variant}")
+    command = [sys.executable, "-m", "benchmarks.memory", "--variant", variant, "--calls", str(calls)]
+    command += ["--checkpoints", ",".join(map(str, checkpoints))]
+    proc = subprocess.run(
+        command, capture_output=True, text=True, cwd=REPO_ROOT, env=subprocess_env(), check=True, timeout=600
+    )
+    result: Variant = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run(quick: bool) -> Memory:
     calls = 20_000 if quick else 1_000_000
     checkpoints = [calls // 10, calls // 2, calls]
-    out: dict[str, Any] = {"calls": calls, "checkpoints": checkpoints, "tasks": DAGS * TASKS}
-    for variant in ("bare", "wrapped"):
-        log(f"  memory: {variant}")
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.memory",
-                "--variant",
-                variant,
-                "--calls",
-                str(calls),
-                "--checkpoints",
-                ",".join(map(str, checkpoints)),
-            ],
-            capture_output=True,
-            text=True,
-            cwd=REPO_ROOT,
-            env=subprocess_env(),
-            check=True,
-            timeout=600,
-        )
-        out[variant] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return out
+    bare = _variant("bare", calls, checkpoints)
+    wrapped = _variant("wrapped", calls, checkpoints)
+    return Memory(calls=calls, checkpoints=checkpoints, tasks=DAGS * TASKS, bare=bare, wrapped=wrapped)
 
 
 def main() -> None:

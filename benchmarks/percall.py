@@ -11,10 +11,11 @@ cancel out.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypedDict
 
 from .common import (
     BACKENDS,
@@ -38,7 +39,6 @@ OP_LABELS: dict[str, str] = {
     "aget_found": "aget (found)",
     "aset": "aset",
 }
-VARIANTS: tuple[str, ...] = ("bare", "ours", "airflow")
 _KEYS = 64
 
 
@@ -48,75 +48,140 @@ def _keys(op: str, n: int) -> list[str]:
     return [f"key-{i % _KEYS}" for i in range(n)]
 
 
-def _runner(op: str, fn: Callable[..., Any], keys: list[str]) -> Callable[[], int]:
-    """A closure timing ``len(keys)`` calls of ``fn``; the loop is the same for every variant."""
-    clock = time.perf_counter_ns
-    if op in ("get_found", "get_absent", "delete"):
+# One timing closure per call shape: ``len(keys)`` calls of ``fn``, the loop the same for every
+# variant of an operation. Coroutines are driven without an event loop (``coro.send(None)``): what a
+# coroutine costs the loop thread, and nothing else.
+Timer = Callable[[], int]
+_clock = time.perf_counter_ns
 
-        def run() -> int:
-            t0 = clock()
-            for k in keys:
-                fn(k)
-            return clock() - t0
 
-    elif op == "set":
+def _key(fn: Callable[[str], Any], keys: list[str]) -> Timer:
+    def run() -> int:
+        t0 = _clock()
+        for k in keys:
+            fn(k)
+        return _clock() - t0
 
-        def run() -> int:
-            t0 = clock()
-            for k in keys:
-                fn(k, 1)
-            return clock() - t0
-
-    elif op == "clear":
-
-        def run() -> int:
-            t0 = clock()
-            for _ in keys:
-                fn()
-            return clock() - t0
-
-    elif op == "aget_found":
-        # Driven without an event loop: what a coroutine costs the loop thread, and nothing else.
-        def run() -> int:
-            t0 = clock()
-            for k in keys:
-                coro = fn(k)
-                try:  # noqa: SIM105 - contextlib.suppress would add its cost to every timed call
-                    coro.send(None)
-                except StopIteration:
-                    pass
-            return clock() - t0
-
-    elif op == "aset":
-
-        def run() -> int:
-            t0 = clock()
-            for k in keys:
-                coro = fn(k, 1)
-                try:  # noqa: SIM105 - contextlib.suppress would add its cost to every timed call
-                    coro.send(None)
-                except StopIteration:
-                    pass
-            return clock() - t0
-
-    else:
-        raise ValueError(op)
     return run
+
+
+def _key_value(fn: Callable[[str, int], Any], keys: list[str]) -> Timer:
+    def run() -> int:
+        t0 = _clock()
+        for k in keys:
+            fn(k, 1)
+        return _clock() - t0
+
+    return run
+
+
+def _no_argument(fn: Callable[[], Any], keys: list[str]) -> Timer:
+    def run() -> int:
+        t0 = _clock()
+        for _ in keys:
+            fn()
+        return _clock() - t0
+
+    return run
+
+
+def _coroutine_key(fn: Callable[[str], Any], keys: list[str]) -> Timer:
+    def run() -> int:
+        t0 = _clock()
+        for k in keys:
+            coro = fn(k)
+            try:  # noqa: SIM105 - contextlib.suppress would add its cost to every timed call
+                coro.send(None)
+            except StopIteration:
+                pass
+        return _clock() - t0
+
+    return run
+
+
+def _coroutine_key_value(fn: Callable[[str, int], Any], keys: list[str]) -> Timer:
+    def run() -> int:
+        t0 = _clock()
+        for k in keys:
+            coro = fn(k, 1)
+            try:  # noqa: SIM105 - contextlib.suppress would add its cost to every timed call
+                coro.send(None)
+            except StopIteration:
+                pass
+        return _clock() - t0
+
+    return run
+
+
+_TIMERS: dict[str, Callable[[Any, list[str]], Timer]] = {
+    "get_found": _key,
+    "get_absent": _key,
+    "delete": _key,
+    "set": _key_value,
+    "clear": _no_argument,
+    "aget_found": _coroutine_key,
+    "aset": _coroutine_key_value,
+}
+
+
+def _runner(op: str, fn: Callable[..., Any], keys: list[str]) -> Timer:
+    """A closure timing ``len(keys)`` calls of ``fn``; the loop is the same for every variant."""
+    return _TIMERS[op](fn, keys)
 
 
 def _method(op: str) -> str:
     return {"get_found": "get", "get_absent": "get", "aget_found": "aget"}.get(op, op)
 
 
-def measure_backend(setup: BackendSetup, calls: int, rounds: int) -> dict[str, Any]:
+class OpFigures(TypedDict):
+    """One operation on one backend, ns per call: medians over rounds."""
+
+    bare_ns: float
+    ours_ns: float
+    ours_added_ns: float  # median of the per-round differences wrapped - bare
+    airflow_added_ns: float  # the same for Airflow's per-call path
+
+
+class BackendFigures(TypedDict):
+    ops: dict[str, OpFigures]  # by operation (OPS)
+    ours: str  # what store-metrics sends to, on this backend
+    airflow_path: str  # Airflow's per-call path it is compared with
+
+
+class PerCall(TypedDict):
+    calls: int  # per block (a quarter of that for Airflow's path)
+    rounds: int
+    backends: dict[str, BackendFigures]
+    #: Per operation (get_found, set), per wrapper variant: added ns per call.
+    breakdown: dict[str, dict[str, float]]
+    otel_counter_add_ns: float  # a bare OTel Counter.add, against an empty loop
+
+
+def _interleaved(runners: dict[str, Timer], calls: dict[str, int], rounds: int) -> dict[str, list[float]]:
+    """ns per call of each variant, per round: one block each, in an order rotating by round."""
+    for run in runners.values():  # warm-up: caches, first-use registry loads
+        run()
+    names = list(runners)
+    per_call: dict[str, list[float]] = {v: [] for v in names}
+    for r in range(rounds):
+        for v in names[r % len(names) :] + names[: r % len(names)]:
+            per_call[v].append(runners[v]() / calls[v])
+    return per_call
+
+
+def _added(per_call: dict[str, list[float]], variant: str) -> float:
+    """Median over rounds of the variant's difference to the bare block of the same round."""
+    return median(v - b for v, b in zip(per_call[variant], per_call["bare"], strict=True))
+
+
+def measure_backend(setup: BackendSetup, calls: int, rounds: int) -> dict[str, OpFigures]:
     """Time every op for bare / ours / Airflow per call; return medians per op."""
     from store_metrics import instrument_asset_store, instrument_task_store
 
     prefill = {f"key-{i}": i for i in range(_KEYS)}
-    result: dict[str, Any] = {}
+    result: dict[str, OpFigures] = {}
     for op in OPS:
-        is_async = op.startswith("a")
-        wrap = instrument_asset_store if is_async else instrument_task_store
+        wrap = instrument_asset_store if op.startswith("a") else instrument_task_store
         stores = {
             "bare": AsyncMemoryStore(prefill),
             "ours": wrap(AsyncMemoryStore(prefill), setup.emitter, TAGS),
@@ -126,45 +191,35 @@ def measure_backend(setup: BackendSetup, calls: int, rounds: int) -> dict[str, A
         # long enough to time well and the whole run short.
         sizes = {"bare": calls, "ours": calls, "airflow": max(1, calls // 4)}
         runners = {v: _runner(op, getattr(s, _method(op)), _keys(op, sizes[v])) for v, s in stores.items()}
-        for run in runners.values():  # warm-up: caches, first-use registry loads
-            run()
-        per_call: dict[str, list[float]] = {v: [] for v in VARIANTS}
-        for r in range(rounds):
-            order = VARIANTS[r % 3 :] + VARIANTS[: r % 3]
-            for v in order:
-                per_call[v].append(runners[v]() / sizes[v])
-        ours_added = [o - b for o, b in zip(per_call["ours"], per_call["bare"], strict=True)]
-        af_added = [a - b for a, b in zip(per_call["airflow"], per_call["bare"], strict=True)]
-        result[op] = {
-            "bare_ns": median(per_call["bare"]),
-            "ours_ns": median(per_call["ours"]),
-            "airflow_ns": median(per_call["airflow"]),
-            "ours_added_ns": median(ours_added),
-            "airflow_added_ns": median(af_added),
-        }
+        per_call = _interleaved(runners, sizes, rounds)
+        result[op] = OpFigures(
+            bare_ns=median(per_call["bare"]),
+            ours_ns=median(per_call["ours"]),
+            ours_added_ns=_added(per_call, "ours"),
+            airflow_added_ns=_added(per_call, "airflow"),
+        )
     return result
 
 
-def measure_otel_counter_add(calls: int, rounds: int) -> dict[str, float]:
-    """Bare OTel ``Counter.add(1, attributes=<4 tags>)`` per call, against an empty loop."""
+def measure_otel_counter_add(calls: int, rounds: int) -> float:
+    """Bare OTel ``Counter.add(1, attributes=<4 tags>)``, ns per call, against an empty loop."""
     provider, _reader = otel_in_memory_provider()
     counter = provider.get_meter("bench").create_counter("bench.task_state_store.read_found")
     add = counter.add
     attrs = dict(TAGS)
     keys = _keys("get_found", calls)
-    clock = time.perf_counter_ns
 
     def with_add() -> int:
-        t0 = clock()
+        t0 = _clock()
         for _ in keys:
             add(1, attrs)
-        return clock() - t0
+        return _clock() - t0
 
     def empty() -> int:
-        t0 = clock()
+        t0 = _clock()
         for _ in keys:
             pass
-        return clock() - t0
+        return _clock() - t0
 
     with_add()
     diffs = []
@@ -173,7 +228,7 @@ def measure_otel_counter_add(calls: int, rounds: int) -> dict[str, float]:
         a = with_add()
         diffs.append((a - e) / calls)
     provider.shutdown()
-    return {"added_ns": median(diffs)}
+    return median(diffs)
 
 
 class _Emitter:
@@ -219,7 +274,7 @@ class _CountCounter:
         self.add = itertools.count().__next__
 
 
-def measure_breakdown(setup: BackendSetup, calls: int, rounds: int) -> dict[str, Any]:
+def measure_breakdown(setup: BackendSetup, calls: int, rounds: int) -> dict[str, dict[str, float]]:
     """Where the added time goes: the product's wrapper class over emitters with other counters.
 
     The wrapper is the product's own (``instrument_task_store``); only the counter behind
@@ -235,62 +290,57 @@ def measure_breakdown(setup: BackendSetup, calls: int, rounds: int) -> dict[str,
         "wrapper, itertools.count counter": _Emitter(_CountCounter),
         "wrapper, product counter (Series.add)": setup.emitter,
     }
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, float]] = {}
     for op in ("get_found", "set"):
         stores: dict[str, Any] = {"bare": AsyncMemoryStore(prefill)}
         for name, emitter in emitters.items():
             stores[name] = instrument_task_store(AsyncMemoryStore(prefill), emitter, TAGS)
         keys = _keys(op, calls)
         runners = {v: _runner(op, getattr(s, _method(op)), keys) for v, s in stores.items()}
-        names = list(runners)
-        for run in runners.values():
-            run()
-        per_call: dict[str, list[float]] = {v: [] for v in names}
-        for r in range(rounds):
-            for v in names[r % len(names) :] + names[: r % len(names)]:
-                per_call[v].append(runners[v]() / calls)
-        out[op] = {
-            v: median(p - b for p, b in zip(per_call[v], per_call["bare"], strict=True))
-            for v in names
-            if v != "bare"
-        }
+        per_call = _interleaved(runners, dict.fromkeys(runners, calls), rounds)
+        out[op] = {v: _added(per_call, v) for v in emitters}
     return out
 
 
-def run(quick: bool) -> dict[str, Any]:
+@contextlib.contextmanager
+def _gc_off() -> Iterator[None]:
+    """The garbage collector off while timing (collected first), as it was after."""
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def run(quick: bool) -> PerCall:
     calls = 500 if quick else 4000
     rounds = 3 if quick else 15
     sink = UdpSink()
-    out: dict[str, Any] = {"calls": calls, "rounds": rounds, "backends": {}}
-    was_enabled = gc.isenabled()
+    backends: dict[str, BackendFigures] = {}
     try:
         for backend in BACKENDS:
             log(f"  per-call: {backend}")
             setup = BackendSetup(backend, sink)
             try:
-                gc.collect()
-                gc.disable()
-                ops = measure_backend(setup, calls, rounds)
+                with _gc_off():
+                    ops = measure_backend(setup, calls, rounds)
             finally:
-                if was_enabled:
-                    gc.enable()
                 setup.close()
-            out["backends"][backend] = {"ops": ops, "ours": setup.ours, "airflow_path": setup.airflow_path}
+            backends[backend] = BackendFigures(ops=ops, ours=setup.ours, airflow_path=setup.airflow_path)
         log("  per-call: breakdown")
         setup = BackendSetup("none", sink)
         try:
-            gc.collect()
-            gc.disable()
-            out["breakdown"] = measure_breakdown(setup, calls, rounds)
+            with _gc_off():
+                breakdown = measure_breakdown(setup, calls, rounds)
         finally:
-            if was_enabled:
-                gc.enable()
             setup.close()
-        gc.collect()
-        gc.disable()
-        out["otel_counter_add"] = measure_otel_counter_add(calls, rounds)
+        with _gc_off():
+            otel_add = measure_otel_counter_add(calls, rounds)
     finally:
-        if was_enabled:
-            gc.enable()
         sink.close()
-    return out
+    return PerCall(
+        calls=calls, rounds=rounds, backends=backends, breakdown=breakdown, otel_counter_add_ns=otel_add
+    )

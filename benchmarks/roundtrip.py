@@ -15,9 +15,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
-from .common import NOTES_ROUND_TRIP_MS, log, median, subprocess_env
+from .common import log, median, subprocess_env
 
 CALLS = 20
 
@@ -56,49 +56,63 @@ if __name__ == "__main__":
 """
 
 
-def run(quick: bool) -> dict[str, Any]:
+class RoundTrip(TypedDict):
+    measured: bool
+    reason: str  # why not, when not measured
+    calls: int
+    accessor: str  # the accessor class dag.test() handed the task
+    ms: dict[str, float]  # median per operation: get_found, get_absent, set, delete
+
+
+def _not_measured(reason: str) -> RoundTrip:
+    return RoundTrip(measured=False, reason=reason, calls=0, accessor="", ms={})
+
+
+def _measure(home: Path) -> RoundTrip:
+    dags = home / "dags"
+    dags.mkdir()
+    dag_file = dags / "store_metrics_bench_roundtrip.py"
+    dag_file.write_text(DAG_FILE % {"calls": CALLS}, encoding="utf-8")
+    out_file = home / "result.json"
+    env = subprocess_env(
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__STORE_METRICS__ENABLED="false",
+        STORE_METRICS_BENCH_RT_OUT=str(out_file),
+    )
+    airflow = str(Path(sys.executable).with_name("airflow"))
+    log("  round trip: airflow db migrate")
+    subprocess.run(
+        [airflow, "db", "migrate"], env=env, cwd=home, capture_output=True, check=True, timeout=300
+    )
+    log("  round trip: dag.test()")
+    proc = subprocess.run(
+        [sys.executable, str(dag_file)],
+        env=env,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if not out_file.exists():
+        tail = (proc.stdout + proc.stderr)[-2000:]
+        raise RuntimeError(f"dag.test() wrote no result (exit {proc.returncode}):\n{tail}")
+    data = json.loads(out_file.read_text(encoding="utf-8"))
+    accessor = data.pop("accessor")
+    ms = {op: median(samples) / 1e6 for op, samples in data.items()}
+    return RoundTrip(measured=True, reason="", calls=CALLS, accessor=accessor, ms=ms)
+
+
+def run(quick: bool) -> RoundTrip:
     if quick:
-        return {"measured": False, "reason": "quick mode", "get_ms": NOTES_ROUND_TRIP_MS}
+        return _not_measured("quick mode")
     home = Path(tempfile.mkdtemp(prefix="store-metrics-bench-rt-"))
     try:
-        dags = home / "dags"
-        dags.mkdir()
-        dag_file = dags / "store_metrics_bench_roundtrip.py"
-        dag_file.write_text(DAG_FILE % {"calls": CALLS}, encoding="utf-8")
-        out_file = home / "result.json"
-        env = subprocess_env(
-            AIRFLOW_HOME=str(home),
-            AIRFLOW__CORE__DAGS_FOLDER=str(dags),
-            AIRFLOW__CORE__LOAD_EXAMPLES="False",
-            AIRFLOW__STORE_METRICS__ENABLED="false",
-            STORE_METRICS_BENCH_RT_OUT=str(out_file),
-        )
-        airflow = str(Path(sys.executable).with_name("airflow"))
-        log("  round trip: airflow db migrate")
-        subprocess.run(
-            [airflow, "db", "migrate"], env=env, cwd=home, capture_output=True, check=True, timeout=300
-        )
-        log("  round trip: dag.test()")
-        proc = subprocess.run(
-            [sys.executable, str(dag_file)],
-            env=env,
-            cwd=home,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        if not out_file.exists():
-            tail = (proc.stdout + proc.stderr)[-2000:]
-            raise RuntimeError(f"dag.test() wrote no result (exit {proc.returncode}):\n{tail}")
-        data = json.loads(out_file.read_text(encoding="utf-8"))
-        result: dict[str, Any] = {"measured": True, "calls": CALLS, "accessor": data.pop("accessor")}
-        for op, samples in data.items():
-            result[f"{op}_ms"] = median(samples) / 1e6
-        result["get_ms"] = result["get_found_ms"]
-        return result
-    except Exception as exc:  # the page falls back to the figure from the notes, and says so
+        return _measure(home)
+    except Exception as exc:  # the page says it was not measured, and why
         log(f"  round trip: failed: {exc}")
-        return {"measured": False, "reason": str(exc)[:500], "get_ms": NOTES_ROUND_TRIP_MS}
+        return _not_measured(str(exc)[:500])
     finally:
         shutil.rmtree(home, ignore_errors=True)

@@ -6,7 +6,7 @@ Three measurements:
   requests through the bare app and through :class:`~store_metrics.server.StateStoreRouteMetrics`
   (emitter with backend ``none``), interleaved, medians over rounds. What the middleware adds to a
   request that is not a state store request (one substring test), and to one that is.
-* **Over HTTP, the proposal's method** (../shared/seeds/003_5d62acb7dce6a5f5.txt): a FastAPI app
+* **Over HTTP, the proposal's method** (the stall harness of apache/airflow#75381): a FastAPI app
   with the task state store routes' shapes (a ``{"value": JsonValue}`` body, sync handlers as in
   Airflow 3.3.2) served by uvicorn in this process; each request over HTTP from another thread;
   a 1 ms ticker on the server loop records its longest sleep per request. Variants interleaved
@@ -26,16 +26,66 @@ import statistics
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, JsonValue
 
-from .common import free_port, log, median
-from .stalls import SIZES_BYTES, Ticker
+from testbed.ports import free_port
+from testbed.ticker import Ticker
+
+from .common import log, median
+from .values import COMPACT, SIZES_BYTES, int_array
 
 VARIANTS: tuple[str, ...] = ("bare", "instrumented", "bare_aa")
 TICKS_MS: tuple[float, ...] = (1.0, 5.0, 10.0)
 BLOCK_MS = 200.0
+
+
+class InProcessCase(TypedDict):
+    bare_ns: float
+    ours_ns: float
+    added_ns: float  # median of the per-round differences
+
+
+class InProcess(TypedDict):
+    requests: int  # per block
+    rounds: int
+    cases: dict[str, InProcessCase]
+
+
+class Monitor(TypedDict):
+    seconds: float  # of idle loop per reading
+    reps: int
+    default_tick_ms: float  # [store_metrics] stall_tick_ms's default
+    block_ms: float  # how long the loop was blocked for the accuracy reading
+    cpu_percent: dict[str, float]  # per tick ("none" without the monitor), % of one core
+    blocked_ms: dict[str, float]  # per tick: the stall reported for the blocked loop
+    on_tick_ns: float  # the server-side emitter's work per tick
+
+
+class HttpCase(TypedDict):
+    latency_ms: dict[str, float]  # per variant, medians
+    stall_ms: dict[str, float]
+    stall_max_ms: dict[str, float]
+    added_latency_ms: float  # medians of paired differences instrumented - bare
+    added_stall_ms: float
+    aa_latency_ms: float  # the same for bare again - bare
+    aa_stall_ms: float
+    n: int
+
+
+class OverHttp(TypedDict):
+    sizes: list[int]
+    rounds: int
+    warm: int
+    cases: dict[str, HttpCase]  # per "METHOD:size"
+    counted: int  # state store requests the instrumented server counted
+
+
+class Server(TypedDict):
+    in_process: InProcess
+    monitor: Monitor
+    http: OverHttp
 
 
 def _metrics(tick_ms: float = 10.0) -> Any:
@@ -56,7 +106,7 @@ async def _instant_app(scope: Any, receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": b'{"value":1}'})
 
 
-def in_process(quick: bool) -> dict[str, Any]:
+def in_process(quick: bool) -> InProcess:
     from store_metrics.server import StateStoreRouteMetrics
 
     metrics = _metrics()
@@ -80,11 +130,11 @@ def in_process(quick: bool) -> dict[str, Any]:
             await app(scope, receive, send)
         return (time.perf_counter_ns() - t0) / n
 
-    async def measure() -> dict[str, Any]:
+    async def measure() -> dict[str, InProcessCase]:
         # The monitor is measured on its own (below); a block of requests that never yields
         # would only look like a stall to it.
         wrapped._watching = asyncio.get_running_loop()
-        out: dict[str, Any] = {}
+        out: dict[str, InProcessCase] = {}
         for label, path in paths.items():
             await block(wrapped, path)  # warm: series made, caches filled
             added, bare_ns, ours_ns = [], [], []
@@ -96,29 +146,19 @@ def in_process(quick: bool) -> dict[str, Any]:
                 bare_ns.append(times["bare"])
                 ours_ns.append(times["ours"])
                 added.append(times["ours"] - times["bare"])
-            out[label] = {"bare_ns": median(bare_ns), "ours_ns": median(ours_ns), "added_ns": median(added)}
+            out[label] = InProcessCase(
+                bare_ns=median(bare_ns), ours_ns=median(ours_ns), added_ns=median(added)
+            )
         return out
 
     try:
         result = asyncio.run(measure())
     finally:
         metrics.emitter.close(1)
-    return {"requests": n, "rounds": rounds, "cases": result}
+    return InProcess(requests=n, rounds=rounds, cases=result)
 
 
 # -- over HTTP, the proposal's method ---------------------------------------------------------------
-
-
-def compact_array(json_bytes: int) -> list[int]:
-    """An integer array whose JSON as sent (no spaces) is as close as possible to ``json_bytes``."""
-    lo, hi = 1, json_bytes
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if len(json.dumps(list(range(mid)), separators=(",", ":"))) < json_bytes:
-            lo = mid + 1
-        else:
-            hi = mid
-    return list(range(lo))
 
 
 class PutBody(BaseModel):
@@ -231,14 +271,16 @@ class _Server:
         self.metrics.emitter.close(1)
 
 
-def over_http(quick: bool) -> dict[str, Any]:
+def over_http(quick: bool) -> OverHttp:
     sizes = SIZES_BYTES[:2] if quick else SIZES_BYTES
     rounds, warm = (1, 3) if quick else (2, 10)
     server = _Server()
     ti = uuid.uuid4()
     cases: dict[str, Any] = {}
     try:
-        bodies = {n: json.dumps({"value": compact_array(n)}, separators=(",", ":")).encode() for n in sizes}
+        bodies = {
+            n: json.dumps({"value": int_array(n, COMPACT)}, separators=(",", ":")).encode() for n in sizes
+        }
         for n in sizes:  # the values the GETs read back
             server.request("bare", "PUT", f"/execution/store/ti/{ti}/get-{n}", bodies[n])
         plan = [("GET", n) for n in sizes] + [("PUT", n) for n in sizes] + [("DELETE", 0)]
@@ -263,35 +305,30 @@ def over_http(quick: bool) -> dict[str, Any]:
     finally:
         server.close()
     counted = {k: v for k, v in server.metrics.emitter.snapshot().items() if k[0].endswith(".requests")}
-    return {
-        "sizes": list(sizes),
-        "rounds": rounds,
-        "warm": warm,
-        "cases": cases,
-        "counted": sum(counted.values()),
-    }
+    return OverHttp(sizes=list(sizes), rounds=rounds, warm=warm, cases=cases, counted=sum(counted.values()))
 
 
-def summarise(case: dict[str, list[tuple[float, float]]]) -> dict[str, Any]:
+def summarise(case: dict[str, list[tuple[float, float]]]) -> HttpCase:
     """Medians per variant and the added latency / stall as medians of paired differences."""
     lat = {v: [x[0] for x in case[v]] for v in VARIANTS}
     stall = {v: [x[1] for x in case[v]] for v in VARIANTS}
-    return {
-        "latency_ms": {v: median(lat[v]) for v in VARIANTS},
-        "stall_ms": {v: median(stall[v]) for v in VARIANTS},
-        "stall_max_ms": {v: max(stall[v]) for v in VARIANTS},
-        "added_latency_ms": median(a - b for a, b in zip(lat["instrumented"], lat["bare"], strict=True)),
-        "added_stall_ms": median(a - b for a, b in zip(stall["instrumented"], stall["bare"], strict=True)),
-        "aa_latency_ms": median(a - b for a, b in zip(lat["bare_aa"], lat["bare"], strict=True)),
-        "aa_stall_ms": median(a - b for a, b in zip(stall["bare_aa"], stall["bare"], strict=True)),
-        "n": len(lat["bare"]),
-    }
+    return HttpCase(
+        latency_ms={v: median(lat[v]) for v in VARIANTS},
+        stall_ms={v: median(stall[v]) for v in VARIANTS},
+        stall_max_ms={v: max(stall[v]) for v in VARIANTS},
+        added_latency_ms=median(a - b for a, b in zip(lat["instrumented"], lat["bare"], strict=True)),
+        added_stall_ms=median(a - b for a, b in zip(stall["instrumented"], stall["bare"], strict=True)),
+        aa_latency_ms=median(a - b for a, b in zip(lat["bare_aa"], lat["bare"], strict=True)),
+        aa_stall_ms=median(a - b for a, b in zip(stall["bare_aa"], stall["bare"], strict=True)),
+        n=len(lat["bare"]),
+    )
 
 
 # -- the stall monitor ------------------------------------------------------------------------------
 
 
-def monitor(quick: bool) -> dict[str, Any]:
+def monitor(quick: bool) -> Monitor:
+    from store_metrics.options import default
     from store_metrics.server import LoopMonitor
 
     seconds, reps = (0.5, 1) if quick else (2.0, 3)
@@ -335,203 +372,21 @@ def monitor(quick: bool) -> dict[str, Any]:
         per_tick_ns = (time.perf_counter_ns() - t0) / n
     finally:
         metrics.emitter.close(1)
-    return {
-        "seconds": seconds,
-        "reps": reps,
-        "cpu_percent": {k: statistics.median(v) for k, v in cpu.items()},
-        "blocked_ms": {k: statistics.median(v) for k, v in measured.items()},
-        "on_tick_ns": per_tick_ns,
-    }
+    return Monitor(
+        seconds=seconds,
+        reps=reps,
+        default_tick_ms=float(default("stall_tick_ms")),
+        block_ms=BLOCK_MS,
+        cpu_percent={k: statistics.median(v) for k, v in cpu.items()},
+        blocked_ms={k: statistics.median(v) for k, v in measured.items()},
+        on_tick_ns=per_tick_ns,
+    )
 
 
-def run(quick: bool) -> dict[str, Any]:
+def run(quick: bool) -> Server:
     log("  server: in process")
-    result = {"in_process": in_process(quick)}
+    process = in_process(quick)
     log("  server: the stall monitor")
-    result["monitor"] = monitor(quick)
+    mon = monitor(quick)
     log("  server: over HTTP")
-    result["http"] = over_http(quick)
-    return result
-
-
-# -- the page ---------------------------------------------------------------------------------------
-
-TARGET_PASS_THROUGH_NS = 1000.0
-#: 1% of the cheapest real state store request (the proposal measured 2-3 ms for a 0.4 KB GET).
-TARGET_STORE_REQUEST_NS = 25_000.0
-TARGET_STALL_MS = 0.05
-TARGET_MONITOR_CPU_PERCENT = 1.0
-
-
-def _verdict(met: bool | None) -> str:
-    return "**not resolved**" if met is None else ("**met**" if met else "**missed**")
-
-
-def render_section(result: dict[str, Any]) -> tuple[str, list[list[str]]]:
-    """The page's section 4 (Markdown) and its verdict rows (target, measured, verdict)."""
-    from store_metrics.options import default as option_default
-
-    DEFAULT_STALL_TICK_MS = option_default("stall_tick_ms")
-
-    from .common import md_table
-
-    verdicts: list[list[str]] = []
-    text = [
-        "## 4. API server side: route metrics middleware and stall monitor",
-        "",
-        "What `StateStoreRouteMetrics` (the plugin's FastAPI root middleware) and the event-loop stall "
-        "monitor cost an API server worker. Method and module: `benchmarks/server.py`.",
-    ]
-    ip = result.get("in_process")
-    if ip:
-        rows = []
-        for label, case in ip["cases"].items():
-            rows.append(
-                [label, f"{case['bare_ns']:,.0f}", f"{case['ours_ns']:,.0f}", f"**{case['added_ns']:,.0f}**"]
-            )
-        passing = ip["cases"]["other request (pass-through)"]["added_ns"]
-        store = ip["cases"]["state store request (task get)"]["added_ns"]
-        verdicts += [
-            [
-                f"4. other requests: ≤ {TARGET_PASS_THROUGH_NS / 1000:g} µs added per request (in process)",
-                f"{passing:,.0f} ns",
-                _verdict(passing <= TARGET_PASS_THROUGH_NS),
-            ],
-            [
-                f"4. state store requests: ≤ {TARGET_STORE_REQUEST_NS / 1000:g} µs added per request "
-                "(in process; 1% of a 2.5 ms request)",
-                f"{store / 1000:,.1f} µs",
-                _verdict(store <= TARGET_STORE_REQUEST_NS),
-            ],
-            [
-                f"4. (bound) loop time the middleware adds to a state store request ≤ {TARGET_STALL_MS} ms",
-                f"{store / 1e6:.4f} ms (its whole added time runs on the loop)",
-                _verdict(store / 1e6 <= TARGET_STALL_MS),
-            ],
-        ]
-        text += [
-            "",
-            "### Per request, in process",
-            "",
-            f"An ASGI app that answers at once, called {ip['requests']:,} times per block in one event loop "
-            f"(no network), bare and through the middleware (emitter backend `none`), blocks interleaved, "
-            f"{ip['rounds']} rounds, medians; *added* is the median of the per-round differences. Other "
-            "requests pay one `type` test, one flag test and one substring test; a state store request pays "
-            "the route classification, two wrapped ASGI callables, four series updates (count, duration, "
-            "request and response size).",
-            "",
-            md_table(["request", "bare ns", "with middleware ns", "added ns"], rows, "lrrr"),
-        ]
-    mon = result.get("monitor")
-    if mon:
-        tick = f"{DEFAULT_STALL_TICK_MS:g}"
-        base = mon["cpu_percent"]["none"]
-        rows = [
-            [
-                f"{t} ms" + (" (default)" if t == tick else ""),
-                f"{mon['cpu_percent'][t]:.2f}",
-                f"{mon['cpu_percent'][t] - base:+.2f}",
-                f"{mon['blocked_ms'][t]:.1f}",
-            ]
-            for t in (f"{x:g}" for x in TICKS_MS)
-        ]
-        cpu = mon["cpu_percent"][tick] - base
-        blocked = mon["blocked_ms"][tick]
-        verdicts += [
-            [
-                f"4. stall monitor at the default tick ({tick} ms): "
-                f"≤ {TARGET_MONITOR_CPU_PERCENT:g}% of a core, idle loop",
-                f"{cpu:+.2f}%",
-                _verdict(cpu <= TARGET_MONITOR_CPU_PERCENT),
-            ],
-            [
-                f"4. a {BLOCK_MS:.0f} ms blocked loop reads within one tick ({tick} ms)",
-                f"{blocked:.1f} ms",
-                _verdict(BLOCK_MS - DEFAULT_STALL_TICK_MS <= blocked <= BLOCK_MS + 5),
-            ],
-        ]
-        text += [
-            "",
-            "### The stall monitor",
-            "",
-            f"CPU of this process (`time.process_time`) while its event loop does nothing else for "
-            f"{mon['seconds']:g} s, with the monitor at each tick and without (median of {mon['reps']}), as "
-            f"% of one core; and the stall the monitor reports for a loop blocked {BLOCK_MS:.0f} ms by "
-            f"`time.sleep` (a stall is measured as how late a tick runs, so it reads up to one tick short). "
-            f"An idle loop pays mostly for waking up; a busy one is awake anyway and pays the callback: "
-            f"{mon['on_tick_ns']:,.0f} ns per tick for the histogram and the gauge.",
-            "",
-            md_table(
-                ["tick", "CPU % of a core", "added vs none", f"{BLOCK_MS:.0f} ms block reads (ms)"],
-                rows,
-                "lrrr",
-            ),
-            "",
-            f"Default tick: {tick} ms. Stalls that matter here are tens to hundreds of ms (the proposal's "
-            f"59 KB and 689 KB values): {tick} ms measures them to within {tick} ms for "
-            f"{cpu:+.2f}% of an idle core here, against "
-            + ", ".join(
-                f"{mon['cpu_percent'][f'{t:g}'] - base:+.2f}% at {t:g} ms"
-                for t in TICKS_MS
-                if f"{t:g}" != tick
-            )
-            + ". Node.js's event-loop delay monitor also defaults to a 10 ms resolution.",
-        ]
-    hp = result.get("http")
-    if hp:
-        from .stalls import size_label
-
-        rows = []
-        worst = worst_aa = 0.0
-        for key, case in hp["cases"].items():
-            method, n = key.split(":")
-            lat, stall, peak = case["latency_ms"], case["stall_ms"], case["stall_max_ms"]
-            rows.append(
-                [
-                    method,
-                    size_label(int(n)) if method != "DELETE" else "-",
-                    f"{lat['bare']:.2f} / {lat['instrumented']:.2f}",
-                    f"{case['added_latency_ms']:+.3f} (A/A {case['aa_latency_ms']:+.3f})",
-                    f"{stall['bare']:.2f} / {peak['bare']:.2f}",
-                    f"{stall['instrumented']:.2f} / {peak['instrumented']:.2f}",
-                    f"{case['added_stall_ms']:+.3f} (A/A {case['aa_stall_ms']:+.3f})",
-                ]
-            )
-            worst = max(worst, case["added_stall_ms"])
-            worst_aa = max(worst_aa, abs(case["aa_stall_ms"]))
-        text += [
-            "",
-            "### Over HTTP, the proposal's method",
-            "",
-            "A FastAPI app with the task state store routes' shapes (sync handlers, a "
-            '`{"value": JsonValue}` body, integer arrays of the given JSON size as sent), served by '
-            "uvicorn in this process; every request over HTTP (keep-alive) from another thread; a 1 ms "
-            "ticker on the server loop records its longest sleep while the request is in flight (an idle "
-            "loop reads ~1.1-1.3 ms). Variants interleaved request by request: *bare* (no middleware, no "
-            "stall monitor), *instrumented* (middleware, and the stall monitor at its default tick), *bare "
-            f"again* (A/A). {hp['rounds']} round(s) of {hp['warm']} warm requests per variant and case, one "
-            "cold request per variant dropped. *Added*: median of paired differences instrumented - bare; "
-            "the A/A figure is the same statistic for bare again - bare, what this machine shows when "
-            "nothing differs. "
-            f"The instrumented server counted {hp['counted']:,} state store requests.",
-            "",
-            md_table(
-                [
-                    "request",
-                    "value",
-                    "latency bare / instrumented ms",
-                    "latency added ms",
-                    "stall bare median / max ms",
-                    "stall instrumented median / max ms",
-                    "stall added ms",
-                ],
-                rows,
-                "llrrrrr",
-            ),
-            "",
-            f"Largest median stall added over HTTP: {worst:+.3f} ms; the A/A control moves up to "
-            f"{worst_aa:.3f} ms in the same run. The middleware itself can add at most its in-process time "
-            "(above) to a request's time on the loop; the instrumented variant also runs the stall monitor, "
-            "whose ticks wake the loop (and take the GIL from the handler's thread) during longer requests.",
-        ]
-    return "\n".join(text), verdicts
+    return Server(in_process=process, monitor=mon, http=over_http(quick))

@@ -1,49 +1,36 @@
 """2. Event-loop stalls on the async accessors (``aget``, ``aset``), wrapped vs bare.
 
-Method of ../shared/seeds/003_5d62acb7dce6a5f5.txt, applied to the accessor: a 1 ms ticker on
-the event loop records its longest sleep while one request is in flight (so an idle loop reads
-about 1 ms, and anything that holds the loop shows up on top). The store does real async I/O:
-each call is a JSON round trip over a loopback TCP connection to another process
-(``benchmarks.echo_server``), which echoes the stored value back on ``aget``, so the value's
-size matters both ways. Values are integer arrays of about 0.4 KB, 59 KB and 689 KB of JSON.
+The stall harness of apache/airflow#75381 (the async state store routes), applied to the accessor:
+a 1 ms ticker on the event loop (:mod:`testbed.ticker`) records its longest sleep while one request
+is in flight (so an idle loop reads about 1 ms, and anything that holds the loop shows up on top).
+The store does real async I/O: each call is a JSON round trip over a loopback TCP connection to
+another process (``benchmarks.echo_server``), which echoes the stored value back on ``aget``, so
+the value's size matters both ways. Values are integer arrays of about 0.4 KB, 59 KB and 689 KB of
+JSON (:mod:`benchmarks.values`).
 
 Per case and round: one cold request per variant is dropped, then 10 warm requests per variant,
 interleaved request by request (bare, wrapped, bare again; the order rotates every round). The
-second bare series is an A/A control: how far two identical series differ on this machine.
+second bare series is an A/A control: how far two identical series differ on this machine. The
+paired differences of every backend are pooled per operation and size (the code the loop runs is
+the same for every backend), with a bootstrap interval of their median.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, TypedDict
 
-from .common import BACKENDS, REPO_ROOT, TAGS, BackendSetup, UdpSink, log, median, subprocess_env
+from testbed.ticker import Ticker, ticking
+
+from .common import BACKENDS, REPO_ROOT, TAGS, BackendSetup, UdpSink, log, median, median_ci, subprocess_env
+from .values import SIZES_BYTES, int_array
 
 VARIANTS: tuple[str, ...] = ("bare", "wrapped", "bare_aa")
-SIZES_BYTES: tuple[int, ...] = (400, 58_900, 688_900)
-
-
-def int_array(json_bytes: int) -> list[int]:
-    """An integer array whose JSON text is as close as possible to ``json_bytes`` long."""
-    lo, hi = 1, json_bytes
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if len(json.dumps(list(range(mid)))) < json_bytes:
-            lo = mid + 1
-        else:
-            hi = mid
-    return list(range(lo))
-
-
-def size_label(n: int) -> str:
-    return f"{n / 1000:.1f} KB"
 
 
 class AsyncSocketStore:
@@ -75,56 +62,6 @@ class AsyncSocketStore:
     async def close(self) -> None:
         self._writer.close()
         await self._writer.wait_closed()
-
-
-class Ticker:
-    """Sleeps 1 ms in a loop on the event loop and keeps the longest sleep since :meth:`reset`."""
-
-    def __init__(self) -> None:
-        self.longest = 0.0
-        self._waiters: list[asyncio.Future[None]] = []
-
-    def reset(self) -> None:
-        self.longest = 0.0
-
-    async def run(self) -> None:
-        clock = time.perf_counter
-        while True:
-            t0 = clock()
-            await asyncio.sleep(0.001)
-            slept = clock() - t0
-            self.longest = max(self.longest, slept)
-            waiters, self._waiters = self._waiters, []
-            for w in waiters:
-                if not w.done():
-                    w.set_result(None)
-
-    async def next_tick(self) -> None:
-        """Wait until the sleep in progress ends (it may have started during the request)."""
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
-        await future
-
-    async def stall_ms(self, request: Awaitable[None]) -> float:
-        """The longest sleep (ms) while ``request`` (a coroutine not yet started) runs, up to the end
-        of the sleep in progress when it returns (it may have started during the request)."""
-        self.reset()
-        await request
-        await self.next_tick()
-        return self.longest * 1000.0
-
-
-@contextlib.asynccontextmanager
-async def ticking() -> AsyncIterator[Ticker]:
-    """A :class:`Ticker` running on the current event loop, stopped on the way out."""
-    ticker = Ticker()
-    tick_task = asyncio.create_task(ticker.run())
-    try:
-        yield ticker
-    finally:
-        tick_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await tick_task
 
 
 async def interleaved(
@@ -176,28 +113,84 @@ async def _measure(port: int, emitter: Any, sizes: tuple[int, ...], rounds: int,
     return out
 
 
-def summarise(case: dict[str, list[list[float]]]) -> dict[str, Any]:
-    """Per round median / max per variant, and the added stall as a median of paired differences.
+class StallCase(TypedDict):
+    """One backend, one operation and value size: stalls in ms."""
 
-    Requests are interleaved, so the i-th wrapped request ran right next to the i-th bare one;
-    the median of those per-pair differences is less exposed to slow drifts of the machine than
-    a difference of two medians. The A/A figure is the same statistic for bare vs bare.
+    rounds: dict[str, list[list[float]]]  # per variant: [median, max] of each round
+    added_ms: float  # median of the paired differences wrapped - bare
+    ci_ms: list[float]  # 95% bootstrap interval of added_ms ([]: not recorded)
+    aa_ms: float  # the same statistic for bare again - bare
+
+
+class PooledCase(TypedDict):
+    """One operation and value size, every backend's pairs together: stalls in ms."""
+
+    op: str
+    size: int
+    pairs: int
+    added_ms: float
+    aa_ms: float
+    ci_ms: list[float]  # 95% bootstrap interval of added_ms
+
+
+class Stalls(TypedDict):
+    sizes: list[int]
+    rounds: int
+    warm: int
+    backends: dict[str, dict[str, StallCase]]  # per backend, per "op:size"
+    pooled: list[PooledCase]
+
+
+def _pairs(case: dict[str, list[list[float]]]) -> tuple[list[float], list[float]]:
+    """The paired differences wrapped - bare and bare again - bare, request by request.
+
+    Requests are interleaved, so the i-th wrapped request ran right next to the i-th bare one; the
+    median of those per-pair differences is less exposed to slow drifts of the machine than a
+    difference of two medians.
     """
     pooled = {v: [x for rnd in case[v] for x in rnd] for v in VARIANTS}
     paired = [w - b for w, b in zip(pooled["wrapped"], pooled["bare"], strict=True)]
     paired_aa = [a - b for a, b in zip(pooled["bare_aa"], pooled["bare"], strict=True)]
-    return {
-        "rounds": {v: [(median(rnd), max(rnd)) for rnd in case[v]] for v in VARIANTS},
-        "median": {v: median(pooled[v]) for v in VARIANTS},
-        "max": {v: max(pooled[v]) for v in VARIANTS},
-        "added_ms": median(paired),
-        "aa_ms": median(paired_aa),
-        "paired_ms": paired,
-        "paired_aa_ms": paired_aa,
-    }
+    return paired, paired_aa
 
 
-def run(quick: bool) -> dict[str, Any]:
+def summarise(case: dict[str, list[list[float]]]) -> StallCase:
+    paired, paired_aa = _pairs(case)
+    return StallCase(
+        rounds={v: [[median(rnd), max(rnd)] for rnd in case[v]] for v in VARIANTS},
+        added_ms=median(paired),
+        ci_ms=list(median_ci(paired)),
+        aa_ms=median(paired_aa),
+    )
+
+
+def pool(raw: dict[str, dict[str, dict[str, list[list[float]]]]]) -> list[PooledCase]:
+    """Every backend's pairs pooled per operation and size, in the order of the page (size, op)."""
+    keys = sorted({k for cases in raw.values() for k in cases}, key=lambda k: (int(k.split(":")[1]), k))
+    out = []
+    for key in keys:
+        added: list[float] = []
+        aa: list[float] = []
+        for cases in raw.values():
+            paired, paired_aa = _pairs(cases[key])
+            added += paired
+            aa += paired_aa
+        op, size = key.split(":")
+        low, high = median_ci(added)
+        out.append(
+            PooledCase(
+                op=op,
+                size=int(size),
+                pairs=len(added),
+                added_ms=median(added),
+                aa_ms=median(aa),
+                ci_ms=[low, high],
+            )
+        )
+    return out
+
+
+def run(quick: bool) -> Stalls:
     sizes = SIZES_BYTES[:2] if quick else SIZES_BYTES
     rounds, warm = (1, 3) if quick else (3, 10)
     server = subprocess.Popen(
@@ -211,19 +204,19 @@ def run(quick: bool) -> dict[str, Any]:
     assert server.stdout is not None and server.stdin is not None
     port = int(server.stdout.readline())
     sink = UdpSink()
-    out: dict[str, Any] = {"sizes": list(sizes), "rounds": rounds, "warm": warm, "backends": {}}
+    raw: dict[str, dict[str, dict[str, list[list[float]]]]] = {}
     try:
         for backend in BACKENDS:
             log(f"  stalls: {backend}")
             # A short flush interval, so the worker really flushes while requests run.
             setup = BackendSetup(backend, sink, flush_interval=0.5)
             try:
-                raw = asyncio.run(_measure(port, setup.emitter, sizes, rounds, warm))
+                raw[backend] = asyncio.run(_measure(port, setup.emitter, sizes, rounds, warm))
             finally:
                 setup.close()
-            out["backends"][backend] = {key: summarise(case) for key, case in raw.items()}
     finally:
         sink.close()
         server.stdin.close()
         server.wait(5)
-    return out
+    backends = {b: {key: summarise(case) for key, case in cases.items()} for b, cases in raw.items()}
+    return Stalls(sizes=list(sizes), rounds=rounds, warm=warm, backends=backends, pooled=pool(raw))

@@ -3,8 +3,8 @@
 A real Airflow triggerer (``airflow triggerer`` with ``airflow dag-processor`` to create its
 triggers, a throw-away ``AIRFLOW_HOME`` on SQLite) runs one asset watcher,
 :class:`benchmarks.triggerer_probe.StallProbeTrigger`. On the triggerer's own event loop a 1 ms
-ticker records its longest sleep while one state store call is in flight (section 2's method,
-../shared/seeds/003_5d62acb7dce6a5f5.txt): every call is a real round trip to the triggerer's
+ticker records its longest sleep while one state store call is in flight (section 2's method, the
+stall harness of apache/airflow#75381): every call is a real round trip to the triggerer's
 supervisor process, the in-process Execution API and the database.
 
 Two triggerer runs, one after the other:
@@ -21,23 +21,12 @@ Two triggerer runs, one after the other:
 Also, in this process: what the hook adds once per trigger start (binding ``run_trigger``'s
 arguments, building the wrappers and their series), the only other work it puts on the loop.
 
-Run alone (the page's other sections are untouched)::
-
-    python -m benchmarks.triggerer            # ~2 min, prints the section
-    python -m benchmarks.triggerer --write    # ... and puts it into docs/performance.md
-    python -m benchmarks.triggerer --quick    # smoke run
-
-``--write`` replaces the part of the page between ``<!-- triggerer:start -->`` and
-``<!-- triggerer:end -->``, or adds it (before the inventory block, which stays last). A full
-``python -m benchmarks`` rewrites the page without this block: run ``--write`` again after it.
+Run with ``python -m benchmarks --only triggerer`` (about 2 min; ``--quick``: a smoke run).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
-import random
 import shutil
 import signal
 import subprocess
@@ -46,26 +35,56 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from .common import REPO_ROOT, UdpSink, log, md_table, median, prepare_airflow_home, subprocess_env
-from .stalls import size_label
+from .common import REPO_ROOT, UdpSink, log, median, median_ci, subprocess_env
+from .stalls import VARIANTS
+from .values import SIZES_BYTES
 
-VARIANTS: tuple[str, ...] = ("bare", "wrapped", "bare_aa")
-SIZES_BYTES: tuple[int, ...] = (400, 58_900)
-TARGET_STALL_MS = 0.05
-START, END = "<!-- triggerer:start -->", "<!-- triggerer:end -->"
-#: The start of benchmarks.inventory's block, which wants to stay last on the page.
-INVENTORY_START = "<!-- inventory:start"
-CROSS_HEADER = (
-    "op",
-    "value",
-    "plugin off ms",
-    "plugin on, wrapped ms",
-    "plugin on, bare ms",
-    "wrapped (on) - off ms",
-    "bare (on) - off ms",
-)
+#: The two smaller sizes: a triggerer's calls are round trips through its supervisor.
+SIZES = SIZES_BYTES[:2]
+
+
+class TriggerCase(TypedDict):
+    """One operation and size (or all calls pooled): stalls in ms on the triggerer's loop."""
+
+    n: int  # paired calls
+    median: dict[str, float]  # per variant
+    max: dict[str, float]
+    added_ms: float  # median of the paired differences wrapped - bare
+    ci_ms: list[float]  # its 95% bootstrap interval
+    aa_ms: float  # the same statistic for bare again - bare
+
+
+class TriggererRun(TypedDict):
+    instrumented: bool  # the store the trigger got was the plugin's
+    store: str  # its class
+    hooked: bool  # the triggerer logged that the hook is in place
+    seconds: float  # how long the probe's calls took
+    cases: dict[str, TriggerCase]  # per "op:size"
+
+
+class PluginOff(TypedDict):
+    """The triggerer with the plugin off: every variant is Airflow's own store."""
+
+    store: str
+    seconds: float
+    median_ms: dict[str, float]  # per "op:size": median stall per call
+
+
+class TriggerStart(TypedDict):
+    triggers: int
+    rounds: int
+    per_start_ns: float  # median over rounds
+
+
+class Triggerer(TypedDict):
+    params: dict[str, Any]  # what the probe was asked to do: rounds, warm calls, sizes
+    plugin_on: TriggererRun
+    plugin_off: PluginOff
+    pooled: TriggerCase  # every case of plugin_on together
+    start: TriggerStart
+
 
 DAG_FILE = textwrap.dedent(
     """
@@ -174,7 +193,7 @@ def triggerer_run(
 # -- the hook's work per trigger start, in process ---------------------------------------------------
 
 
-def per_trigger_start(quick: bool) -> dict[str, Any]:
+def per_trigger_start(quick: bool) -> TriggerStart:
     """Time what the run_trigger wrapper does before Airflow's run_trigger: bind and instrument."""
     import inspect
 
@@ -201,7 +220,7 @@ def per_trigger_start(quick: bool) -> dict[str, Any]:
         for _ in range(rounds):
             probes = []
             for i in range(n):
-                p = Probe()
+                p = Probe()  # type: ignore[no-untyped-call]  # Airflow's BaseEventTrigger.__init__
                 p.asset_state_store = AssetStateStoreAccessors(
                     inlets=[Asset(name=f"a{i % 10}", uri=f"s3://b/{i % 10}")]
                 )
@@ -214,248 +233,67 @@ def per_trigger_start(quick: bool) -> dict[str, Any]:
             assert all(is_instrumented(p.asset_state_store) for p in probes)
     finally:
         runtime.shutdown(1.0)
-    return {"triggers": n, "rounds": rounds, "per_start_ns": median(per_round), "rounds_ns": per_round}
+    return TriggerStart(triggers=n, rounds=rounds, per_start_ns=median(per_round))
 
 
 # -- run, summarise --------------------------------------------------------------------------------------
 
 
-def _median_ci(values: list[float], resamples: int = 2000) -> tuple[float, float]:
-    rng = random.Random(0)
-    medians = sorted(median(rng.choices(values, k=len(values))) for _ in range(resamples))
-    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
-
-
-def summarise(case: dict[str, list[list[float]]]) -> dict[str, Any]:
-    pooled = {v: [x for rnd in case[v] for x in rnd] for v in VARIANTS}
+def _pairs(
+    cases: list[dict[str, list[list[float]]]],
+) -> tuple[dict[str, list[float]], list[float], list[float]]:
+    """Every call per variant, and the paired differences wrapped - bare and bare again - bare."""
+    pooled: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    for case in cases:
+        for v in VARIANTS:
+            pooled[v] += [x for rnd in case[v] for x in rnd]
     paired = [w - b for w, b in zip(pooled["wrapped"], pooled["bare"], strict=True)]
     paired_aa = [a - b for a, b in zip(pooled["bare_aa"], pooled["bare"], strict=True)]
-    low, high = _median_ci(paired)
-    return {
-        "n": len(paired),
-        "median": {v: median(pooled[v]) for v in VARIANTS},
-        "max": {v: max(pooled[v]) for v in VARIANTS},
-        "added_ms": median(paired),
-        "ci_ms": [low, high],
-        "aa_ms": median(paired_aa),
-        "paired_ms": paired,
-        "paired_aa_ms": paired_aa,
-    }
+    return pooled, paired, paired_aa
 
 
-def run(quick: bool) -> dict[str, Any]:
-    params = {"rounds": 1, "warm": 5, "sizes": list(SIZES_BYTES[:1])} if quick else {
-        "rounds": 3, "warm": 50, "sizes": list(SIZES_BYTES)
-    }  # fmt: skip
+def summarise(*cases: dict[str, list[list[float]]]) -> TriggerCase:
+    pooled, paired, paired_aa = _pairs(list(cases))
+    low, high = median_ci(paired)
+    return TriggerCase(
+        n=len(paired),
+        median={v: median(pooled[v]) for v in VARIANTS},
+        max={v: max(pooled[v]) for v in VARIANTS},
+        added_ms=median(paired),
+        ci_ms=[low, high],
+        aa_ms=median(paired_aa),
+    )
+
+
+def run(quick: bool) -> Triggerer:
+    params: dict[str, Any] = (
+        {"rounds": 1, "warm": 5, "sizes": list(SIZES[:1])}
+        if quick
+        else {"rounds": 3, "warm": 50, "sizes": list(SIZES)}
+    )
     sink = UdpSink()
-    out: dict[str, Any] = {"params": params}
     try:
-        for name, enabled in (("plugin_on", True), ("plugin_off", False)):
-            log(f"  triggerer: {name}")
-            raw = triggerer_run(name, enabled, params, sink.port)
-            out[name] = {
-                "instrumented": raw["instrumented"],
-                "store": raw["store"],
-                "hooked": raw["hooked"],
-                "seconds": raw["seconds"],
-                "cases": {key: summarise(case) for key, case in raw["cases"].items()},
-            }
-        out["udp_lines"] = sink.wait_for_lines(1, timeout=2)
+        log("  triggerer: plugin_on")
+        on = triggerer_run("plugin_on", True, params, sink.port)
+        log("  triggerer: plugin_off")
+        off = triggerer_run("plugin_off", False, params, sink.port)
     finally:
         sink.close()
     log("  triggerer: per trigger start")
-    out["start"] = per_trigger_start(quick)
-    return out
-
-
-# -- the page --------------------------------------------------------------------------------------
-
-
-def _verdict(added: float, ci: list[float], aa: float) -> str:
-    """met: ≤ the target; within noise: no more than the A/A control moves, or the interval holds 0;
-    missed: the whole interval above the target and above the A/A figure; else not resolved."""
-    if added <= TARGET_STALL_MS:
-        return "**met**"
-    if added <= abs(aa) or ci[0] <= 0.0:
-        return "**within noise**"
-    return "**missed**" if ci[0] > max(TARGET_STALL_MS, abs(aa)) else "**not resolved**"
-
-
-def _case_label(key: str) -> tuple[str, str]:
-    op, n = key.split(":")
-    return op, size_label(int(n))
-
-
-def render_section(result: dict[str, Any]) -> str:
-    """Section 6 of docs/performance.md (Markdown), between its markers."""
-    on, off = result["plugin_on"], result["plugin_off"]
-    p = result["params"]
-    rows, cross = [], []
-    for key, case in on["cases"].items():
-        op, size = _case_label(key)
-        rows.append(
-            [
-                op,
-                size,
-                case["n"],
-                f"{case['median']['bare']:.2f} / {case['max']['bare']:.2f}",
-                f"{case['median']['wrapped']:.2f} / {case['max']['wrapped']:.2f}",
-                f"**{case['added_ms']:+.3f}**",
-                f"[{case['ci_ms'][0]:+.3f}, {case['ci_ms'][1]:+.3f}]",
-                f"{case['aa_ms']:+.3f}",
-                _verdict(case["added_ms"], case["ci_ms"], case["aa_ms"]),
-            ]
-        )
-        other = off["cases"].get(key)
-        if other:
-            off_ms = other["median"]["bare"]
-            cross.append(
-                [
-                    op,
-                    size,
-                    f"{off_ms:.2f}",
-                    f"{case['median']['wrapped']:.2f}",
-                    f"{case['median']['bare']:.2f}",
-                    f"{case['median']['wrapped'] - off_ms:+.3f}",
-                    f"{case['median']['bare'] - off_ms:+.3f}",
-                ]
-            )
-    pairs = [d for c in on["cases"].values() for d in c["paired_ms"]]
-    pairs_aa = [d for c in on["cases"].values() for d in c["paired_aa_ms"]]
-    pooled_ci = _median_ci(pairs)
-    pooled_added, pooled_aa = median(pairs), median(pairs_aa)
-    rows.append(
-        [
-            "**all calls**",
-            "",
-            len(pairs),
-            "",
-            "",
-            f"**{pooled_added:+.3f}**",
-            f"[{pooled_ci[0]:+.3f}, {pooled_ci[1]:+.3f}]",
-            f"{pooled_aa:+.3f}",
-            _verdict(pooled_added, list(pooled_ci), pooled_aa),
-        ]
-    )
-    worst_key = max(on["cases"], key=lambda k: on["cases"][k]["added_ms"])
-    worst_case = on["cases"][worst_key]
-    worst = worst_case["added_ms"]
-    worst_label = " ".join(_case_label(worst_key))
-    worst_aa = max(abs(c["aa_ms"]) for c in on["cases"].values())
-    start = result["start"]
-    lines = [
-        START,
-        "## 6. Triggerer: state store calls of asset watchers",
-        "",
-        "Target: **no added event-loop stall beyond noise per state store call of a trigger (≤ "
-        f"{TARGET_STALL_MS} ms at the median)**, measured in a real triggerer. Module: "
-        "`benchmarks/triggerer.py` (with `benchmarks/triggerer_probe.py`); run alone with "
-        "`python -m benchmarks.triggerer --write`, which rewrites only this section.",
-        "",
-        "Method: `airflow triggerer` and `airflow dag-processor` on a throw-away `AIRFLOW_HOME` (SQLite) "
-        "run one asset watcher whose trigger measures on the triggerer's own event loop: a 1 ms ticker "
-        "records its longest sleep while one state store call is in flight (section 2's method; an idle "
-        "loop reads ~1.1-1.3 ms). Every call is a real round trip from the trigger runner subprocess to "
-        "its supervisor, the in-process Execution API and SQLite; `get`/`set` are the sync methods, "
-        "called from `async def run()` through Airflow's greenback portal. With the plugin on "
-        "(`backend = dogstatsd` to a UDP sink in another process, `flush_interval = 0.5`: the worker "
-        "flushes during the calls) calls alternate call by call between the instrumented store "
-        "(*wrapped*) and Airflow's accessor inside it (*bare*; *bare again* is the A/A control), the "
-        f"order rotating each round: {p['rounds']} round(s) of {p['warm']} warm calls per variant and "
-        "case, one cold call per variant dropped. *Added* is the median of the paired differences "
-        "wrapped - bare, with its 95% bootstrap interval; *A/A* the same statistic for bare again - bare. "
-        f"Verdict: **met** if added ≤ {TARGET_STALL_MS} ms; **within noise** if it is above but no larger "
-        "than the A/A figure of the same case, or its interval holds 0 (this triggerer's loop moves that "
-        "much between two identical series); **missed** if the whole interval lies above both the target "
-        "and the A/A figure; else **not resolved**. *All calls* pools every case's pairs (the wrapper's "
-        "code on the loop is the same for each). Cells: median / max ms.",
-        "",
-        f"Plugin on: the trigger was given `{on['store']}` (hook in place: {on['hooked']}); plugin off "
-        f"(`enabled = false`): `{off['store']}`. The probe's calls took {on['seconds']:.0f} s and "
-        f"{off['seconds']:.0f} s.",
-        "",
-        md_table(
-            [
-                "op",
-                "value",
-                "paired calls",
-                "bare ms",
-                "wrapped ms",
-                "added ms",
-                "95% CI ms",
-                "A/A ms",
-                "verdict",
-            ],
-            rows,
-            "llrrrrrrl",
+    return Triggerer(
+        params=params,
+        plugin_on=TriggererRun(
+            instrumented=on["instrumented"],
+            store=on["store"],
+            hooked=on["hooked"],
+            seconds=on["seconds"],
+            cases={key: summarise(case) for key, case in on["cases"].items()},
         ),
-        "",
-        "Across the two triggerer processes, median stall per call: Airflow's own store with the plugin "
-        "off, against the instrumented store and the bare accessor with the plugin on. Another process "
-        "and another database, minutes apart: the runs differ by about as much for the *bare* accessor "
-        "as for the wrapped one, so only the paired figures above measure the wrapper.",
-        "",
-        md_table(CROSS_HEADER, cross, "llrrrrr"),
-        "",
-        f"Per trigger start (in process, {start['triggers']:,} triggers per round, {start['rounds']} "
-        f"rounds, median): binding `run_trigger`'s arguments and wrapping the trigger's store costs "
-        f"**{start['per_start_ns'] / 1000:.1f} µs** on the loop, once per trigger, not per call. The "
-        "emitter is configured in the trigger runner's `run()` before its loop starts, and its worker "
-        "thread sends: nothing else of the hook runs on the loop.",
-        "",
-        f"All calls pooled: **{pooled_added:+.3f} ms** added per call (95% CI [{pooled_ci[0]:+.3f}, "
-        f"{pooled_ci[1]:+.3f}]). Largest per-case median: {worst:+.3f} ms ({worst_label}, CI "
-        f"[{worst_case['ci_ms'][0]:+.3f}, {worst_case['ci_ms'][1]:+.3f}], "
-        f"{_verdict(worst, worst_case['ci_ms'], worst_case['aa_ms']).strip('*')}); the largest |A/A| of a "
-        f"case in the same run: {worst_aa:.3f} ms. Direct bound: the wrapper awaits nothing but the inner "
-        "call, so all it can add to a stall is its own synchronous time on the loop thread, and it is "
-        "the same wrapper as in a task: section 1 measures about 0.3 µs per `aget`/`aset` and 0.2 µs per "
-        "`get`/`set`, four orders of magnitude below the stalls this triggerer's loop shows during any "
-        "state store call.",
-        END,
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def write_section(page: Path, section: str) -> None:
-    """Replace the page's triggerer block (between its markers), or add it.
-
-    Added before the inventory block if the page has one (``benchmarks.inventory`` keeps its own
-    block last), else at the end. ``python -m benchmarks`` rewrites the page without it: run this
-    module with ``--write`` again afterwards.
-    """
-    text = page.read_text(encoding="utf-8") if page.exists() else ""
-    if START in text and END in text:
-        head, rest = text.split(START, 1)
-        tail = rest.split(END, 1)[1].lstrip("\n")
-        text = head + section + ("\n" + tail if tail else "")
-    elif INVENTORY_START in text:
-        head, tail = text.split(INVENTORY_START, 1)
-        text = head.rstrip("\n") + "\n\n" + section + "\n" + INVENTORY_START + tail
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    page.write_text(text, encoding="utf-8")
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.triggerer", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="smoke run: one size, few calls")
-    parser.add_argument("--write", action="store_true", help="put the section into the page")
-    parser.add_argument("--output", type=Path, default=REPO_ROOT / "docs" / "performance.md")
-    parser.add_argument("--json", type=Path, help="also save the raw results here")
-    parser.add_argument("--render", type=Path, help="render saved results (--json) instead of measuring")
-    args = parser.parse_args(argv)
-    os.chdir(REPO_ROOT)
-    prepare_airflow_home()
-    result = json.loads(args.render.read_text(encoding="utf-8")) if args.render else run(args.quick)
-    if args.json and not args.render:
-        args.json.write_text(json.dumps(result, indent=1), encoding="utf-8")
-    section = render_section(result)
-    print(section)
-    if args.write:
-        write_section(args.output, section)
-        log(f"wrote the triggerer section of {args.output}")
-
-
-if __name__ == "__main__":
-    main()
+        plugin_off=PluginOff(
+            store=off["store"],
+            seconds=off["seconds"],
+            median_ms={key: summarise(case)["median"]["bare"] for key, case in off["cases"].items()},
+        ),
+        pooled=summarise(*on["cases"].values()),
+        start=per_trigger_start(quick),
+    )

@@ -2,7 +2,7 @@
 
 An asset watcher's trigger: Airflow's triggerer gives it its asset state store, runs it on its
 event loop, and every call is a real round trip to the triggerer's supervisor process and its
-database. On that loop a 1 ms ticker (:class:`benchmarks.stalls.Ticker`) records its longest sleep
+database. On that loop a 1 ms ticker (:class:`testbed.ticker.Ticker`) records its longest sleep
 while one call is in flight. The calls go through the store the trigger was given (``wrapped``:
 instrumented when the plugin is on) and through the accessor inside it (``bare``, and ``bare_aa``
 again as the A/A control), interleaved call by call, the order rotating every round. With the
@@ -26,12 +26,15 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
-from .stalls import int_array, interleaved, ticking
+from testbed.ticker import ticking
+
+from .stalls import interleaved
+from .values import int_array
 
 
 class StallProbeTrigger(BaseEventTrigger):
     def __init__(self, run_name: str = "run", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**kwargs)  # type: ignore[no-untyped-call]  # Airflow's, untyped
         self.run_name = run_name
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -79,5 +82,5 @@ class StallProbeTrigger(BaseEventTrigger):
         out = os.environ.get("STORE_METRICS_TRIGGER_BENCH_OUT")
         if out:
             Path(out).write_text(json.dumps(result), encoding="utf-8")
-        yield TriggerEvent({"done": self.run_name})
+        yield TriggerEvent({"done": self.run_name})  # type: ignore[no-untyped-call]  # Airflow's
         await asyncio.Event().wait()

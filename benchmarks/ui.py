@@ -39,8 +39,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from .common import free_port, log
-from .inventory import FULL, QUICK, ThrowawayPostgres, airflow_env, explain_statement, fill, migrate
+from testbed.databases import ThrowawayPostgres
+from testbed.ports import free_port
+
+from .common import log
+from .inventory import FULL, QUICK, airflow_env, explain_statement, fill, migrate
 
 TARGET_MS = 100.0
 
@@ -286,7 +289,7 @@ def measure(quick: bool = False) -> dict[str, Any]:
         pg.init()
         env = airflow_env(pg.url, tmp)
         migrate_s = migrate(env)
-        data = fill(pg, {k: v for k, v in sizes.items() if k != "repeat"})
+        data: dict[str, Any] = dict(fill(pg, {k: v for k, v in sizes.items() if k != "repeat"}))
         data["asset_references"] = add_asset_references(pg, sizes["dags"])
         log(
             f"[ui] {data['rows']:,} task-store rows over {data['dags']:,} DAGs; measuring the tab's statement"

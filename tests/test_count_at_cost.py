@@ -16,14 +16,14 @@ Execution API state store requests through it in process (httpx's ASGI transport
   hits, misses and queries per task instance;
 * **memory**: bytes per cache entry at the fixed size (10,000 entries).
 
-``python tests/test_count_at_cost.py --write-docs`` runs it all and rewrites the delimited
-``count_at`` section of docs/performance.md; the test runs a shorter pass and checks the bounds.
+The full pass is section 8 of the benchmark page: ``python -m benchmarks --only count_at`` runs
+``python tests/test_count_at_cost.py --run OUT full`` (:mod:`benchmarks.count_at`) and renders its
+figures with the others'; the test runs a shorter pass and checks the bounds.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import statistics
 import subprocess
 import sys
@@ -34,9 +34,6 @@ from typing import Any
 import pytest
 
 TESTS = Path(__file__).resolve().parent
-DOCS = TESTS.parent / "docs" / "performance.md"
-START = "<!-- count_at:start -->"
-END = "<!-- count_at:end -->"
 SECRET = "store-metrics-count-at-cost-secret-0123456789abcdef0123456789abcdef"
 DAGS = ("state_store_metrics_01", "state_store_metrics_02", "state_store_metrics_03", "example_resumable_job")
 
@@ -254,90 +251,6 @@ def _measure_main(out: Path, quick: bool) -> None:
     out.write_text(json.dumps(result, indent=2))
 
 
-# -- the docs section ---------------------------------------------------------------------------------
-
-
-def section(r: dict[str, Any]) -> str:
-    replay = r["replay"]
-    lo, hi = r["request_added_us_iqr"]
-    per = replay["requests"] // replay["instances"]
-    rows = [
-        (
-            "a state store request through the real app (`GET /execution/store/ti/{id}/{key}`, found)",
-            f"{r['request_ms']:.2f} ms (median)",
-        ),
-        (
-            "added by attribution per request, cached task instance (whole request, on - off)",
-            f"{r['request_added_us']:+.1f} µs (median of {r['pairs']:,} paired requests; quartiles "
-            f"{lo:+.1f} / {hi:+.1f} µs; A/A control off - off {r['request_aa_us']:+.1f} µs)",
-        ),
-        (
-            "added by attribution per request, cached task instance (`StoreCalls.count` alone, on the loop)",
-            f"{r['count_hit_ns'] / 1000:.2f} µs",
-        ),
-        (
-            "the metadata query per new task instance (`task_instance` + `dag_run`, on a lookup thread)",
-            f"{r['query_ms']:.2f} ms median, {r['query_ms_p90']:.2f} ms p90; never on the event loop",
-        ),
-        (
-            "response time of a task instance's first request (query after the response) vs a cached one",
-            f"{r['first_request_ms']:.2f} ms vs {r['cached_request_ms']:.2f} ms (medians); "
-            f"{r['first_added_us']:+.1f} µs median of the pair differences",
-        ),
-        (
-            f"{replay['instances']} task instances, {per} requests each, all instances at once",
-            f"{replay['requests']} requests: {replay['hits']} hits, {replay['misses']} misses "
-            f"({replay['hit_rate']:.1%} hit rate), {replay['queries']} queries = "
-            f"{replay['queries_per_instance']:.2f} per task instance, {replay['failures']} failed",
-        ),
-        (
-            f"memory of a full cache ({r['cache_size']:,} task instances)",
-            f"{r['bytes_per_entry']:.0f} bytes per entry, "
-            f"{r['bytes_per_entry'] * r['cache_size'] / 2**20:.1f} MiB in all",
-        ),
-    ]
-    table = "\n".join(f"| {what} | {value} |" for what, value in rows)
-    day = time.strftime("%Y-%m-%d", time.gmtime())
-    return f"""{START}
-## `count_at = api_server`: what attribution costs the API server
-
-Measured by `python tests/test_count_at_cost.py --write-docs` on {day} on this 2-core machine
-(shared, noisy): Airflow's real API server app (`create_app`, the plugin's root middleware, backend
-`none`) in process over httpx's ASGI transport, real task tokens from Airflow's JWT generator, a
-SQLite metadata database with {r["instances"]} real task instances from `dag.test()` runs; the
-machine's load average at the end was {r["load_average"][0]:.1f} (other work shared it). Not part
-of `python -m benchmarks`: this section is delimited so that a re-run of that command can keep it.
-
-| what | measured |
-|---|---|
-{table}
-
-Reading it: a cached task instance costs a dictionary lookup and one counter add on the event
-loop; the whole-request difference is within the noise of a {r["request_ms"]:.1f} ms request (compare
-the A/A control). A task instance's first request is answered before its query runs: the query
-(one lookup by primary key, joined to its DAG run) runs on one of two threads of the store-metrics
-lookup pool, and requests of the same task instance that arrive meanwhile wait for that one query
-(the "misses" above), so a task instance costs one query per API server worker whatever its
-number of calls. The first request's extra time in process is that query's thread sharing the GIL
-with the end of the request (httpx's ASGI transport hands the response over only when the app
-returns); over HTTP, uvicorn has written the response to the socket before the query starts.
-Under the CeleryExecutor (tests/test_count_at_celery.py, one API server worker)
-18 task instances making 156 calls cost exactly 18 queries. The hit rate of a deployment is about
-`1 - 1 / (calls per task instance)` per worker.
-{END}
-"""
-
-
-def write_docs(result: dict[str, Any]) -> None:
-    text = DOCS.read_text()
-    block = section(result)
-    if START in text:
-        text = re.sub(re.escape(START) + r".*?" + re.escape(END) + r"\n", lambda _m: block, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    DOCS.write_text(text)
-
-
 # -- the test -----------------------------------------------------------------------------------------
 
 
@@ -371,23 +284,23 @@ def test_attribution_costs_microseconds_per_request_and_one_query_per_task_insta
     assert r["bytes_per_entry"] < 1000
 
 
-def test_the_docs_carry_the_section() -> None:
-    text = DOCS.read_text()
-    assert text.count(START) == 1 and text.count(END) == 1 and text.index(START) < text.index(END)
+def test_the_benchmark_page_carries_the_full_pass() -> None:
+    from benchmarks.results import load
+
+    saved = load()["sections"]["count_at"]
+    assert saved["run"]["mode"] == "full" and saved["data"]["quick"] is False
+    page = (TESTS.parent / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert "## 8. `count_at = api_server`: what attribution costs the API server" in page
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--measure":
+    if len(sys.argv) == 4 and sys.argv[1] == "--measure":  # in the prepared home's environment
         _measure_main(Path(sys.argv[2]), sys.argv[3] == "quick")
-    elif len(sys.argv) == 3 and sys.argv[1] == "--write-docs-from":  # a --measure result
-        write_docs(json.loads(Path(sys.argv[2]).read_text()))
-    elif sys.argv[1:] == ["--write-docs"]:
+    elif len(sys.argv) == 4 and sys.argv[1] == "--run":  # benchmarks.count_at: prepare, measure, save
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="count-at-cost-") as tmp:
-            measured = measure(Path(tmp), quick=False)
-        print(json.dumps(measured, indent=2))
-        write_docs(measured)
-        print(f"wrote the count_at section of {DOCS}")
+            measured = measure(Path(tmp), quick=sys.argv[3] == "quick")
+        Path(sys.argv[2]).write_text(json.dumps(measured, indent=1), encoding="utf-8")
     else:
         raise SystemExit(__doc__)

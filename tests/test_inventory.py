@@ -172,27 +172,6 @@ def test_the_table_shows_the_largest_first_with_other_last_and_exact_totals() ->
     assert lines[2].split()[4:] == ["2h", "0s", "1", "0"]
 
 
-def test_the_benchmark_section_survives_a_rewrite_of_the_performance_page(tmp_path: Path) -> None:
-    from benchmarks.inventory import END, START, keep_section, write_section
-
-    page = tmp_path / "performance.md"
-    page.write_text("# Performance\n\n## 1. Per call\n\nold figures\n")
-    write_section(page, "## 5. State store footprint\n\nfirst")
-    write_section(page, "## 5. State store footprint\n\nsecond")
-    text = page.read_text()
-    assert text.count(START) == 1 and text.count(END) == 1 and "first" not in text
-    assert text.startswith("# Performance\n\n## 1. Per call\n\nold figures\n\n" + START)
-    rewritten = keep_section(page, "# Performance\n\n## 1. Per call\n\nnew figures\n")
-    assert rewritten == "# Performance\n\n## 1. Per call\n\nnew figures\n\n" + text[text.index(START) :]
-    # Other commands' blocks (the triggerer's, ...) stay too, in their order; a block the new page
-    # has is not doubled.
-    other = "<!-- triggerer:start -->\n## 6. Triggerer\n<!-- triggerer:end -->"
-    page.write_text(text.replace(START, other + "\n\n" + START))
-    rewritten = keep_section(page, "# Performance\n")
-    assert rewritten.index(other) < rewritten.index(START) and rewritten.count(START) == 1
-    assert keep_section(page, "# Performance\n\n" + other + "\n").count(other) == 1
-
-
 def test_neither_the_plugin_nor_the_api_server_side_loads_the_inventory(tmp_path: Path) -> None:
     # One inventory per deployment: what every task process and every API server worker loads must
     # not query the tables (each would report the same totals).

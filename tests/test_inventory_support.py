@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.inventory import ThrowawayPostgres  # noqa: E402 (the repository root, just added)
+from testbed.databases import ThrowawayPostgres  # noqa: E402 (the repository root, just added)
 
 __all__ = ["ThrowawayPostgres"]
 

@@ -23,4 +23,15 @@ Importable as ``support`` because ``[tool.pytest.ini_options] pythonpath`` puts 
 * :mod:`support.dashboard` -- the committed Grafana dashboard: layout, queries, queries evaluated.
 
 Nothing here fakes a metrics backend: receivers are real sockets and servers on 127.0.0.1.
+
+Free ports, bounded waits and the endpoints the benchmarks use too come from :mod:`testbed` at the
+repository root (one copy for both); importing ``support`` puts the root on ``sys.path`` so that
+scripts run from ``tests/`` in a fresh process (feeders, probes) find it as pytest does.
 """
+
+import sys
+from pathlib import Path
+
+_ROOT = str(Path(__file__).resolve().parent.parent.parent)
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)

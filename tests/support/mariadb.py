@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.inventory import ThrowawayServer  # noqa: E402 (the repository root, just added)
+from testbed.databases import ThrowawayServer  # noqa: E402 (the repository root, just added)
 
 #: Where Debian puts the server (``/usr/sbin`` is not on a non-root user's PATH).
 _SEARCH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/bin", "/usr/local/sbin"])

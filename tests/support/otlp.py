@@ -1,20 +1,21 @@
 """OTLP/HTTP endpoints on 127.0.0.1: one that decodes what the exporter sends, one that hangs.
 
 ``OtlpReceiver`` is a real HTTP server that decodes what the OpenTelemetry SDK's OTLP exporter
-POSTs; ``SilentTcpServer`` accepts connections and never sends a byte back, which is what an
-OTLP endpoint that hangs looks like to the exporter.
+POSTs; ``SilentTcpServer`` (from :mod:`testbed.endpoints`, which the benchmarks share) accepts
+connections and never sends a byte back, which is what an OTLP endpoint that hangs looks like to
+the exporter.
 """
 
 from __future__ import annotations
 
-import gzip
-import socket
 import threading
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from dataclasses import dataclass
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+
+from testbed.endpoints import HttpPostSink, SilentTcpServer
+
+__all__ = ["OtlpPoint", "OtlpReceiver", "SilentTcpServer", "start_otlp_receiver"]
 
 
 @dataclass
@@ -31,18 +32,21 @@ class OtlpPoint:
     time_ns: int
 
 
-@dataclass
-class OtlpReceiver:
+class OtlpReceiver(HttpPostSink):
     """A real OTLP/HTTP metrics endpoint on 127.0.0.1 that keeps every decoded request."""
 
-    server: ThreadingHTTPServer
-    requests: list[ExportMetricsServiceRequest] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    def __init__(self, port: int = 0) -> None:
+        self.requests: list[ExportMetricsServiceRequest] = []
+        self.paths: list[str] = []
+        self.lock = threading.Lock()
+        super().__init__(port)
 
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_port}/v1/metrics"
+    def take(self, path: str, body: bytes) -> None:
+        request = ExportMetricsServiceRequest()
+        request.ParseFromString(body)
+        with self.lock:
+            self.requests.append(request)
+            self.paths.append(path)
 
     def points(self) -> list[OtlpPoint]:
         with self.lock:
@@ -68,68 +72,7 @@ class OtlpReceiver:
                             )
         return out
 
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
 
 def start_otlp_receiver(port: int = 0) -> OtlpReceiver:
     """Serve on ``port`` (a free one by default; a given one to bring an endpoint back up)."""
-    holder: dict[str, OtlpReceiver] = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            if self.headers.get("Content-Encoding") == "gzip":
-                body = gzip.decompress(body)
-            request = ExportMetricsServiceRequest()
-            request.ParseFromString(body)
-            receiver = holder["r"]
-            with receiver.lock:
-                receiver.requests.append(request)
-                receiver.paths.append(self.path)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    receiver = holder["r"] = OtlpReceiver(server)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    return receiver
-
-
-class SilentTcpServer:
-    """Accepts TCP connections on 127.0.0.1 and never sends a byte back."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.sock.settimeout(0.05)
-        self.port: int = self.sock.getsockname()[1]
-        self.accepted: list[socket.socket] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self.accepted.append(conn)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        for conn in self.accepted:
-            conn.close()
-        self.sock.close()
+    return OtlpReceiver(port)

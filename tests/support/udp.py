@@ -7,6 +7,7 @@ import threading
 import uuid
 
 from support.waiting import wait_until
+from testbed.endpoints import read_until_stopped
 
 #: Names of marker lines start with this; no product code sends such a name.
 MARKER_PREFIX = "store_metrics_test.marker."
@@ -24,19 +25,13 @@ class UdpReceiver:
         self.datagrams: list[bytes] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        args = (self._stop, lambda: self.sock.recv(65535), self._keep)
+        self._thread = threading.Thread(target=read_until_stopped, args=args, daemon=True)
         self._thread.start()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                data = self.sock.recv(65535)
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with self._lock:
-                self.datagrams.append(data)
+    def _keep(self, data: bytes) -> None:
+        with self._lock:
+            self.datagrams.append(data)
 
     def lines(self) -> list[str]:
         """Every metric line received so far (datagrams split on newlines)."""

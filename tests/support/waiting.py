@@ -1,17 +1,8 @@
-"""Bounded waiting: poll a condition, fail the test when it does not hold in time."""
+"""Bounded waiting: :func:`testbed.waiting.wait_until` (shared with the benchmarks) polls a condition
+and fails the test when it does not hold in time."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
+from testbed.waiting import wait_until
 
-
-def wait_until(condition: Callable[[], object], timeout: float = 10.0, interval: float = 0.01) -> None:
-    """Poll ``condition`` until it is truthy; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        if condition():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s: {condition}")
-        time.sleep(interval)
+__all__ = ["wait_until"]

@@ -1,0 +1,539 @@
+"""Section 7 of the page: the API server under sustained load, and faults under load."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..common import median
+from ..load import WORKERS, Block, Config, FaultResult, Load, schedule
+from ..load_airflow import STALL_REPORT
+from ..results import Results, data_of
+from ..server import Server
+from ..values import SIZES_BYTES, size_label
+from . import targets
+from .markdown import Rendered, join, mib, table
+from .targets import MiB, VerdictRow, judge, judge_ratio
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One concurrency: medians per arm (on, off), their ratios, and the spreads between two
+    blocks of one arm (larger over smaller; NaN with one block per arm)."""
+
+    rps: tuple[float, float]
+    p50: tuple[float, float]
+    p99: tuple[float, float]
+    p999: tuple[float, float]
+    cpu: tuple[float, float]
+    off_spread: tuple[float, float]  # throughput, p99
+    noise: tuple[float, float]  # the larger spread of the two arms: throughput, p99
+
+    @property
+    def rps_ratio(self) -> float:
+        return _div(*self.rps)
+
+    @property
+    def p99_ratio(self) -> float:
+        return _div(*self.p99)
+
+    @property
+    def cpu_ratio(self) -> float:
+        return _div(*self.cpu)
+
+
+def _div(a: float, b: float) -> float:
+    """``a / b``, or NaN when a block measured nothing (a quick run on a machine too busy to answer)."""
+    return a / b if b else math.nan
+
+
+def _spread(values: list[float]) -> float:
+    return max(values) / min(values) if len(values) >= 2 and min(values) > 0 else math.nan
+
+
+def _largest(*values: float) -> float:
+    return max((v for v in values if not math.isnan(v)), default=math.nan)
+
+
+def _summary(blocks: list[Block], c: int) -> Summary:
+    on = [b for b in blocks if b["arm"] == "on" and b["concurrency"] == c]
+    off = [b for b in blocks if b["arm"] == "off" and b["concurrency"] == c]
+
+    def both(figure: Callable[[Block], float]) -> tuple[float, float]:
+        return median(figure(b) for b in on), median(figure(b) for b in off)
+
+    def spreads(figure: Callable[[Block], float]) -> tuple[float, float]:
+        return _spread([figure(b) for b in on]), _spread([figure(b) for b in off])
+
+    rps, p99 = spreads(lambda b: b["window"]["rps"]), spreads(lambda b: b["window"]["p99_ms"])
+    return Summary(
+        rps=both(lambda b: b["window"]["rps"]),
+        p50=both(lambda b: b["window"]["p50_ms"]),
+        p99=both(lambda b: b["window"]["p99_ms"]),
+        p999=both(lambda b: b["window"]["p999_ms"]),
+        cpu=both(lambda b: b["cpu_ms_per_request"]),
+        off_spread=(rps[1], p99[1]),
+        noise=(_largest(*rps), _largest(*p99)),
+    )
+
+
+def _growth(b: Block) -> float:
+    return float(b["rss_end"] - b["rss_start"])
+
+
+def _apart(spread: float) -> str:
+    """What two blocks of one arm differ by, for a verdict's figure."""
+    if math.isnan(spread):
+        return "one block per arm: no spread measured"
+    return f"two blocks of one arm: up to {spread:.3f}x apart"
+
+
+def _ratio_verdicts(sums: dict[int, Summary]) -> list[VerdictRow]:
+    rows = []
+    for c, s in sums.items():
+        rows.append(
+            VerdictRow(
+                f"7. load, {c} clients: throughput plugin on / off ≥ {targets.LOAD_THROUGHPUT_RATIO}",
+                f"{s.rps_ratio:.3f} ({s.rps[0]:.1f} / {s.rps[1]:.1f} req/s; {_apart(s.noise[0])})",
+                judge_ratio(s.rps_ratio, s.rps_ratio >= targets.LOAD_THROUGHPUT_RATIO, s.noise[0]),
+            )
+        )
+        rows.append(
+            VerdictRow(
+                f"7. load, {c} clients: p99 latency on / off ≤ {targets.LOAD_P99_RATIO}",
+                f"{s.p99_ratio:.3f} ({s.p99[0]:.0f} / {s.p99[1]:.0f} ms; {_apart(s.noise[1])})",
+                judge_ratio(s.p99_ratio, s.p99_ratio <= targets.LOAD_P99_RATIO, s.noise[1]),
+            )
+        )
+    return rows
+
+
+def _block_verdicts(lo: Load) -> list[VerdictRow]:
+    on = [b for b in lo["blocks"] if b["arm"] == "on"]
+    off = [b for b in lo["blocks"] if b["arm"] == "off"]
+    on_5xx = sum(b["window"]["status"].get("5xx", 0) for b in on)
+    off_5xx = sum(b["window"]["status"].get("5xx", 0) for b in off)
+    growth_on, growth_off = median(_growth(b) for b in on), median(_growth(b) for b in off)
+    noise = max((abs(_growth(b)) for b in off), default=0.0)
+    exact = [b for b in on if b["exactness"] and b["exactness"]["exact"]]
+    counted = sum(b["exactness"]["counted"] for b in on if b["exactness"])
+    return [
+        VerdictRow(
+            "7. load: zero 5xx caused by the plugin",
+            f"5xx on {on_5xx}, off {off_5xx}; server log lines naming store_metrics/ code: "
+            f"{lo['plugin_in_tracebacks']}",
+            judge(on_5xx == 0 and lo["plugin_in_tracebacks"] == 0),
+        ),
+        VerdictRow(
+            f"7. load: RSS growth over a {lo['config']['seconds']:g} s block within the noise of off",
+            f"median on {growth_on / MiB:+.1f} MiB, off {growth_off / MiB:+.1f} MiB (largest |growth| of an "
+            f"off block {noise / MiB:.1f} MiB)",
+            judge(growth_on - growth_off <= max(noise, MiB)),
+        ),
+        VerdictRow(
+            "7. load: server totals = client totals per (store, operation, outcome), every block",
+            f"{len(exact)} of {len(on)} blocks exact ({counted:,} requests)",
+            judge(len(exact) == len(on)),
+        ),
+    ]
+
+
+def _worst_problem(f: FaultResult) -> int:
+    """The most lines any one problem got during a fault block (stall reports aside)."""
+    return max((n for kind, n in f["problems"].items() if kind != "stall report"), default=0)
+
+
+def _processes(f: FaultResult) -> int:
+    """Worker processes that served during a fault block (a killed worker's successor is one more)."""
+    return WORKERS + (1 if f["killed_pid"] is not None else 0)
+
+
+def _fault_verdicts(lo: Load, noise: float) -> list[VerdictRow]:
+    rows = []
+    for f in lo["faults"]:
+        ratio, ph = f["ratio_during"], f["phases"]
+        apart = (
+            f"; two identical blocks of this run: up to {noise:.3f}x apart" if not math.isnan(noise) else ""
+        )
+        rows.append(
+            VerdictRow(
+                f"7. fault, {f['name']}: throughput during ≥ {targets.FAULT_THROUGHPUT_RATIO} of before",
+                f"{ratio:.3f} ({ph['during']['rps']:.1f} / {ph['before']['rps']:.1f} req/s{apart})",
+                judge_ratio(ratio, ratio >= targets.FAULT_THROUGHPUT_RATIO, noise),
+            )
+        )
+    worst = {f["name"]: (_worst_problem(f), _processes(f)) for f in lo["faults"]}
+    rows.append(
+        VerdictRow(
+            "7. faults: at most one store-metrics log line per problem (and worker process)",
+            "; ".join(f"{n}: {k} ({p} worker processes)" for n, (k, p) in worst.items()),
+            judge(all(k <= p for k, p in worst.values())),
+        )
+    )
+    rows += [_delivery_verdict(f) for f in lo["faults"] if f["server"] != "off"]
+    return rows
+
+
+def _delivery_verdict(f: FaultResult) -> VerdictRow:
+    name = f"7. fault, {f['name']}: counts after recovery"
+    if "UDP" in f["name"]:
+        return VerdictRow(
+            name + ": lost only each worker's first flush after the close, none twice",
+            f"counted twice: {f['doubled_total']}; lost: {f['lost_total']:,} of {f['client_total']:,} (each "
+            f"worker's first flush after the close: at most {f['bound']:,}); "
+            f"{f['phases']['during']['requests']:,} answered while the port was closed",
+            judge(f["doubled_total"] == 0 and f["lost_total"] <= f["bound"]),
+        )
+    if "killed" in f["name"]:
+        since = f["since_last_flush_s"]
+        gap = f"{since:.2f} s" if since is not None else "never"
+        return VerdictRow(
+            name + ": lost only what came after its last flush, none twice",
+            f"counted twice: {f['doubled_total']}; lost: {f['lost_total']} (answered since the killed "
+            "worker's "
+            f"last flush arrived, {gap} before the kill: {f['estimate']}; since the flush before it: "
+            f"{f['bound']})",
+            judge(f["doubled_total"] == 0 and f["lost_total"] <= f["bound"]),
+        )
+    return VerdictRow(
+        name + " exactly once",
+        f"{f['server_total']:,} of {f['client_total']:,} counted; lost {f['lost_total']}, twice "
+        f"{f['doubled_total']}",
+        judge(f["exact"]),
+    )
+
+
+def _method(lo: Load) -> str:
+    cfg = lo["config"]
+    starts = ", ".join(f"{k} {v:.0f} s" for k, v in lo["startup_s"].items())
+    others = "; ".join(lo["others_at_start"]) or "nothing above 1% of a core"
+    others_end = "; ".join(lo["others_at_end"]) or "nothing above 1% of a core"
+    loads = [la for b in lo["blocks"] for la in b["load_average"]]
+    order = ", ".join(f"{a} {c}" for a, c in schedule(Config(**cfg)))
+    return join(
+        f"**Deployment.** `airflow api-server --workers {WORKERS}` (uvicorn; Airflow's own app, the plugin "
+        f"from its entry point) on {lo['database']}; a real DAG run of `store_metrics_load` (one task and "
+        "one "
+        "asset per client) made by `airflow dags trigger`, and for each task instance a token from Airflow's "
+        "`JWTGenerator` with the configured `[api_auth] jwt_secret` (`benchmarks/load_setup.py`). Two "
+        "servers side by side: *on* (the plugin's server side, `backend = dogstatsd` to a UDP receiver in "
+        f"the benchmark process, `flush_interval = {cfg['flush_interval']:g}`) and *off* (`server_metrics = "
+        "false`). Two servers and alternating blocks, rather than a restart before each block: every block "
+        "meets a warm, long-lived server (as in production), no block pays a cold start, and a third of the "
+        "run is not spent starting servers; the idle server's CPU during the other's blocks is in the table "
+        f"(it idles, apart from the stall monitor's ticks on *on*). Startup: {starts}; Airflow home, DAG run "
+        f"and tokens: {lo['setup_s']:.0f} s.",
+        "**Load.** `benchmarks/load_client.py` in its own process: `httpx.AsyncClient`, one coroutine per "
+        "client, each sending its next request when the last one was answered. Each client has its own task "
+        "instance and asset and repeats a fixed cycle: task store PUT 0.4 KB, GET (found), GET (absent), "
+        "asset store PUT 0.4 KB, GET (found), GET (absent), task PUT 59 KB, GET (found), task DELETE, asset "
+        f"DELETE; every {cfg['big_every']}th cycle adds a task PUT and GET of 689 KB and a clear of both "
+        f"stores (value sizes {', '.join(size_label(n) for n in SIZES_BYTES)}, the async-routes proposal's). "
+        f"Blocks of {cfg['seconds']:g} s measured after {cfg['warmup']:g} s of warm-up, alternating on/off: "
+        f"{order}; each server had {cfg['server_warmup']:g} s of load before its first block. Latency is the "
+        "client's (request sent to body read); CPU is the server's processes' user + system time during the "
+        "measured window (psutil), per request; RSS is the sum over its processes.",
+        "**The machine.** 2 cores shared with other engineers' jobs. Load average (1 min) during the "
+        f"blocks: {min(loads):.1f} to {max(loads):.1f}. Busiest other processes at the start: {others}. At "
+        f"the end: {others_end}.",
+    )
+
+
+def _block_row(b: Block) -> list[str]:
+    w = b["window"]
+    none = w["status"].get("none")
+    return [
+        str(b["index"] + 1),
+        b["arm"],
+        str(b["concurrency"]),
+        f"{w['rps']:.1f}",
+        f"{w['p50_ms']:.0f}",
+        f"{w['p99_ms']:.0f}",
+        f"{w['p999_ms']:.0f}",
+        str(w["status"].get("5xx", 0)) + (f" (+{none} no answer)" if none else ""),
+        f"{mib(b['rss_start'])} → {mib(b['rss_end'])} ({_growth(b) / MiB:+.1f})",
+        f"{b['cpu_ms_per_request']:.2f}",
+        f"{b['idle_server_cpu_percent']:.1f}",
+        f"{b['load_average'][0]:.1f} / {b['load_average'][1]:.1f}",
+    ]
+
+
+def _summary_row(c: int, s: Summary) -> list[str]:
+    return [
+        str(c),
+        f"{s.rps[0]:.1f} / {s.rps[1]:.1f}",
+        f"**{s.rps_ratio:.3f}**",
+        f"{s.p50[0]:.0f} / {s.p50[1]:.0f}",
+        f"{s.p99[0]:.0f} / {s.p99[1]:.0f}",
+        f"**{s.p99_ratio:.3f}**",
+        f"{s.p999[0]:.0f} / {s.p999[1]:.0f}",
+        f"{s.cpu[0]:.2f} / {s.cpu[1]:.2f} ({s.cpu_ratio:.3f})",
+        f"{s.off_spread[0]:.3f} / {s.off_spread[1]:.3f}",
+    ]
+
+
+def _main_tables(lo: Load, sums: dict[int, Summary]) -> str:
+    summary_header = ["clients", "req/s on / off", "throughput ratio", "p50 ms on / off", "p99 ms on / off"]
+    summary_header += ["p99 ratio", "p99.9 ms on / off", "server CPU ms/request on / off (ratio)"]
+    summary_header += ["off spread: req/s / p99"]
+    block_header = ["#", "plugin", "clients", "req/s", "p50 ms", "p99 ms", "p99.9 ms", "5xx"]
+    block_header += [
+        "RSS MiB start → end (growth)",
+        "server CPU ms/request",
+        "idle server CPU %",
+        "load avg start / end",
+    ]
+    after, end = lo["rss_after_warmup"], lo["rss_after_blocks"]
+    return join(
+        "### Plugin on vs off",
+        "Medians over the blocks of each arm; ratios are of the medians. *Off spread* is the larger over the "
+        "smaller of the two *off* blocks at that concurrency (throughput / p99): what this machine moves "
+        "between two identical blocks.",
+        table(summary_header, [_summary_row(c, s) for c, s in sums.items()], "lrrrrrrrr"),
+        "Every block, in the order run:",
+        table(block_header, [_block_row(b) for b in lo["blocks"]], "lllrrrrrrrrr"),
+        f"RSS over the whole run: *on* {mib(after['on'])} MiB after its warm-up, {mib(end['on'])} MiB "
+        "after its "
+        f"last block; *off* {mib(after['off'])} → {mib(end['off'])} MiB.",
+    )
+
+
+def _exactness(lo: Load) -> str:
+    on = [(b, b["exactness"]) for b in lo["blocks"] if b["exactness"]]
+    keys = sorted({k for _, e in on for k in e["by_key"]})
+    rows = [[k, *(f"{e['by_key'].get(k, 0):,}" for _, e in on)] for k in keys]
+    rows.append(["**all, client**", *(f"**{e['sent']:,}**" for _, e in on)])
+    rows.append(["**all, server**", *(f"**{e['counted']:,}**" for _, e in on)])
+    rows.append(["equal per key", *("yes" if e["exact"] else f"**no** {e['mismatch']}" for _, e in on)])
+    stalls = ", ".join(f"{e['stall_max_ms']:.0f} ms ({e['long_stalls']})" for _, e in on)
+    return join(
+        "### Exactness under load",
+        "For each block with the plugin on: the load generator's own counts by store/operation/outcome (a "
+        "2xx "
+        "is the operation's outcome, a GET answered 404 `read_absent`, any other status `error`, as the "
+        "middleware classifies) and the server's `api_server.state_store.requests` received by the DogStatsD "
+        "receiver between the block's start and the moment no count had changed for "
+        f"{lo['config']['settle']:g} "
+        "s (both workers; everything sent during warm-up included on both sides). Per block (columns in run "
+        "order):",
+        table(
+            ["store/operation/outcome", *(f"block {b['index'] + 1} ({b['concurrency']})" for b, _ in on)],
+            rows,
+        ),
+        f"The stall monitor's largest stall per block with the plugin on (long stalls ≥ 100 ms): {stalls}.\n"
+        "Task-side counters against the server's for calls made by tasks under load are tested under "
+        "`airflow standalone` (`tests/test_task_faults.py`).",
+    )
+
+
+def _problem_text(f: FaultResult) -> str:
+    kinds = [n for k, n in f["problems"].items() if k != "stall report"]
+    stalls = f["problems"].get("stall report", 0)
+    return (", ".join(str(n) for n in kinds) or "0") + (f" (+{stalls} stall reports)" if stalls else "")
+
+
+def _fault_row(f: FaultResult) -> list[str]:
+    ph = f["phases"]
+    phases = ("before", "during", "after")
+    counted = (
+        f"{f['server_total']:,} / {f['client_total']:,} (lost {f['lost_total']}, twice {f['doubled_total']})"
+    )
+    return [
+        f["name"],
+        " / ".join(f"{ph[p]['rps']:.1f}" for p in phases),
+        f"**{f['ratio_during']:.3f}** / {f['ratio_after']:.3f}",
+        " / ".join(f"{ph[p]['p99_ms']:.0f}" for p in phases),
+        " / ".join(str(ph[p]["status"].get("5xx", 0) + ph[p]["status"].get("none", 0)) for p in phases),
+        _problem_text(f),
+        "-" if f["server"] == "off" else counted,
+    ]
+
+
+def _fault_note(f: FaultResult) -> str:
+    extra = ""
+    if f["replaced_after_s"] is not None:
+        extra = (
+            f" Worker {f['killed_pid']} killed; its successor was serving after "
+            f"{f['replaced_after_s']:.1f} s; "
+            f"client requests cut off: {f['failures'] or 'none'}."
+        )
+    said = [line.split("] ", 1)[-1][:300] for line in f["log_lines"] if STALL_REPORT not in line]
+    if not said and f["server"] == "otel":
+        extra += (
+            " The API server does not say so while it runs: its emitter pushes on its interval without an "
+            "explicit flush, and the OTel backend reports a failed export only on an explicit flush (a "
+            "task's "
+            "end; in an API server worker, only its shutdown)."
+        )
+    logged = "; ".join(f"`{t}`" for t in said) if said else "nothing about it"
+    return f"- *{f['name']}*: {f['promise']}. Logged: {logged}.{extra}"
+
+
+def _faults(lo: Load) -> str:
+    cfg = lo["config"]
+    header = [
+        "fault",
+        "req/s before / during / after",
+        "ratio during / after",
+        "p99 ms before / during / after",
+    ]
+    header += ["5xx + no answer", "log lines per problem", "counted / sent"]
+    return join(
+        "### Faults under load",
+        f"{cfg['fault_clients']} clients, plugin on unless said; phases of {cfg['phase']:g} s each (before / "
+        "during / after the fault); *ratio* is the phase's throughput over *before*'s. Log lines: "
+        "store-metrics' warning and error lines the server wrote during the block, per problem (the stall "
+        "monitor's reports of long stalls, at most one per worker and flush interval, counted apart). "
+        "Counts: "
+        "what the receiver got from the server (DogStatsD: deltas during the block; OTLP: the latest "
+        "cumulative value per worker and series, over every block of that server) against what the load "
+        "generator got back, once nothing had changed for a while after the block.",
+        table(header, [_fault_row(f) for f in lo["faults"]], "lrrrrrl"),
+        "\n".join(_fault_note(f) for f in lo["faults"]),
+    )
+
+
+def render(results: Results) -> Rendered:
+    lo: Load = data_of(results, "load")
+    sums = {c: _summary(lo["blocks"], c) for c in lo["config"]["concurrencies"]}
+    noise = _largest(*(s.noise[0] for s in sums.values()))
+    verdicts = _ratio_verdicts(sums) + _block_verdicts(lo) + _fault_verdicts(lo, noise)
+    text = join(
+        "## 7. The API server under sustained load, and faults",
+        "A real `airflow api-server` driven over HTTP by a real asynchronous load generator; method and "
+        "modules: `benchmarks/load.py`, `load_client.py`, `load_setup.py`, `load_airflow.py`.",
+        _method(lo),
+        _main_tables(lo, sums),
+        _exactness(lo),
+        _faults(lo),
+    )
+    return Rendered(text, verdicts, _why(lo, sums, noise, _middleware_ns(results)))
+
+
+# -- why ------------------------------------------------------------------------------------------------
+
+
+def _middleware_ns(results: Results) -> float | None:
+    """The middleware's added time per state store request, from section 4 (in process), if measured."""
+    sv: Server | None = data_of(results, "server")
+    return sv["in_process"]["cases"]["state store request (task get)"]["added_ns"] if sv else None
+
+
+def _against_noise(what: str, ratio: float, spread: float) -> str:
+    """Whether an on/off ratio's distance from 1 is within what two identical blocks differ by."""
+    if math.isnan(spread):  # one block per arm
+        return f"one block per arm in this run, so no spread to judge the {what} ratio against"
+    off_by = abs(1 - ratio)
+    if off_by <= spread - 1:
+        return (
+            f"two blocks of the same arm and load differ by {spread:.3f}x in {what}, more than the "
+            f"{off_by * 100:.1f}% between on and off: this run cannot tell the plugin's effect from the "
+            "machine's"
+        )
+    return (
+        f"two blocks of the same arm and load differ by only {spread:.3f}x in {what}: the "
+        f"{off_by * 100:.1f}% "
+        "between on and off is larger than that spread"
+    )
+
+
+def _ratio_why(c: int, s: Summary, middleware_ns: float | None) -> list[str]:
+    parts = []
+    if s.rps_ratio < targets.LOAD_THROUGHPUT_RATIO:
+        parts.append(
+            f"throughput ratio {s.rps_ratio:.3f} (target ≥ {targets.LOAD_THROUGHPUT_RATIO}): "
+            + _against_noise("throughput", s.rps_ratio, s.noise[0])
+        )
+    if s.p99_ratio > targets.LOAD_P99_RATIO:
+        parts.append(
+            f"p99 ratio {s.p99_ratio:.3f} (target ≤ {targets.LOAD_P99_RATIO}): "
+            + _against_noise("p99", s.p99_ratio, s.noise[1])
+        )
+    if not parts:
+        return []
+    cost = ""
+    if middleware_ns:
+        cost = (
+            f" The middleware's own time per state store request (section 4, in process) is "
+            f"{middleware_ns / 1000:.1f} µs, {middleware_ns / (s.cpu[1] * 1e6) * 100:.2f}% of the "
+            f"{s.cpu[1]:.2f} ms of CPU the server spends per request here."
+        )
+    return [
+        f"- **Load, {c} clients: " + "; ".join(parts) + ".** Server CPU per request, which other processes' "
+        f"load moves less than throughput: {s.cpu[0]:.2f} ms on, {s.cpu[1]:.2f} ms off ({s.cpu_ratio:.3f}x)."
+        + cost
+    ]
+
+
+def _fault_why(lo: Load, f: FaultResult, noise: float) -> str:
+    ph = f["phases"]
+    head = (
+        f"- **Fault, {f['name']}: {f['ratio_during']:.3f} of the throughput before** "
+        f"({ph['before']['rps']:.1f} "
+        f"→ {ph['during']['rps']:.1f} req/s; after: {ph['after']['rps']:.1f})."
+    )
+    if "killed" in f["name"]:
+        twin = next((g for g in lo["faults"] if "killed" in g["name"] and g is not f), None)
+        compare = (
+            f" The same kill with the plugin {twin['server']}: {twin['ratio_during']:.3f}." if twin else ""
+        )
+        replaced = (
+            f"{f['replaced_after_s']:.1f} s here"
+            if f["replaced_after_s"] is not None
+            else "not waited for in this run"
+        )
+        return (
+            head + " Half the workers are gone until uvicorn's supervisor has started a new one "
+            f"({replaced}: a new process importing Airflow on the same 2 cores), and requests in flight on "
+            "the "
+            "killed worker get no answer." + compare
+        )
+    spread = f"{noise:.3f}x" if not math.isnan(noise) else "not measured (one block per arm)"
+    p99 = " / ".join(f"{ph[p]['p99_ms']:.0f}" for p in ("before", "during", "after"))
+    return (
+        head
+        + f" Phases of {lo['config']['phase']:g} s; two identical {lo['config']['seconds']:g} s blocks of "
+        f"this run differ by up to {spread} in throughput. The plugin's work for a receiver that is down "
+        "runs "
+        "on its emitter's thread, never on the event loop: the stall monitor's reports and the p99 per phase "
+        f"({p99} ms) say whether the loop was held."
+    )
+
+
+def _delivery_why(f: FaultResult) -> str | None:
+    if f["server"] == "off" or f["exact"]:
+        return None
+    if "UDP" in f["name"] and (f["doubled_total"] or f["lost_total"] > f["bound"]):
+        return (
+            f"- **Fault, {f['name']}: {f['lost_total']:,} counts never arrived and {f['doubled_total']:,} "
+            "arrived "
+            f"twice, against {f['phases']['during']['requests']:,} requests answered in the "
+            f"{f['phases']['during']['seconds']:.0f} s the port was closed and a bound of {f['bound']:,}** "
+            "(what "
+            "each worker's first flush after the close can carry: the kernel takes that datagram and "
+            "learns of "
+            "the closed port from the ICMP answer; every later flush is probed, refused and kept). More lost "
+            "than that means flushes after the first were taken by the kernel and dropped, or the receiver "
+            "read its last datagrams late."
+        )
+    if "killed" in f["name"] and f["lost_total"] > f["bound"]:
+        return (
+            f"- **Fault, {f['name']}: {f['lost_total']} counts lost, more than the {f['bound']} requests "
+            "answered "
+            "since the killed worker's flush before its last one arrived**, which should bound them (the "
+            "last "
+            "flush drained its counts after that one had arrived). The receiver stamps a flush when its "
+            "thread "
+            "reads the datagrams; on a machine this busy that can be late, which makes the bound too small."
+        )
+    return None
+
+
+def _why(lo: Load, sums: dict[int, Summary], noise: float, middleware_ns: float | None) -> list[str]:
+    notes = [note for c, s in sums.items() for note in _ratio_why(c, s, middleware_ns)]
+    notes += [
+        _fault_why(lo, f, noise) for f in lo["faults"] if f["ratio_during"] < targets.FAULT_THROUGHPUT_RATIO
+    ]
+    notes += [n for n in (_delivery_why(f) for f in lo["faults"]) if n]
+    return notes
