@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from store_metrics import compatibility, plugin
+from store_metrics import _native, _task_listener, compatibility, plugin
 from support.airflow import clean_environ
 from support.otlp import SilentTcpServer
 from support.ports import free_port
@@ -46,7 +46,7 @@ def ti(**stats_tags: str) -> Any:
 
 def test_tags_come_from_the_task_instance_and_the_dag_run() -> None:
     context = {"dag_run": SimpleNamespace(run_type=DagRunType())}
-    tags = plugin.tags_for(ti(dag_id="etl", task_id="load"), context)
+    tags = _task_listener.tags_for(ti(dag_id="etl", task_id="load"), context)
     assert tags == {
         "dag_id": "etl",
         "task_id": "load",
@@ -57,20 +57,20 @@ def test_tags_come_from_the_task_instance_and_the_dag_run() -> None:
 
 def test_team_name_is_a_tag_only_when_the_run_has_one() -> None:
     context = {"dag_run": SimpleNamespace(run_type="manual")}
-    tags = plugin.tags_for(ti(dag_id="etl", task_id="load", team_name="payments"), context)
+    tags = _task_listener.tags_for(ti(dag_id="etl", task_id="load", team_name="payments"), context)
     assert tags["team_name"] == "payments"
     assert list(tags) == ["dag_id", "task_id", "run_type", "operator", "team_name"]
-    assert "team_name" not in plugin.tags_for(ti(dag_id="etl", task_id="load", team_name=""), context)
+    assert "team_name" not in _task_listener.tags_for(ti(dag_id="etl", task_id="load", team_name=""), context)
 
 
 def test_a_missing_dag_run_is_run_type_unknown() -> None:
-    assert plugin.tags_for(ti(), {})["run_type"] == "unknown"
-    assert plugin.tags_for(ti(), {})["dag_id"] == "fallback_dag"
+    assert _task_listener.tags_for(ti(), {})["run_type"] == "unknown"
+    assert _task_listener.tags_for(ti(), {})["dag_id"] == "fallback_dag"
 
 
 def test_airflow_3_3_2_does_not_count_the_state_store_itself() -> None:
-    plugin.airflow_emits_state_store_metrics.cache_clear()
-    assert plugin.airflow_emits_state_store_metrics() is False
+    _native.airflow_emits_state_store_metrics.cache_clear()
+    assert _native.airflow_emits_state_store_metrics() is False
 
 
 def test_an_airflow_whose_accessor_takes_stats_tags_counts_itself(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,11 +82,11 @@ def test_an_airflow_whose_accessor_takes_stats_tags_counts_itself(monkeypatch: p
             pass
 
     monkeypatch.setattr(context, "TaskStateStoreAccessor", TaskStateStoreAccessor)
-    plugin.airflow_emits_state_store_metrics.cache_clear()
+    _native.airflow_emits_state_store_metrics.cache_clear()
     try:
-        assert plugin.airflow_emits_state_store_metrics() is True
+        assert _native.airflow_emits_state_store_metrics() is True
     finally:
-        plugin.airflow_emits_state_store_metrics.cache_clear()
+        _native.airflow_emits_state_store_metrics.cache_clear()
 
 
 def test_check_names_this_airflow_release_and_what_counts_on_it(tmp_path: Path) -> None:
@@ -138,7 +138,7 @@ _TASKS = textwrap.dedent(
     import json, logging, os, sys, time
     from types import SimpleNamespace
 
-    from store_metrics import accessors, plugin, runtime
+    from store_metrics import _task_listener, accessors, plugin, runtime
 
     records = []
 
@@ -167,7 +167,7 @@ _TASKS = textwrap.dedent(
 
     # The plugin only instruments the Task SDK's RuntimeTaskInstance; these stand-ins have
     # every attribute it reads from one.
-    plugin._is_task_runner_ti = lambda ti: True
+    _task_listener._is_task_runner_ti = lambda ti: True
     tasks = []
     for i in range(int(sys.argv[1])):
         context = {"task_state_store": Store(), "dag_run": SimpleNamespace(run_type="manual")}

@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+import store_metrics
 from generators import templates as generated
 from generators.tokens import SENTINEL, tokenize
 from store_metrics import catalogue
@@ -65,3 +66,14 @@ def test_every_token_of_every_template_is_a_catalogue_name_or_a_setting() -> Non
     for setting in settings.SETTINGS:
         assert any(t == setting.name or t.startswith(f"{setting.name}_") for t in used), setting.name
     assert not names & set(values), "a setting named like a catalogue metric"
+
+
+def test_the_shipped_provider_info_is_what_the_option_table_builds() -> None:
+    """Airflow reads it in every process: the wheel ships data, built from options.py."""
+    from generators import provider_info
+    from store_metrics import provider
+
+    assert provider_info.SHIPPED.read_text(encoding="utf-8") == provider_info.text()
+    info = provider.get_provider_info()
+    assert info["versions"] == [store_metrics.__version__]
+    assert {k: v for k, v in info.items() if k != "versions"} == provider_info.build()

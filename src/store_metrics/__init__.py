@@ -9,13 +9,28 @@ or provider exists until :func:`configure` is called (the plugin calls it at a t
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.2.0"
 
-from .accessors import instrument_asset_store, instrument_task_store, unwrap
-from .catalogue import METRICS, Metric
-from .contracts import Counter, Emitter
-from .errors import ConfigError, MissingExtraError
-from .runtime import configure, get_emitter, set_emitter, shutdown
+#: The public API, by name -> the module that holds it. Imported on first use (PEP 562), so that
+#: importing the plugin (store_metrics.plugin, in every Airflow process) loads none of it.
+_API = {
+    "instrument_asset_store": "accessors",
+    "instrument_task_store": "accessors",
+    "unwrap": "accessors",
+    "METRICS": "catalogue",
+    "Metric": "catalogue",
+    "Counter": "contracts",
+    "Emitter": "contracts",
+    "ConfigError": "errors",
+    "MissingExtraError": "errors",
+    "configure": "runtime",
+    "get_emitter": "runtime",
+    "set_emitter": "runtime",
+    "shutdown": "runtime",
+}
 
 __all__ = [
     "METRICS",
@@ -33,3 +48,19 @@ __all__ = [
     "shutdown",
     "unwrap",
 ]
+
+if TYPE_CHECKING:
+    from .accessors import instrument_asset_store, instrument_task_store, unwrap
+    from .catalogue import METRICS, Metric
+    from .contracts import Counter, Emitter
+    from .errors import ConfigError, MissingExtraError
+    from .runtime import configure, get_emitter, set_emitter, shutdown
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'store_metrics' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -49,6 +49,8 @@ ASSET = "asset"
 RUN_TYPE_ASSET_WATCHER = "asset_watcher"
 #: ``dag_id`` of a watcher's calls: no DAG made them.
 DAG_ID_NONE = "none"
+#: A tag value nobody could know (no token, no task instance, an empty value): never a guess.
+UNKNOWN = "unknown"
 
 #: The tags every state store counter carries.
 BASE_TAGS: tuple[str, ...] = (DAG_ID, TASK_ID, RUN_TYPE, OPERATOR)
@@ -83,6 +85,16 @@ class Store(str, enum.Enum):
 
     TASK = "task_state_store"
     ASSET = "asset_state_store"
+
+    @property
+    def tag(self) -> str:
+        """The ``store`` tag's value for it (``task``, ``asset``): the API server's and the rules'."""
+        return self.value.split("_", 1)[0]
+
+    @classmethod
+    def of_tag(cls, tag: str) -> Store:
+        """The store a ``store`` tag names (``task``, ``asset``)."""
+        return next(store for store in cls if store.tag == tag)
 
 
 class Operation(str, enum.Enum):

@@ -92,9 +92,11 @@ def what_sent_means(settings: Settings, target: str) -> str:
 
 def standing_down() -> str:
     """Whether the plugin stands down because this Airflow counts state store calls itself."""
-    try:
-        from .plugin import airflow_emits_state_store_metrics
-    except ImportError:
+    import importlib.util
+
+    from ._native import airflow_emits_state_store_metrics
+
+    if importlib.util.find_spec("airflow") is None:
         return "native counting: unknown (Airflow is not installed here)"
     if airflow_emits_state_store_metrics():
         return (

@@ -122,8 +122,6 @@ def airflow_reader() -> OptionReader:
     """
     from airflow.sdk.configuration import conf
 
-    from .provider import option_default
-
     def read(section: str, option: str) -> str | None:
         if not conf.has_option(section, option):
             return None
@@ -131,7 +129,7 @@ def airflow_reader() -> OptionReader:
         if value is None:
             return None
         known = options.BY_NAME.get(option) if section == SECTION else None
-        if known is not None and str(value) == option_default(known):
+        if known is not None and str(value) == known.airflow_default:
             return None
         return str(value)
 

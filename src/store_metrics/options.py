@@ -78,6 +78,18 @@ class Option:
     def keyword(self) -> str:
         return self.argument or self.name
 
+    @property
+    def airflow_default(self) -> str:
+        """The default as Airflow's configuration holds it (provider info): text, empty where
+        ``[metrics]`` decides."""
+        if self.airflow:
+            return ""
+        if isinstance(self.default, bool):
+            return str(self.default)
+        if isinstance(self.default, float) and self.default.is_integer():
+            return str(int(self.default))
+        return str(self.default)
+
     def fallback(self, backend: str) -> tuple[str, str] | None:
         return self.airflow.get(backend) or self.airflow.get("*")
 

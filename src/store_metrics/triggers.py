@@ -74,8 +74,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from . import logs, runtime
+from ._task_tags import task_instance_tags
 from .accessors import instrument_asset_store, instrument_task_store, is_instrumented
-from .catalogue import DAG_ID_NONE, RUN_TYPE_ASSET_WATCHER, task_tags
+from .catalogue import DAG_ID_NONE, RUN_TYPE_ASSET_WATCHER, UNKNOWN, task_tags
 
 #: The module of Airflow's triggerer that holds the trigger runner.
 RUNNER_MODULE: Final = "airflow.jobs.triggerer_job_runner"
@@ -91,7 +92,6 @@ SUPERVISOR_MODULE: Final = "airflow.sdk.execution_time.supervisor"
 #: Set on our wrappers, so a second :func:`install` sees them.
 _MARK: Final = "__store_metrics_hook__"
 
-UNKNOWN: Final = "unknown"
 
 _lock = threading.Lock()
 
@@ -145,18 +145,9 @@ def deferred_task_tags(trigger: Any, context: Any) -> dict[str, str]:
     name, as in the task process; ``unknown`` otherwise).
     """
     ti = trigger.task_instance
-    stats_tags = dict(getattr(ti, "stats_tags", None) or {})
-    dag_run = context.get("dag_run") if isinstance(context, Mapping) else None
-    run_type = getattr(dag_run, "run_type", None)
     task = getattr(ti, "task", None)
     operator = getattr(task, "task_type", None) or (type(task).__name__ if task is not None else UNKNOWN)
-    return task_tags(
-        dag_id=str(stats_tags.get("dag_id") or getattr(ti, "dag_id", None) or UNKNOWN),
-        task_id=str(stats_tags.get("task_id") or getattr(ti, "task_id", None) or UNKNOWN),
-        run_type=str(getattr(run_type, "value", run_type)) if run_type is not None else UNKNOWN,
-        operator=str(operator),
-        team_name=stats_tags.get("team_name") or None,
-    )
+    return task_instance_tags(ti, context, str(operator))
 
 
 # -- instrumenting one trigger ----------------------------------------------------------------------
@@ -313,7 +304,7 @@ def run_trigger_runner() -> None:
     module = importlib.import_module(RUNNER_MODULE)
     if _hook.entry is None:
         try:
-            from .plugin import _ensure_emitter
+            from ._task_listener import _ensure_emitter
 
             install(_ensure_emitter, in_runner=True)
         except Exception as exc:

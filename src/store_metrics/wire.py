@@ -27,7 +27,7 @@ from . import catalogue
 from .deltas import Buckets, CounterDelta, Delta, GaugeValue, TagTuple
 
 MAX_TAG_VALUE_LENGTH = 200
-EMPTY_TAG_VALUE = "unknown"
+EMPTY_TAG_VALUE = catalogue.UNKNOWN
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 _SAFE = re.compile(r"[A-Za-z0-9_.\-]+")

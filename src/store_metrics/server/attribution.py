@@ -54,7 +54,7 @@ from typing import Any, Final
 from uuid import UUID
 
 from .. import catalogue, logs
-from ..catalogue import OPERATION, Operation, Outcome, Store, metric_for, task_tags
+from ..catalogue import OPERATION, UNKNOWN, Operation, Outcome, Store, metric_for, task_tags
 from ..contracts import Emitter
 from .routes import Route, Scope, route_path
 
@@ -70,7 +70,6 @@ LOOKUP_THREADS: Final = 2
 #: without asking the database again (so a database that is down is not asked once per request).
 RETRY_AFTER: Final = 5.0
 
-UNKNOWN: Final = "unknown"
 #: The key under which Airflow's Execution API keeps the validated task token on the ASGI scope
 #: (``airflow.api_fastapi.execution_api.security._REQUEST_SCOPE_TOKEN_KEY`` in Airflow 3.3).
 TOKEN_SCOPE_KEY: Final = "ti_token"

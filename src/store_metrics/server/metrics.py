@@ -296,7 +296,7 @@ def _build() -> ServerMetrics | None:
 
 def _airflow_counts_itself() -> bool:
     """Whether this Airflow counts state store calls itself: then neither side of the plugin does."""
-    from ..plugin import airflow_emits_state_store_metrics
+    from .._native import airflow_emits_state_store_metrics
 
     if airflow_emits_state_store_metrics():
         logs.once(
