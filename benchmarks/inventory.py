@@ -235,9 +235,7 @@ def explain(database: Any, store: Any, *, no_seqscan: bool = False) -> Plan:
     return explain_statement(database.engine, statement(store), params, no_seqscan=no_seqscan)
 
 
-def explain_statement(
-    engine: Any, stmt: Any, values: dict[str, Any], *, no_seqscan: bool = False
-) -> Plan:
+def explain_statement(engine: Any, stmt: Any, values: dict[str, Any], *, no_seqscan: bool = False) -> Plan:
     """``EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)`` of ``stmt`` with its bound ``values``: plan nodes,
     indexes used, execution and planning time, buffers."""
     compiled = stmt.compile(dialect=engine.dialect)
