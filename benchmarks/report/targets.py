@@ -34,6 +34,10 @@ LOAD_P99_RATIO = 1.05
 FAULT_THROUGHPUT_RATIO = 0.95  # during the fault / before it
 # 9. Importing the plugin in a task process.
 IMPORT_MS = 10.0
+# The State store tab's per-DAG statement on PostgreSQL, median over DAGs (section 10).
+UI_TAB_MS = 100.0
+# What the views add to an idle API server's CPU (percentage points of one core): nothing measurable.
+UI_IDLE_CPU_POINTS = 0.1
 
 
 class Verdict(enum.Enum):
