@@ -33,7 +33,8 @@ def test_every_section_is_saved_from_a_full_run_and_on_the_page_in_registry_orde
     assert {name: s["run"]["mode"] for name, s in saved.items()} == {s.name: "full" for s in SECTIONS}
     page = PAGE.read_text(encoding="utf-8")
     headings = [line for line in page.splitlines() if line.startswith("## ") and line[3].isdigit()]
-    assert [h.split(".")[0] for h in headings] == [f"## {n}" for n in range(1, 10)]
+    numbered = [h.split(".")[0] for h in headings]
+    assert numbered == [f"## {n}" for n in range(1, len(numbered) + 1)] and len(numbered) >= 10
 
 
 def test_one_rule_met_then_not_resolved_when_the_a_a_spread_covers_the_gap_else_missed() -> None:
