@@ -78,7 +78,14 @@ def test_the_adapters_declare_how_they_are_driven() -> None:
     assert (AirflowStatsBackend.pull, AirflowStatsBackend.opens_without_io) == (False, False)
     assert AirflowStatsBackend.live_histograms is True
     none = NoneBackend()
-    assert (none.pull, none.opens_without_io, none.live_histograms) == (True, False, False)
+    assert (none.pull, none.opens_without_io, none.live_histograms) == (False, False, False)
+    # Every backend says whether it reaches anyone, and under which prefix: no probing.
+    assert (none.sends_nowhere, backend.sends_nowhere, backend.prefix, none.prefix) == (
+        True,
+        False,
+        "airflow",
+        "",
+    )
     # Each factory takes exactly the options it declares: nothing is swallowed.
     with pytest.raises(TypeError):
         otel.create(meter_provider=provider, host="localhost")  # type: ignore[call-arg]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -200,8 +202,31 @@ def test_inventory_help_names_the_exit_codes_inventory_returns() -> None:
     from store_metrics.cli import INVENTORY_EXIT_CODES
     from store_metrics.inventory import command
 
-    assert {command.EXIT_OK, command.EXIT_CONFIG, command.EXIT_MISSING, command.EXIT_DATABASE} == set(
-        INVENTORY_EXIT_CODES
-    )
+    assert {
+        command.EXIT_OK,
+        command.EXIT_CONFIG,
+        command.EXIT_MISSING,
+        command.EXIT_DATABASE,
+        command.EXIT_LISTEN,
+    } == set(INVENTORY_EXIT_CODES)
     assert INVENTORY_EXIT_CODES[command.EXIT_DATABASE] == "the database could not be read"
     assert INVENTORY_EXIT_CODES[command.EXIT_MISSING].startswith("Airflow or prometheus_client")
+
+
+def test_inventory_serve_on_a_port_in_use_exits_4_naming_the_address(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = run_cli(
+            "inventory",
+            "--serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            AIRFLOW_HOME=str(tmp_path),
+            AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{tmp_path / 'airflow.db'}",
+        )
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert f"error: cannot serve on 127.0.0.1:{port}" in proc.stderr

@@ -73,7 +73,8 @@ def _ensure_emitter() -> bool:
         except (ConfigError, MissingExtraError) as exc:
             logs.once("config", logging.ERROR, "store-metrics is off for this process: %s", exc)
             return False
-        if settings.sends_nowhere or getattr(emitter.backend, "sends_nowhere", False):
+        # backend = none, written out, is a choice: said at INFO below, not warned about.
+        if settings.sends_nowhere or (emitter.backend.sends_nowhere and settings.backend != "none"):
             logs.once(
                 "nowhere",
                 logging.WARNING,

@@ -160,14 +160,20 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None, proces
     if not settings.enabled:
         say("store-metrics is disabled: tasks run uninstrumented. Nothing sent.")
         return EXIT_OK
-    for line in where_counted(settings):
+    for line in where_counted(settings) + path_lines(settings):
         say(line)
+    return _send_one(settings, say)
+
+
+def path_lines(settings: Settings) -> list[str]:
+    """What ``backend = auto`` chose and why, and how the tags travel."""
+    lines = []
     if settings.backend_reason:
-        say(f"backend = auto chose {settings.backend!r}: {settings.backend_reason}")
+        lines.append(f"backend = auto chose {settings.backend!r}: {settings.backend_reason}")
     if settings.backend in _TAGS_ON_THE_WIRE:
         how = _TAGS_ON_THE_WIRE[settings.backend]
-        say(f"tags: kept: dag_id, task_id, run_type, operator (+ team_name) {how}")
-    return _send_one(settings, say)
+        lines.append(f"tags: kept: dag_id, task_id, run_type, operator (+ team_name) {how}")
+    return lines
 
 
 def _say_settings(settings: Settings, process: str, say: Callable[[str], None]) -> None:
@@ -203,7 +209,7 @@ def _send_one(settings: Settings, say: Callable[[str], None]) -> int:
         say(f"error: {exc}")
         return EXIT_MISSING_EXTRA
     say(f"backend: {backend.describe()}")
-    if settings.backend == "none" or getattr(backend, "sends_nowhere", False):
+    if backend.sends_nowhere:
         # The same line as the plugin's: counting works, nobody will see it.
         say(
             "warning: this configuration sends the counts nowhere: set [store_metrics] backend, or "
@@ -222,7 +228,7 @@ def _send_one(settings: Settings, say: Callable[[str], None]) -> int:
     finally:
         with contextlib.suppress(Exception):
             backend.close(1.0)
-    say(f"sent one increment of {CHECK.full_name(getattr(backend, 'prefix', '') or '')!r}: ok")
+    say(f"sent one increment of {CHECK.full_name(backend.prefix)!r}: ok")
     say(what_sent_means(settings, _airflow_sender() if settings.backend == "airflow" else settings.backend))
     return EXIT_OK
 

@@ -38,6 +38,7 @@ INVENTORY_EXIT_CODES: dict[int, str] = {
     1: "bad configuration",
     2: "Airflow or prometheus_client is not installed",
     3: "the database could not be read",
+    4: "--serve could not listen on its address (a port in use)",
 }
 
 
@@ -107,9 +108,6 @@ _SET_HELP = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .check import EXIT_CODES, PROCESSES
-    from .pipeline.export import FOLDERS
-
     parser = argparse.ArgumentParser(
         prog="store-metrics",
         description="Counters for every Apache Airflow state store call.",
@@ -118,7 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_demo, _add_check, _add_catalogue, _add_export, _add_inventory):
+        add(commands)
+    return parser
 
+
+def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = commands.add_parser(
         "demo",
         help="run the upstream proposal's four scenarios on a throwaway Airflow and print the series",
@@ -149,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--port",
         type=int,
         default=None,
-        help="scrape endpoint port (default: 9464 with --serve, else a free port)",
+        help="scrape endpoint port (default: prometheus_port, 9464, with --serve, else a free port)",
     )
     demo.add_argument(
         "--host",
@@ -157,6 +160,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="scrape endpoint address (default 127.0.0.1; 0.0.0.0 for a Prometheus in a container)",
     )
     demo.set_defaults(func=_demo)
+
+
+def _add_check(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .check import EXIT_CODES, PROCESSES
 
     check = commands.add_parser(
         "check",
@@ -187,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.set_defaults(func=_check)
 
+
+def _add_catalogue(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     catalogue = commands.add_parser(
         "catalogue",
         help="print the metric catalogue as a Markdown table",
@@ -199,6 +208,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--prefix", default="airflow", help="metric name prefix ([store_metrics] prefix; default airflow)"
     )
     catalogue.set_defaults(func=_catalogue)
+
+
+def _add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .pipeline.export import FOLDERS
 
     folders = ", ".join(f"{folder}/" for folder in FOLDERS)
     export = commands.add_parser(
@@ -224,6 +237,8 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help=_SET_HELP)
     export.set_defaults(func=_export)
 
+
+def _add_inventory(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     inventory = commands.add_parser(
         "inventory",
         help="what each DAG, task and asset keeps in the state store, read from the metadata database",
@@ -247,13 +262,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--port", type=int, default=None, help="--serve endpoint port (default inventory_port, 9490)"
     )
     inventory.set_defaults(func=_inventory)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "demo" and args.serve and args.port is None:
-        args.port = 9464
+        from .options import default
+
+        args.port = default("prometheus_port")
     code: int = args.func(args)
     return code
 

@@ -90,6 +90,14 @@ class Backend(Protocol):
     #: whose own aggregation is cheap), instead of as a :class:`~store_metrics.deltas.HistogramDelta`
     #: per flush. Export then costs O(series), not O(observations).
     live_histograms: bool
+    #: The metric name prefix it sends under (``""``: the target adds its own, as Airflow's does).
+    prefix: str
+
+    @property
+    def sends_nowhere(self) -> bool:
+        """``True`` when whatever is exported reaches nobody (``none``, or Airflow with no
+        ``[metrics]`` backend): counting still works, and the plugin and ``check`` say so."""
+        ...
 
     def describe(self) -> str:
         """Human-readable target, e.g. ``statsd udp://localhost:8125 prefix=airflow``."""

@@ -94,6 +94,8 @@ class AirflowStatsBackend:
     opens_without_io = False
     #: Each histogram observation is one stats.timing call as it happens (see the module docstring).
     live_histograms = True
+    #: Airflow adds its own ([metrics] statsd_prefix / otel_prefix).
+    prefix = ""
 
     def describe(self) -> str:
         return f"airflow: {_airflow_metrics().describe()}"

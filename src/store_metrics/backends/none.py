@@ -11,10 +11,13 @@ from ..deltas import Delta
 class NoneBackend:
     """Sends nothing; useful to switch emission off while keeping the plugin installed."""
 
-    #: Nothing is pushed: counters stay in the emitter's memory (nothing reads them).
-    pull = True
+    #: The emitter pushes as to any backend; :meth:`export` drops what it is given (the emitter's
+    #: cumulative counts stay readable in memory, as ``store_metrics.testing`` reads them).
+    pull = False
     opens_without_io = False
     live_histograms = False
+    prefix = ""
+    sends_nowhere = True
 
     def describe(self) -> str:
         return "none (metrics are not sent anywhere)"

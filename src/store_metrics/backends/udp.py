@@ -120,6 +120,7 @@ class LineBackend:
     pull = False
     opens_without_io = False
     live_histograms = False
+    sends_nowhere = False
 
     def __init__(self, name: str, style: Style, udp: UdpSender, prefix: str) -> None:
         self.name = name

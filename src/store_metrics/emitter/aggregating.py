@@ -23,16 +23,18 @@ from .. import logs
 from ..catalogue import Kind, Metric
 from ..contracts import Backend
 from ..deltas import TagTuple
+from ..options import default
 from . import process
 from .delivery import Delivery
 from .registry import SeriesRegistry
 from .series import CounterSeries, GaugeSeries, HistogramSeries, LiveTarget, Series
 from .worker import FlushWorker
 
-DEFAULT_FLUSH_INTERVAL: Final = 10.0
-DEFAULT_FLUSH_TIMEOUT: Final = 2.0
-DEFAULT_EXIT_TIMEOUT: Final = 0.05
-DEFAULT_MAX_SERIES: Final = 50_000
+# The option table's defaults (store_metrics.options: each option is written once).
+DEFAULT_FLUSH_INTERVAL: Final[float] = default("flush_interval")
+DEFAULT_FLUSH_TIMEOUT: Final[float] = default("flush_timeout")
+DEFAULT_EXIT_TIMEOUT: Final[float] = default("exit_timeout")
+DEFAULT_MAX_SERIES: Final[int] = default("max_series")
 
 
 class AggregatingEmitter:

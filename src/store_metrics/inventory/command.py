@@ -23,6 +23,8 @@ EXIT_OK = 0
 EXIT_CONFIG = 1
 EXIT_MISSING = 2
 EXIT_DATABASE = 3
+#: ``--serve`` could not listen on its address (a port in use, an address not on this host).
+EXIT_LISTEN = 4
 
 METASTORE_BACKEND = "airflow.state.metastore.MetastoreBackend"
 
@@ -128,7 +130,7 @@ def _serve(args: argparse.Namespace, settings: Any, collector: Any) -> int:
             f"error: cannot serve on {args.host}:{args.port or settings.inventory_port}: {exc}",
             file=sys.stderr,
         )
-        return EXIT_DATABASE
+        return EXIT_LISTEN
     logs.logger.info(
         "store-metrics inventory: reading the state store tables of %s every %g s (statement timeout %g s, "
         "top %d); %s",

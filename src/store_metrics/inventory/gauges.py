@@ -18,7 +18,6 @@ from .collect import Snapshot
 from .footprint import Group, Key
 
 #: The ``store`` tag's value of each store (as on the API server's metrics).
-STORE_TAG: dict[Store, str] = {Store.TASK: "task", Store.ASSET: "asset"}
 
 Series = tuple[Metric, dict[str, str], float]
 
@@ -63,7 +62,7 @@ def snapshot_series(snapshot: Snapshot, now: dt.datetime | None = None) -> Itera
             for key, group in footprint.largest_first():
                 yield from group_series(store, key, group, now)
     for store in Store:
-        tags = {STORE: STORE_TAG[store]}
+        tags = {STORE: store.tag}
         if store in snapshot.up:
             yield catalogue.INVENTORY_UP, tags, float(snapshot.up[store])
         footprint = snapshot.footprints.get(store)

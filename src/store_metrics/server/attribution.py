@@ -56,7 +56,7 @@ from uuid import UUID
 from .. import catalogue, logs
 from ..catalogue import OPERATION, UNKNOWN, Operation, Outcome, Store, metric_for, task_tags
 from ..contracts import Emitter
-from .routes import Route, Scope, route_path
+from .routes import TASK_PREFIX, Route, Scope, route_path
 
 #: Task instances whose tags one API server worker keeps (least recently used ones are dropped).
 #: An entry is the id and a reference to a tag set shared by every instance of the same task:
@@ -75,9 +75,7 @@ RETRY_AFTER: Final = 5.0
 TOKEN_SCOPE_KEY: Final = "ti_token"
 #: The task instance id of calls that belong to no task instance (an asset watcher's trigger).
 NULL_TI: Final = UUID(int=0)
-_TASK_PREFIX: Final = "/execution/store/ti/"
 #: The route table's store (``task``/``asset``) -> the task side's counters.
-_STORES: Final = {"task": Store.TASK, "asset": Store.ASSET}
 
 Tags = Mapping[str, str]
 #: A request whose caller is not known: refused as unauthenticated, or no such task instance.
@@ -114,8 +112,8 @@ def requester(scope: Scope, route: Route, status: int) -> UUID | None:
         return ident
     if status in (401, 403):
         return None
-    if route[0] == "task":
-        return _uuid(route_path(scope)[len(_TASK_PREFIX) :].partition("/")[0])
+    if route[0] == Store.TASK.tag:
+        return _uuid(route_path(scope)[len(TASK_PREFIX) :].partition("/")[0])
     return _uuid(_bearer_subject(scope))
 
 
@@ -246,7 +244,7 @@ class Caller:
     def _make(self, store: str, operation: str, outcome: str) -> Callable[[int], None]:
         kind = Outcome(outcome)
         tags = {**self.tags, OPERATION: Operation(operation).value} if kind is Outcome.ERROR else self.tags
-        return self._emitter.counter(metric_for(_STORES[store], kind), tags).add
+        return self._emitter.counter(metric_for(Store.of_tag(store), kind), tags).add
 
 
 @dataclass

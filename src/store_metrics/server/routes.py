@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Final
 
-from ..catalogue import Operation, Outcome
+from ..catalogue import Operation, Outcome, Store
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -23,11 +23,14 @@ Route = tuple[str, str]
 #: Where the API server's core app mounts the Execution API. An Execution API app used on its
 #: own (the in-process one of ``dag.test()`` and the triggerer) serves the same routes at ``""``.
 EXECUTION_API_MOUNT: Final = "/execution"
+_TASK: Final = Store.TASK.tag
+_ASSET: Final = Store.ASSET.tag
 #: Every state store path contains this; anything else is passed on after this one test.
 MARK: Final = f"{EXECUTION_API_MOUNT}/store/"
-_TASK_PREFIX: Final = f"{MARK}ti/"
+#: The task store routes: ``{TASK_PREFIX}{ti_id}`` (clear) and ``{TASK_PREFIX}{ti_id}/{key}``.
+TASK_PREFIX: Final = f"{MARK}ti/"
 _ASSET_ROUTES: Final[dict[tuple[str, str], Route]] = {
-    (method, f"{MARK}asset/{by}/{what}"): ("asset", operation)
+    (method, f"{MARK}asset/{by}/{what}"): (_ASSET, operation)
     for by in ("by-name", "by-uri")
     for method, what, operation in (
         ("GET", "value", Operation.GET.value),
@@ -43,14 +46,7 @@ _TASK_KEY_OPERATIONS: Final = {
 }
 #: Every route, in a fixed order (the in-flight table and the docs use it).
 ROUTES: Final[tuple[Route, ...]] = (
-    ("task", "get"),
-    ("task", "set"),
-    ("task", "delete"),
-    ("task", "clear"),
-    ("asset", "get"),
-    ("asset", "set"),
-    ("asset", "delete"),
-    ("asset", "clear"),
+    *((store.tag, operation.value) for store in Store for operation in Operation),
 )
 NONE_ROUTE: Final[Route] = ("none", "none")
 
@@ -79,15 +75,15 @@ def route_of(method: str, path: str) -> Route | None:
 
     Anything else (other methods, other paths) is not a state store route.
     """
-    if path.startswith(_TASK_PREFIX):
-        rest = path[len(_TASK_PREFIX) :]
+    if path.startswith(TASK_PREFIX):
+        rest = path[len(TASK_PREFIX) :]
         ti_id, slash, _key = rest.partition("/")
         if not ti_id:
             return None
         if slash:
             operation = _TASK_KEY_OPERATIONS.get(method)
-            return ("task", operation) if operation else None
-        return ("task", Operation.CLEAR.value) if method == "DELETE" else None
+            return (_TASK, operation) if operation else None
+        return (_TASK, Operation.CLEAR.value) if method == "DELETE" else None
     return _ASSET_ROUTES.get((method, path))
 
 

@@ -119,7 +119,7 @@ def read_calls(url: str, dag_id: str, window: str, timeout: float) -> Calls:
     tasks: dict[str, dict[str, float]] = defaultdict(dict)
     for sample in query(url, expr, timeout):
         labels = sample["metric"]
-        store = Store.TASK if labels.get("store") == "task" else Store.ASSET
+        store = Store.of_tag(labels.get("store", ""))
         key = counter_key(store, Outcome(labels.get("outcome", "")))
         tasks[labels.get(TASK_ID, "")][key] = float(sample["value"][1])
     return Calls(window=window, expr=expr, tasks=dict(tasks), at=time.time())

@@ -89,6 +89,7 @@ class OtelBackend:
     opens_without_io = True
     #: Histogram observations are recorded into the SDK as they happen (record_histogram).
     live_histograms = True
+    sends_nowhere = False
 
     def __init__(self, settings: Settings, meter_provider: Any = None) -> None:
         self.settings = settings
