@@ -342,7 +342,7 @@ def test_the_cache_is_a_bounded_lru(emitter: AggregatingEmitter) -> None:
 
     asyncio.run(run())
     assert [ti for ti, _ in lookup.calls] == [ids[0], ids[1], ids[2], ids[3], ids[1]]
-    assert calls.stats.evictions == 2 and len(calls._cache) == 3
+    assert calls.stats.evictions == 2 and len(calls.lookups) == 3
     assert calls.cached(ids[0]) is not None and calls.cached(ids[2]) is None
 
 

@@ -88,7 +88,7 @@ def _measure_main(out: Path, quick: bool) -> None:
     from sqlalchemy import select
 
     from store_metrics.server import StoreCalls, lookup_task_instance, server_metrics
-    from store_metrics.server.attribution import CACHE_SIZE
+    from store_metrics.server.store_calls import CACHE_SIZE
 
     with create_session() as session:
         rows = session.execute(

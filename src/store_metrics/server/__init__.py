@@ -33,51 +33,23 @@ use in that worker, never at import and never in a task process.
 
 from __future__ import annotations
 
-from .attribution import (
-    CACHE_SIZE,
-    UNKNOWN_TAGS,
-    WATCHER_TAGS,
-    AttributionStats,
-    StoreCalls,
-    lookup_task_instance,
-    requester,
-)
+from .attribution import UNKNOWN_TAGS, WATCHER_TAGS, lookup_task_instance, requester
 from .loop_monitor import LoopMonitor
-from .metrics import STALL_FLOOR_MS, ServerMetrics, server_metrics, worker_identity
+from .metrics import ServerMetrics, server_metrics, worker_identity
 from .middleware import StateStoreRouteMetrics
-from .routes import (
-    MARK,
-    NONE_ROUTE,
-    ROUTES,
-    Route,
-    outcome_of,
-    route_of,
-    route_path,
-    status_class,
-    value_size,
-)
+from .store_calls import StoreCalls
 
+#: What the rest of the package (the plugin, the demo, the benchmarks) uses; the route table, the
+#: cache and the lookups stay in their modules.
 __all__ = [
-    "CACHE_SIZE",
-    "MARK",
-    "NONE_ROUTE",
-    "ROUTES",
-    "STALL_FLOOR_MS",
     "UNKNOWN_TAGS",
     "WATCHER_TAGS",
-    "AttributionStats",
     "LoopMonitor",
-    "Route",
     "ServerMetrics",
     "StateStoreRouteMetrics",
     "StoreCalls",
     "lookup_task_instance",
-    "outcome_of",
     "requester",
-    "route_of",
-    "route_path",
     "server_metrics",
-    "status_class",
-    "value_size",
     "worker_identity",
 ]

@@ -9,12 +9,13 @@ on the task store routes ``require_auth(scopes=["ti:self"])`` also checks that i
 
 * :func:`requester` reads the task instance id the Execution API verified (or ``None`` for a
   request it refused as unauthenticated, 401/403 with no valid token);
-* :class:`StoreCalls` turns it into the task side's tags, ``dag_id``, ``task_id``, ``run_type``,
-  ``operator`` (and ``team_name`` on a multi-team deployment), through a bounded LRU cache keyed by
-  task instance id (:data:`CACHE_SIZE` entries per worker); a task instance it has not seen costs
-  one metadata query (:func:`lookup_task_instance`), run on a thread of its own (never on the event
-  loop), after the response has been sent, once per task instance and worker however many of its
-  requests arrive while the query runs;
+* :class:`~store_metrics.server.store_calls.StoreCalls` turns it into the task side's tags,
+  ``dag_id``, ``task_id``, ``run_type``, ``operator`` (and ``team_name`` on a multi-team
+  deployment), through a bounded LRU cache keyed by task instance id
+  (:mod:`~store_metrics.server.lookups`); a task instance it has not seen costs one metadata query
+  (:func:`lookup_task_instance`), run on a thread of its own (never on the event loop), after the
+  response has been sent, once per task instance and worker however many of its requests arrive
+  while the query runs;
 * and counts the request on the task side's counter, ``<prefix>.task_state_store.<outcome>`` or
   ``<prefix>.asset_state_store.<outcome>``, from the response: a GET answered with a value is
   ``read_found``, a GET answered 404 ``read_absent``, a PUT ``write``, a DELETE ``delete`` (a key)
@@ -38,45 +39,23 @@ trigger; a real triggerer never sends those through the API server, it counts it
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
-import concurrent.futures
 import functools
 import json
-import logging
-import os
-import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 from uuid import UUID
 
-from .. import catalogue, logs
-from ..catalogue import OPERATION, UNKNOWN, Operation, Outcome, Store, metric_for, task_tags
-from ..contracts import Emitter
+from .. import catalogue
+from ..catalogue import UNKNOWN, Store, task_tags
 from .routes import TASK_PREFIX, Route, Scope, route_path
-
-#: Task instances whose tags one API server worker keeps (least recently used ones are dropped).
-#: An entry is the id and a reference to a tag set shared by every instance of the same task:
-#: about 250 bytes, so at most ~2.5 MB per worker. A task instance's calls arrive while it runs,
-#: so this is the number of task instances that may be making state store calls at one time.
-CACHE_SIZE: Final = 10_000
-#: Threads per worker that run the metadata queries (a burst of new task instances queues here,
-#: never on the event loop nor in the pool that runs the API's own sync route handlers).
-LOOKUP_THREADS: Final = 2
-#: After a query failed, seconds during which unknown task instances are counted as ``unknown``
-#: without asking the database again (so a database that is down is not asked once per request).
-RETRY_AFTER: Final = 5.0
 
 #: The key under which Airflow's Execution API keeps the validated task token on the ASGI scope
 #: (``airflow.api_fastapi.execution_api.security._REQUEST_SCOPE_TOKEN_KEY`` in Airflow 3.3).
 TOKEN_SCOPE_KEY: Final = "ti_token"
 #: The task instance id of calls that belong to no task instance (an asset watcher's trigger).
 NULL_TI: Final = UUID(int=0)
-#: The route table's store (``task``/``asset``) -> the task side's counters.
-
 Tags = Mapping[str, str]
 #: A request whose caller is not known: refused as unauthenticated, or no such task instance.
 UNKNOWN_TAGS: Final[Tags] = task_tags(dag_id=UNKNOWN, task_id=UNKNOWN, run_type=UNKNOWN, operator=UNKNOWN)
@@ -222,218 +201,3 @@ def lookup_task_instance(ti_id: UUID) -> Tags | None:
 
 
 # -- counting ----------------------------------------------------------------------------------
-
-
-class Caller:
-    """One tag set (shared by every task instance of a task) and its counters, made on first use."""
-
-    __slots__ = ("_adds", "_emitter", "tags")
-
-    def __init__(self, emitter: Emitter, tags: Tags) -> None:
-        self._emitter = emitter
-        self.tags = dict(tags)
-        self._adds: dict[tuple[str, str, str], Callable[[int], None]] = {}
-
-    def count(self, route: Route, outcome: str) -> None:
-        key = (route[0], route[1], outcome)
-        add = self._adds.get(key)
-        if add is None:
-            add = self._adds[key] = self._make(*key)
-        add(1)
-
-    def _make(self, store: str, operation: str, outcome: str) -> Callable[[int], None]:
-        kind = Outcome(outcome)
-        tags = {**self.tags, OPERATION: Operation(operation).value} if kind is Outcome.ERROR else self.tags
-        return self._emitter.counter(metric_for(Store.of_tag(store), kind), tags).add
-
-
-@dataclass
-class AttributionStats:
-    """What one worker's attribution did (``docs/performance.md`` reports them)."""
-
-    #: Requests counted.
-    requests: int = 0
-    #: ... whose task instance was in the cache.
-    hits: int = 0
-    #: ... that waited for a metadata query (theirs, or one already running for the same instance).
-    misses: int = 0
-    #: ... that carried no verified task instance (401/403), or the null one (asset watchers).
-    anonymous: int = 0
-    #: Metadata queries made, and how many raised.
-    queries: int = 0
-    failures: int = 0
-    #: Task instances dropped from the cache (least recently used first).
-    evictions: int = 0
-    #: Seconds the queries took on their threads, summed.
-    query_seconds: float = 0.0
-
-    @property
-    def hit_rate(self) -> float:
-        attributed = self.hits + self.misses
-        return self.hits / attributed if attributed else 0.0
-
-
-class StoreCalls:
-    """Counts each answered state store request on the task side's counter, tagged as its task.
-
-    Everything runs on the worker's event loop except the metadata query, which runs on one of
-    :data:`LOOKUP_THREADS` threads of its own. A request whose task instance is cached is counted
-    at once (a dict lookup and an integer add); one whose task instance is not is counted by a
-    background task once the query has answered: nothing waits for it, not the response, which
-    has been sent, and not the server's next request.
-    """
-
-    def __init__(
-        self,
-        emitter: Emitter,
-        lookup: Lookup = lookup_task_instance,
-        *,
-        cache_size: int = CACHE_SIZE,
-        threads: int = LOOKUP_THREADS,
-        retry_after: float = RETRY_AFTER,
-    ) -> None:
-        if cache_size < 1:
-            raise ValueError("cache_size must be >= 1")
-        self.emitter = emitter
-        self.lookup = lookup
-        self.cache_size = cache_size
-        self.threads = threads
-        self.retry_after = retry_after
-        self.stats = AttributionStats()
-        self._cache: OrderedDict[UUID, Caller] = OrderedDict()
-        self._callers: dict[tuple[tuple[str, str], ...], Caller] = {}
-        self._pending: dict[UUID, asyncio.Future[Caller]] = {}
-        self._later: set[asyncio.Task[None]] = set()
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._executor_pid = 0
-        self._failed_at = -1e9
-        self.unknown = self.caller(UNKNOWN_TAGS)
-        self.watcher = self.caller(WATCHER_TAGS)
-
-    # -- the request path ----------------------------------------------------------------------
-
-    def count(self, scope: Scope, route: Route, status: int, outcome: str) -> None:
-        """Count one answered request (on the event loop, after the response). Never raises."""
-        try:
-            self.stats.requests += 1
-            ident = requester(scope, route, status)
-            if ident is None or ident == NULL_TI:
-                self.stats.anonymous += 1
-                (self.unknown if ident is None else self.watcher).count(route, outcome)
-                return
-            caller = self._cache.get(ident)
-            if caller is not None:
-                self._cache.move_to_end(ident)
-                self.stats.hits += 1
-                caller.count(route, outcome)
-                return
-            self.stats.misses += 1
-            task = asyncio.get_running_loop().create_task(self._count_later(ident, route, outcome))
-            self._later.add(task)
-            task.add_done_callback(self._later.discard)
-        except Exception:
-            logs.once(
-                "server:attribute",
-                logging.ERROR,
-                "store-metrics could not count a state store request",
-                exc_info=True,
-            )
-
-    async def _count_later(self, ident: UUID, route: Route, outcome: str) -> None:
-        try:
-            caller = await self.resolve(ident)
-            caller.count(route, outcome)
-        except Exception:
-            logs.once(
-                "server:attribute",
-                logging.ERROR,
-                "store-metrics could not count a state store request",
-                exc_info=True,
-            )
-
-    async def drain(self, timeout: float) -> bool:
-        """Wait (at most ``timeout`` s) until every request waiting for a lookup is counted."""
-        if not self._later:
-            return True
-        _, pending = await asyncio.wait(set(self._later), timeout=timeout)
-        return not pending
-
-    # -- the cache and the lookups -------------------------------------------------------------
-
-    def caller(self, tags: Tags) -> Caller:
-        """The (shared) :class:`Caller` of one tag set."""
-        key = tuple(sorted(tags.items()))
-        caller = self._callers.get(key)
-        if caller is None:
-            caller = self._callers[key] = Caller(self.emitter, tags)
-        return caller
-
-    def cached(self, ident: UUID) -> Caller | None:
-        return self._cache.get(ident)
-
-    async def resolve(self, ident: UUID) -> Caller:
-        """The task instance's :class:`Caller`: cached, or from one query (shared by every waiter)."""
-        caller = self._cache.get(ident)
-        if caller is not None:
-            return caller
-        pending = self._pending.get(ident)
-        if pending is None:
-            pending = asyncio.ensure_future(self._query(ident))
-            self._pending[ident] = pending
-            pending.add_done_callback(functools.partial(self._forget_pending, ident))
-        return await asyncio.shield(pending)
-
-    def _forget_pending(self, ident: UUID, _done: object) -> None:
-        self._pending.pop(ident, None)
-
-    async def _query(self, ident: UUID) -> Caller:
-        loop = asyncio.get_running_loop()
-        if loop.time() - self._failed_at < self.retry_after:
-            return self.unknown  # the database failed a moment ago: do not ask it per request
-        self.stats.queries += 1
-        start = time.perf_counter()
-        try:
-            tags = await loop.run_in_executor(self._pool(), self.lookup, ident)
-        except Exception:
-            self.stats.failures += 1
-            self._failed_at = loop.time()
-            logs.once(
-                "server:lookup",
-                logging.WARNING,
-                "store-metrics: the API server could not look a task instance up in the metadata "
-                "database; its state store calls are counted as dag_id=unknown until it answers",
-                exc_info=True,
-            )
-            return self.unknown
-        finally:
-            self.stats.query_seconds += time.perf_counter() - start
-        caller = self.caller(tags) if tags is not None else self.unknown
-        self._cache[ident] = caller
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-            self.stats.evictions += 1
-        return caller
-
-    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
-        pid = os.getpid()
-        if self._executor is None or self._executor_pid != pid:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=self.threads, thread_name_prefix="store-metrics-attribution"
-            )
-            self._executor_pid = pid
-        return self._executor
-
-    def close(self) -> None:
-        """Let the lookup threads go (queries still running finish on their own)."""
-        if self._executor is not None and self._executor_pid == os.getpid():
-            self._executor.shutdown(wait=False, cancel_futures=True)
-        self._executor = None
-
-    def summary(self) -> str:
-        s = self.stats
-        return (
-            f"{s.requests} state store requests counted, {s.hits} cache hits, {s.misses} misses "
-            f"({s.hit_rate:.1%} hit rate), {s.queries} metadata queries ({s.failures} failed, "
-            f"{s.query_seconds * 1000:.1f} ms on the lookup threads), {len(self._cache)} task "
-            f"instances cached, {s.evictions} evicted, {s.anonymous} without a task instance"
-        )

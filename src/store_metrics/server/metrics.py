@@ -27,7 +27,6 @@ from ..catalogue import (
 )
 from ..emitter import AggregatingEmitter
 from . import worker_slot
-from .attribution import StoreCalls
 from .loop_monitor import LoopMonitor
 from .routes import (
     NONE_ROUTE,
@@ -42,6 +41,7 @@ from .routes import (
     status_class,
     value_size,
 )
+from .store_calls import StoreCalls
 
 #: A tick at least this late is a stall (recorded in the stall histogram).
 STALL_FLOOR_MS: Final = 1.0

@@ -1,0 +1,120 @@
+"""One API server worker's task instance ids -> their callers: cached, looked up once, off the loop.
+
+A bounded LRU cache keyed by task instance id (least recently used dropped first); a task instance
+not in it costs one metadata query, whoever asks for it meanwhile waits for that same query (single
+flight); the query runs on a few threads of its own, never on the event loop and never in the pool
+that runs the API's sync routes; after a failure, no query for ``retry_after`` seconds (the database
+is not asked per request while it is down). Counting is :mod:`.store_calls`' job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import logging
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from uuid import UUID
+
+from .. import logs
+from .attribution import Lookup, Tags
+from .caller import Caller
+from .stats import AttributionStats
+
+
+class Lookups:
+    """Task instance id -> :class:`Caller`, through the cache or one query (see the module)."""
+
+    def __init__(
+        self,
+        lookup: Lookup,
+        caller: Callable[[Tags | None], Caller],
+        stats: AttributionStats,
+        *,
+        cache_size: int,
+        threads: int,
+        retry_after: float,
+    ) -> None:
+        if cache_size < 1:
+            raise ValueError("cache_size must be >= 1")
+        self.lookup = lookup
+        self._caller = caller
+        self.stats = stats
+        self.cache_size = cache_size
+        self.threads = threads
+        self.retry_after = retry_after
+        self._cache: OrderedDict[UUID, Caller] = OrderedDict()
+        self._pending: dict[UUID, asyncio.Future[Caller]] = {}
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._executor_pid = 0
+        self._failed_at = -1e9
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def cached(self, ident: UUID) -> Caller | None:
+        """The cached caller, marked as just used; ``None`` when the id is not cached."""
+        caller = self._cache.get(ident)
+        if caller is not None:
+            self._cache.move_to_end(ident)
+        return caller
+
+    async def resolve(self, ident: UUID) -> Caller:
+        """The task instance's :class:`Caller`: cached, or from one query (shared by every waiter)."""
+        caller = self._cache.get(ident)
+        if caller is not None:
+            return caller
+        pending = self._pending.get(ident)
+        if pending is None:
+            pending = asyncio.ensure_future(self._query(ident))
+            self._pending[ident] = pending
+            pending.add_done_callback(functools.partial(self._forget_pending, ident))
+        return await asyncio.shield(pending)
+
+    def _forget_pending(self, ident: UUID, _done: object) -> None:
+        self._pending.pop(ident, None)
+
+    async def _query(self, ident: UUID) -> Caller:
+        loop = asyncio.get_running_loop()
+        if loop.time() - self._failed_at < self.retry_after:
+            return self._caller(None)  # the database failed a moment ago: do not ask it per request
+        self.stats.queries += 1
+        start = time.perf_counter()
+        try:
+            tags = await loop.run_in_executor(self._pool(), self.lookup, ident)
+        except Exception:
+            self.stats.failures += 1
+            self._failed_at = loop.time()
+            logs.once(
+                "server:lookup",
+                logging.WARNING,
+                "store-metrics: the API server could not look a task instance up in the metadata "
+                "database; its state store calls are counted as dag_id=unknown until it answers",
+                exc_info=True,
+            )
+            return self._caller(None)
+        finally:
+            self.stats.query_seconds += time.perf_counter() - start
+        caller = self._cache[ident] = self._caller(tags)
+        if len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+            self.stats.evictions += 1
+        return caller
+
+    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        pid = os.getpid()
+        if self._executor is None or self._executor_pid != pid:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.threads, thread_name_prefix="store-metrics-attribution"
+            )
+            self._executor_pid = pid
+        return self._executor
+
+    def close(self) -> None:
+        """Let the lookup threads go (queries still running finish on their own)."""
+        if self._executor is not None and self._executor_pid == os.getpid():
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        self._executor = None

@@ -1,0 +1,139 @@
+"""``count_at = api_server``: each answered state store request counted on the task side's counter,
+tagged as the task instance that made it (:mod:`.attribution` says who that is, :mod:`.lookups` finds
+its tags, :class:`~.caller.Caller` counts).
+
+Everything runs on the worker's event loop except the metadata query: a request whose task instance
+is cached is counted at once (a dict lookup and an integer add); one whose task instance is not is
+counted by a background task once the query has answered. Nothing waits for it: not the response,
+which has been sent, and not the server's next request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Final
+
+from .. import logs
+from ..contracts import Emitter
+from .attribution import NULL_TI, UNKNOWN_TAGS, WATCHER_TAGS, Lookup, Tags, lookup_task_instance, requester
+from .caller import Caller
+from .lookups import Lookups
+from .routes import Route, Scope
+from .stats import AttributionStats
+
+#: Task instances whose tags one API server worker keeps (least recently used ones are dropped).
+#: An entry is the id and a reference to a tag set shared by every instance of the same task:
+#: about 250 bytes, so at most ~2.5 MB per worker. A task instance's calls arrive while it runs,
+#: so this is the number of task instances that may be making state store calls at one time.
+CACHE_SIZE: Final = 10_000
+#: Threads per worker that run the metadata queries (a burst of new task instances queues here,
+#: never on the event loop nor in the pool that runs the API's own sync route handlers).
+LOOKUP_THREADS: Final = 2
+#: After a query failed, seconds during which unknown task instances are counted as ``unknown``
+#: without asking the database again (so a database that is down is not asked once per request).
+RETRY_AFTER: Final = 5.0
+
+
+class StoreCalls:
+    """Counts each answered state store request on the task side's counter, tagged as its task."""
+
+    def __init__(
+        self,
+        emitter: Emitter,
+        lookup: Lookup = lookup_task_instance,
+        *,
+        cache_size: int = CACHE_SIZE,
+        threads: int = LOOKUP_THREADS,
+        retry_after: float = RETRY_AFTER,
+    ) -> None:
+        self.emitter = emitter
+        self.stats = AttributionStats()
+        self._callers: dict[tuple[tuple[str, str], ...], Caller] = {}
+        self._later: set[asyncio.Task[None]] = set()
+        self.unknown = self.caller(UNKNOWN_TAGS)
+        self.watcher = self.caller(WATCHER_TAGS)
+        self.lookups = Lookups(
+            lookup,
+            lambda tags: self.unknown if tags is None else self.caller(tags),
+            self.stats,
+            cache_size=cache_size,
+            threads=threads,
+            retry_after=retry_after,
+        )
+
+    @property
+    def threads(self) -> int:
+        return self.lookups.threads
+
+    # -- the request path ----------------------------------------------------------------------
+
+    def count(self, scope: Scope, route: Route, status: int, outcome: str) -> None:
+        """Count one answered request (on the event loop, after the response). Never raises."""
+        try:
+            self.stats.requests += 1
+            ident = requester(scope, route, status)
+            if ident is None or ident == NULL_TI:
+                self.stats.anonymous += 1
+                (self.unknown if ident is None else self.watcher).count(route, outcome)
+                return
+            caller = self.lookups.cached(ident)
+            if caller is not None:
+                self.stats.hits += 1
+                caller.count(route, outcome)
+                return
+            self.stats.misses += 1
+            task = asyncio.get_running_loop().create_task(self._count_later(ident, route, outcome))
+            self._later.add(task)
+            task.add_done_callback(self._later.discard)
+        except Exception:
+            logs.once(
+                "server:attribute",
+                logging.ERROR,
+                "store-metrics could not count a state store request",
+                exc_info=True,
+            )
+
+    async def _count_later(self, ident: object, route: Route, outcome: str) -> None:
+        try:
+            caller = await self.lookups.resolve(ident)  # type: ignore[arg-type]
+            caller.count(route, outcome)
+        except Exception:
+            logs.once(
+                "server:attribute",
+                logging.ERROR,
+                "store-metrics could not count a state store request",
+                exc_info=True,
+            )
+
+    async def drain(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until every request waiting for a lookup is counted."""
+        if not self._later:
+            return True
+        _, pending = await asyncio.wait(set(self._later), timeout=timeout)
+        return not pending
+
+    # -- callers, and the end ------------------------------------------------------------------
+
+    def caller(self, tags: Tags) -> Caller:
+        """The (shared) :class:`Caller` of one tag set."""
+        key = tuple(sorted(tags.items()))
+        caller = self._callers.get(key)
+        if caller is None:
+            caller = self._callers[key] = Caller(self.emitter, tags)
+        return caller
+
+    def cached(self, ident: object) -> Caller | None:
+        return self.lookups.cached(ident)  # type: ignore[arg-type]
+
+    def close(self) -> None:
+        self.lookups.close()
+
+    def summary(self) -> str:
+        s = self.stats
+        return (
+            f"{s.requests} state store requests counted, {s.hits} cache hits, {s.misses} misses "
+            f"({s.hit_rate:.1%} hit rate), {s.queries} metadata queries ({s.failures} failed, "
+            f"{s.query_seconds * 1000:.1f} ms on the lookup threads), {len(self.lookups)} task "
+            f"instances cached, {s.evictions} evicted, {s.anonymous} without a task instance"
+        )
