@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Final
+from uuid import UUID
 
 from .. import logs
 from ..contracts import Emitter
@@ -33,6 +34,15 @@ LOOKUP_THREADS: Final = 2
 #: After a query failed, seconds during which unknown task instances are counted as ``unknown``
 #: without asking the database again (so a database that is down is not asked once per request).
 RETRY_AFTER: Final = 5.0
+
+
+def _could_not_count() -> None:
+    logs.once(
+        "server:attribute",
+        logging.ERROR,
+        "store-metrics could not count a state store request",
+        exc_info=True,
+    )
 
 
 class StoreCalls:
@@ -87,24 +97,14 @@ class StoreCalls:
             self._later.add(task)
             task.add_done_callback(self._later.discard)
         except Exception:
-            logs.once(
-                "server:attribute",
-                logging.ERROR,
-                "store-metrics could not count a state store request",
-                exc_info=True,
-            )
+            _could_not_count()
 
-    async def _count_later(self, ident: object, route: Route, outcome: str) -> None:
+    async def _count_later(self, ident: UUID, route: Route, outcome: str) -> None:
         try:
-            caller = await self.lookups.resolve(ident)  # type: ignore[arg-type]
+            caller = await self.lookups.resolve(ident)
             caller.count(route, outcome)
         except Exception:
-            logs.once(
-                "server:attribute",
-                logging.ERROR,
-                "store-metrics could not count a state store request",
-                exc_info=True,
-            )
+            _could_not_count()
 
     async def drain(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` s) until every request waiting for a lookup is counted."""
@@ -123,8 +123,8 @@ class StoreCalls:
             caller = self._callers[key] = Caller(self.emitter, tags)
         return caller
 
-    def cached(self, ident: object) -> Caller | None:
-        return self.lookups.cached(ident)  # type: ignore[arg-type]
+    def cached(self, ident: UUID) -> Caller | None:
+        return self.lookups.cached(ident)
 
     def close(self) -> None:
         self.lookups.close()
