@@ -322,4 +322,6 @@ def test_the_plugin_is_listed_by_airflow(home: AirflowHome) -> None:
     plugins = json.loads(proc.stdout[proc.stdout.index("[") :])
     ours = [p for p in plugins if p["name"] == "store_metrics"]
     assert ours, proc.stdout
-    assert "store_metrics.plugin.StateStoreListener" in json.dumps(ours[0])
+    listed = json.dumps(ours[0])
+    assert "store_metrics._task_listener.StateStoreListener" in listed
+    assert "store_metrics.plugin.StateStoreRouteMetrics" in listed  # the API server's middleware

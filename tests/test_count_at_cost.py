@@ -179,7 +179,7 @@ def _measure_main(out: Path, quick: bool) -> None:
                 for _ in range(3 if quick else 20):
                     for ti, _, _ in instances:
                         start = time.perf_counter()
-                        tags = await loop.run_in_executor(calls._pool(), lookup_task_instance, ti)
+                        tags = await loop.run_in_executor(calls.lookups._pool(), lookup_task_instance, ti)
                         query_ms.append((time.perf_counter() - start) * 1000)
                         assert tags is not None
                 result["query_ms"] = statistics.median(query_ms)
@@ -194,7 +194,7 @@ def _measure_main(out: Path, quick: bool) -> None:
                 first, cached, first_added = [], [], []
                 for _ in range(5 if quick else 40):
                     for ti, _, _ in instances:
-                        calls._cache.pop(ti, None)
+                        calls.lookups._cache.pop(ti, None)
                         first.append((await get(ti, "missing"))[1])
                         await calls.drain(10)
                         cached.append((await get(ti, "missing"))[1])
@@ -204,7 +204,7 @@ def _measure_main(out: Path, quick: bool) -> None:
                 result["first_added_us"] = statistics.median(first_added) * 1e6
 
                 # 5. Cache behaviour: every task instance's calls, all instances at once.
-                calls._cache.clear()
+                calls.lookups._cache.clear()
                 calls.stats.__init__()  # type: ignore[misc]
                 per_instance = 10 if quick else 40
 
@@ -240,7 +240,7 @@ def _measure_main(out: Path, quick: bool) -> None:
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
     for n in range(CACHE_SIZE):
-        store._cache[uuid.uuid4()] = callers[n % 100]
+        store.lookups._cache[uuid.uuid4()] = callers[n % 100]
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))

@@ -50,6 +50,7 @@ import test_prometheus_e2e as e2e
 from store_metrics import catalogue, example_dags
 from support.airflow import AirflowHome, Standalone, make_home
 from support.ports import free_port
+from support.prometheus import PrometheusServer
 from support.totals import Key, totals
 from support.udp import UdpReceiver
 from support.waiting import wait_until
@@ -387,12 +388,14 @@ def test_switching_back_to_tasks_counts_each_call_once_on_the_task_side(switchin
 WORKERS = 2
 
 
-class Prometheus(e2e.Prometheus):
-    """A real Prometheus with the ``store-metrics-api-server`` job of collector/prometheus.yml,
-    pointed at every API server worker's endpoint, and collector/rules.yml loaded."""
+class Prometheus(PrometheusServer):
+    """A real Prometheus with the ``store-metrics-api-server`` job of the exported prometheus.yml,
+    pointed at every API server worker's endpoint, and the exported rules loaded (evaluated every
+    second: the e2e export settings)."""
 
-    def __init__(self, tmp: Path, targets: list[str]) -> None:
-        base = yaml.safe_load((e2e.COLLECTOR / "prometheus.yml").read_text())
+    def __init__(self, tmp: Path, targets: list[str], exported: Path) -> None:
+        collector = exported / "collector"
+        base = yaml.safe_load((collector / "prometheus.yml").read_text())
         (job,) = [j for j in base["scrape_configs"] if j["job_name"] == JOB]
         config = {
             "global": {
@@ -401,28 +404,10 @@ class Prometheus(e2e.Prometheus):
                 "scrape_timeout": "900ms",
                 "evaluation_interval": "1s",
             },
-            "rule_files": [str(e2e.COLLECTOR / "rules.yml")],
+            "rule_files": [str(collector / "rules.yml")],
             "scrape_configs": [{**job, "static_configs": [{"targets": targets}]}],
         }
-        self.config = tmp / "prometheus.yml"
-        self.config.write_text(yaml.safe_dump(config, sort_keys=False))
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = (tmp / "prometheus.log").open("w")
-        self.started = time.time()
-        self.proc = subprocess.Popen(
-            [
-                e2e.require_binary("prometheus"),
-                f"--config.file={self.config}",
-                f"--storage.tsdb.path={tmp / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--storage.tsdb.retention.time=1h",
-                "--log.level=warn",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-        )
-        e2e.wait_for(self._ready, 30, "Prometheus /-/ready")
+        super().__init__(tmp, config, "--storage.tsdb.retention.time=1h")
 
 
 def free_ports(count: int) -> int:
@@ -475,11 +460,13 @@ class Scraped:
     calls: e2e.Model
     end: float
     first_port: int
+    exported: Path
 
 
 @pytest.fixture(scope="module")
 def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
     root = tmp_path_factory.mktemp("count-at-scraped")
+    exported = e2e.export_for_e2e(tmp_path_factory.mktemp("exported"))
     first = free_ports(WORKERS)
     airflow = deployment(
         root,
@@ -493,7 +480,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
             "AIRFLOW__API__WORKERS": str(WORKERS),
         },
     )
-    prom = Prometheus(root, [f"127.0.0.1:{port}" for port in range(first, first + WORKERS)])
+    prom = Prometheus(root, [f"127.0.0.1:{port}" for port in range(first, first + WORKERS)], exported)
     try:
         airflow.start(DAG_IDS)
         calls = Calls()
@@ -506,7 +493,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
         every = f"sum({STATE_STORE_SERIES})"
         e2e.wait_for(lambda: prom.scalar(every) == total, 60, f"Prometheus to hold all {total} calls")
         scraped_at = "max(timestamp(airflow_task_state_store_write_total))"
-        evaluated = "min(timestamp(dag_id:store_metrics_calls:rate5m))"
+        evaluated = f"min(timestamp({e2e.CALLS}))"
         holding = prom.scalar(scraped_at)
         assert holding is not None
         e2e.wait_for(
@@ -518,7 +505,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
             30,
             "a scrape and a rule evaluation after the end",
         )
-        yield Scraped(airflow, prom, model, end, first)
+        yield Scraped(airflow, prom, model, end, first, exported)
     finally:
         airflow.stop()
         prom.stop()
@@ -548,39 +535,24 @@ def test_the_api_server_gives_exactly_the_series_the_task_side_gave(
     "variables", [*e2e.DEMO_VARIABLES, pytest.param({"operator": [MOCK]}, id="operator")]
 )
 def test_every_dashboard_query_returns_the_calls(scraped: Scraped, variables: dict[str, list[str]]) -> None:
-    """Counts over the whole run are the calls; rates are those of the raw samples, summed over workers."""
+    """Counts over the whole run are the calls; per-second queries the recorded calls' means, summed
+    over workers, in exactly the groups the runs made."""
     prom, model = scraped.prom, scraped.calls
     rng = f"{math.ceil(scraped.end - prom.started) + 60}s"
     filters = e2e.filters_of(variables)
-    rates = worker_rates(prom, model, e2e.range_seconds(rng), scraped.end)
+    means = e2e.recorded(prom, scraped.end, rng, e2e.mean)
     rate_groups = 0
-    for title, target, spec in e2e.dashboard_targets():
-        expr = e2e.interpolate(target["expr"], variables, rng=rng, rate_interval=rng)
+    for title, target, spec in e2e.dashboard_targets(scraped.exported):
+        expr = e2e.interpolate(target["expr"], variables, rng=rng, interval=rng, job=JOB)
         actual = e2e.as_groups(prom.query(expr, scraped.end), spec.by)
         what = f"{title} [{target['refId']}] with {variables or 'All'}"
         if spec.kind == "count":
             e2e.assert_groups(actual, e2e.expected(spec, model, filters), rel=1e-9, what=what)
         else:
-            wanted = e2e.expected(spec, rates, filters, seconds=1.0)
+            wanted = e2e.expected(spec, means, filters, seconds=1.0)
             e2e.assert_exact_groups(actual, wanted, what)
             rate_groups += len(wanted)
     assert rate_groups > 0
-
-
-def worker_rates(prom: Prometheus, model: e2e.Model, range_seconds: int, at: float) -> e2e.Model:
-    """Per-series ``rate(series[range])`` from the raw samples of every worker, summed over workers."""
-    data = prom.api("query", query=f"{STATE_STORE_SERIES}[{range_seconds}s]", time=f"{at:.3f}")
-    rates = e2e.Model()
-    last: dict[tuple[str, frozenset[tuple[str, str]]], float] = defaultdict(float)
-    for series in data["result"]:
-        key = series_key(series["metric"])
-        samples = [(float(t), float(v)) for t, v in series["values"]]
-        last[key] += samples[-1][1]
-        rate = e2e.prometheus_rate(samples, at, range_seconds)
-        if rate is not None:
-            rates.counts[key] += rate
-    assert dict(last) == model.counts
-    return rates
 
 
 # -- any Execution API client with a task token ----------------------------------------------------

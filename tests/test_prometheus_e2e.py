@@ -253,16 +253,20 @@ JOB = "store-metrics-demo"
 CALLS = "task:store_metrics_calls:increase"
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``store-metrics export`` with ``E2E_SETTINGS``: the same templates as the shipped files."""
+def export_for_e2e(out: Path) -> Path:
+    """``store-metrics export`` with ``E2E_SETTINGS`` into ``out``: the shipped templates, with rules
+    evaluated every second."""
     from store_metrics.pipeline import export
 
-    out = tmp_path_factory.mktemp("exported")
     for path, text in export.render_all("airflow", E2E_SETTINGS).items():
         (out / path).parent.mkdir(parents=True, exist_ok=True)
         (out / path).write_text(text)
     return out
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export_for_e2e(tmp_path_factory.mktemp("exported"))
 
 
 # -- a real Prometheus -----------------------------------------------------------------------------
@@ -340,12 +344,14 @@ def grafana_value(values: list[str] | None) -> str:
     return escaped[0] if len(escaped) == 1 else "(" + "|".join(escaped) + ")"
 
 
-def interpolate(expr: str, variables: Mapping[str, list[str] | None], rng: str, interval: str) -> str:
-    """``expr`` as Grafana sends it: the filters, no cluster label, the demo's job, the range, and
-    ``interval`` per point."""
+def interpolate(
+    expr: str, variables: Mapping[str, list[str] | None], rng: str, interval: str, job: str = JOB
+) -> str:
+    """``expr`` as Grafana sends it: the filters, no cluster label, the job (the demo's by default),
+    the range, and ``interval`` per point."""
     for name in ("team_name", "dag_id", "task_id", "operator", "run_type"):
         expr = expr.replace(f"${name}", grafana_value(variables.get(name)))
-    expr = expr.replace("$cluster", "").replace("$job", JOB)
+    expr = expr.replace("$cluster", "").replace("$job", job)
     expr = expr.replace("$__interval", interval).replace("$__range", rng)
     assert "$" not in expr, expr
     return expr
