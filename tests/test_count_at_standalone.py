@@ -44,13 +44,12 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 import test_prometheus_e2e as e2e
 from store_metrics import catalogue, example_dags
 from support.airflow import AirflowHome, Standalone, make_home
 from support.ports import free_port
-from support.prometheus import PrometheusServer
+from support.prometheus import PrometheusServer, scraping_job
 from support.totals import Key, totals
 from support.udp import UdpReceiver
 from support.waiting import wait_until
@@ -388,26 +387,7 @@ def test_switching_back_to_tasks_counts_each_call_once_on_the_task_side(switchin
 WORKERS = 2
 
 
-class Prometheus(PrometheusServer):
-    """A real Prometheus with the ``store-metrics-api-server`` job of the exported prometheus.yml,
-    pointed at every API server worker's endpoint, and the exported rules loaded (evaluated every
-    second: the e2e export settings)."""
-
-    def __init__(self, tmp: Path, targets: list[str], exported: Path) -> None:
-        collector = exported / "collector"
-        base = yaml.safe_load((collector / "prometheus.yml").read_text())
-        (job,) = [j for j in base["scrape_configs"] if j["job_name"] == JOB]
-        config = {
-            "global": {
-                **base["global"],
-                "scrape_interval": "1s",
-                "scrape_timeout": "900ms",
-                "evaluation_interval": "1s",
-            },
-            "rule_files": [str(collector / "rules.yml")],
-            "scrape_configs": [{**job, "static_configs": [{"targets": targets}]}],
-        }
-        super().__init__(tmp, config, "--storage.tsdb.retention.time=1h")
+Prometheus = PrometheusServer
 
 
 def free_ports(count: int) -> int:
@@ -480,7 +460,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
             "AIRFLOW__API__WORKERS": str(WORKERS),
         },
     )
-    prom = Prometheus(root, [f"127.0.0.1:{port}" for port in range(first, first + WORKERS)], exported)
+    prom = scraping_job(root, exported, JOB, [f"127.0.0.1:{port}" for port in range(first, first + WORKERS)])
     try:
         airflow.start(DAG_IDS)
         calls = Calls()

@@ -34,7 +34,17 @@ import pytest
 import test_prometheus_e2e as e2e
 from store_metrics import catalogue
 from support.browser import Browser
-from support.ui import CALLS, DAG_ASSETS, ORDERS, PASSWORDS, SECRET, SMALL, UiDeployment, start_deployment
+from support.ui import (
+    API_SERVER_JOB,
+    CALLS,
+    DAG_ASSETS,
+    ORDERS,
+    PASSWORDS,
+    SECRET,
+    SMALL,
+    UiDeployment,
+    start_deployment,
+)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.prometheus]
 
@@ -209,10 +219,13 @@ def test_the_tabs_calls_are_the_calls_the_dag_made_and_what_the_dashboard_shows(
     assert ratios["load"] == {"task_state_store": None, "asset_state_store": 0.0}
     # The committed dashboard's table of calls by DAG and task, filtered on the DAG over the same
     # window, run against the same Prometheus: the same numbers, column by column.
-    panel = [(t, spec) for title, t, spec in e2e.dashboard_targets() if title == "Calls by DAG and task"]
+    targets = e2e.dashboard_targets(ui.exported)
+    panel = [(t, spec) for title, t, spec in targets if title == "Calls by DAG and task"]
     assert len(panel) == 5
     for target, spec in panel:
-        expr = e2e.interpolate(target["expr"], {"dag_id": [ORDERS]}, rng="1h", rate_interval="1h")
+        expr = e2e.interpolate(
+            target["expr"], {"dag_id": [ORDERS]}, rng="1h", interval="1h", job=API_SERVER_JOB
+        )
         per_task: Counter[str] = Counter()
         for key, value in e2e.as_groups(ui.prom.query(expr), spec.by).items():
             per_task[key[spec.by.index("task_id")]] += value

@@ -95,3 +95,22 @@ class PrometheusServer(ServerProcess):
         assert rules and all(r["health"] == "ok" for r in rules), [
             (r["name"], r.get("lastError")) for r in rules
         ]
+
+
+def scraping_job(tmp: Path, exported: Path, job: str, targets: list[str]) -> PrometheusServer:
+    """Prometheus with the exported ``prometheus.yml``'s ``job`` aimed at ``targets``, scraping and
+    evaluating every second, with the exported task-side rules (``rules.yml``) loaded."""
+    collector = exported / "collector"
+    base = yaml.safe_load((collector / "prometheus.yml").read_text())
+    (scrape,) = [j for j in base["scrape_configs"] if j["job_name"] == job]
+    config = {
+        "global": {
+            **base["global"],
+            "scrape_interval": "1s",
+            "scrape_timeout": "900ms",
+            "evaluation_interval": "1s",
+        },
+        "rule_files": [str(collector / "rules.yml")],
+        "scrape_configs": [{**scrape, "static_configs": [{"targets": targets}]}],
+    }
+    return PrometheusServer(tmp, config, "--storage.tsdb.retention.time=1h")

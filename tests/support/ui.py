@@ -32,7 +32,9 @@ from typing import Any
 from support.airflow import TESTS
 from support.cluster import Cluster
 from support.ports import free_port
-from test_prometheus_e2e import Prometheus, wait_for
+from support.prometheus import PrometheusServer, scraping_job
+from test_prometheus_e2e import CALLS as RECORDED
+from test_prometheus_e2e import export_for_e2e, wait_for
 
 UI_SUPPORT = TESTS / "ui_support"
 ORDERS = "store_metrics_ui_orders"
@@ -72,7 +74,9 @@ STATE_STORE_SERIES = '{__name__=~"airflow_(task|asset)_state_store_[a-z_]+_total
 @dataclass
 class UiDeployment:
     airflow: Cluster
-    prom: Prometheus
+    prom: PrometheusServer
+    #: The exported files the Prometheus loads its rules from.
+    exported: Path
     tokens: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -139,12 +143,18 @@ class UiDeployment:
         assert set(states().values()) == {"success"}, (states(), self.airflow.tails())
 
     def wait_for_calls(self) -> None:
-        """Until Prometheus holds every call of :data:`CALLS` (the API server counts each as it answers)."""
+        """Until Prometheus holds every call of :data:`CALLS` (the API server counts each as it answers),
+        and the rules have recorded them all (what the tab reads)."""
         total = sum(sum(counts.values()) for counts in CALLS.values())
         wait_for(
             lambda: self.prom.scalar(f"sum({STATE_STORE_SERIES})") == total,
             60,
             f"Prometheus to hold all {total} calls",
+        )
+        wait_for(
+            lambda: self.prom.scalar(f"sum(sum_over_time({RECORDED}[1h]))") == total,
+            60,
+            f"the rules to record all {total} calls",
         )
 
     def stop(self) -> None:
@@ -156,7 +166,10 @@ def start_deployment(root: Path, cache_ttl: float = 2) -> UiDeployment:
     """Prometheus first (the UI is pointed at it), then Airflow with the UI DAGs; the UI's answers are
     cached for ``cache_ttl`` seconds (``ui_cache_ttl``: short, so a test sees what the runs wrote)."""
     worker_port = free_port()
-    prom = Prometheus(root, f"127.0.0.1:{worker_port}", job=API_SERVER_JOB)
+    # The tab reads the recorded calls of the shipped rules (rules.yml): they are loaded, and
+    # evaluated every second.
+    exported = export_for_e2e(root / "exported")
+    prom = scraping_job(root, exported, API_SERVER_JOB, [f"127.0.0.1:{worker_port}"])
     airflow: Cluster | None = None
     try:
         passwords = root / "passwords.json"
@@ -195,4 +208,4 @@ def start_deployment(root: Path, cache_ttl: float = 2) -> UiDeployment:
             airflow.stop()
         prom.stop()
         raise
-    return UiDeployment(airflow, prom)
+    return UiDeployment(airflow, prom, exported)
