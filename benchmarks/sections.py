@@ -45,7 +45,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("load", "benchmarks.load:run", "benchmarks.report.load:render", plain_quick=False),
     Section("count_at", "benchmarks.count_at:run", "benchmarks.report.count_at:render", plain_quick=False),
     Section("import_cost", "benchmarks.import_cost:run", "benchmarks.report.import_cost:render"),
-    Section("ui", "benchmarks.ui:measure", "benchmarks.report.ui:render", plain_quick=False),
+    Section("ui", "benchmarks.ui:run", "benchmarks.report.ui:render", plain_quick=False),
 )
 # fmt: on
 

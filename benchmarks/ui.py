@@ -329,11 +329,29 @@ def measure(quick: bool = False) -> dict[str, Any]:
     }
 
 
+def run(quick: bool) -> dict[str, Any]:
+    """:func:`measure` in a fresh interpreter: Airflow reads which database it uses once per process,
+    and the earlier sections of a full run have imported it already (with another database)."""
+    with tempfile.TemporaryDirectory(prefix="store-metrics-bench-ui-") as tmp:
+        out = Path(tmp) / "ui.json"
+        command = [sys.executable, "-m", "benchmarks.ui", "--out", str(out), *(["--quick"] if quick else [])]
+        done = subprocess.run(command, check=False, cwd=Path(__file__).resolve().parent.parent)
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError(f"benchmarks.ui exited with {done.returncode}")
+        data: dict[str, Any] = json.loads(out.read_text())
+    return data
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20,000 rows over 40 DAGs, 5 s idle windows")
+    parser.add_argument("--out", type=Path, help="write the JSON there instead of to stdout")
     args = parser.parse_args()
-    print(json.dumps(measure(args.quick), indent=2, default=str))
+    text = json.dumps(measure(args.quick), indent=2, default=str)
+    if args.out:
+        args.out.write_text(text)
+    else:
+        print(text)
 
 
 if __name__ == "__main__":
