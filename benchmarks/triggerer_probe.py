@@ -42,7 +42,7 @@ class StallProbeTrigger(BaseEventTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from store_metrics import unwrap
-        from store_metrics.accessors import is_instrumented
+        from store_metrics.counting.accessors import is_instrumented
 
         store: Any = self.asset_state_store
         params = json.loads(os.environ.get("STORE_METRICS_TRIGGER_BENCH", "{}"))

@@ -25,14 +25,14 @@ _BLOCK = re.compile(r"(<!-- (?P<name>[a-z-]+):start -->\n)(?P<body>.*?)(<!-- (?P
 
 
 def options_table() -> str:
-    from store_metrics import options
+    from store_metrics.config import options
 
     return options.markdown_table()
 
 
 def arguments_table() -> str:
     """The ``configure()`` arguments that are not ``[store_metrics]`` options."""
-    from store_metrics import options
+    from store_metrics.config import options
 
     rows = ["| argument | values | default | what it does |", "|---|---|---|---|"]
     for option in options.OPTIONS:
@@ -76,7 +76,7 @@ def server_table() -> str:
 
 def cli_reference() -> str:
     """``store-metrics --help`` and every subcommand's ``--help``, as the command prints them."""
-    from store_metrics.cli import build_parser
+    from store_metrics.commands.cli import build_parser
 
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = HELP_COLUMNS
@@ -108,7 +108,7 @@ STATSD_EXPORTER = "0.20.0"  # `observer_type` + `histogram_options` (collector/s
 
 
 def versions_table() -> str:
-    from store_metrics.compatibility import TESTED
+    from store_metrics.integration.compatibility import TESTED
 
     """Supported versions: Airflow and Python from pyproject.toml, Grafana from the dashboard."""
     import json

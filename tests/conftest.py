@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from store_metrics import runtime
+from store_metrics.counting import runtime
 from support.udp import UdpReceiver
 
 

@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 
 import store_metrics
-from store_metrics import accessors, catalogue
+from store_metrics import catalogue
+from store_metrics.counting import accessors
 from store_metrics.testing import MetricsRecorder, capture_metrics
 from support.tags import WIRE_TAGS
 from support.udp import UdpReceiver
@@ -707,7 +708,7 @@ _REAL_SHAPES = textwrap.dedent(
     from airflow.sdk.execution_time.context import (
         AssetStateStoreAccessor, AssetStateStoreAccessors, TaskStateStoreAccessor)
     import store_metrics
-    from store_metrics import accessors
+    from store_metrics.counting import accessors
     from store_metrics.testing import MetricsRecorder
 
     def shape(cls):

@@ -91,7 +91,7 @@ def test_demo_reproduces_the_proposal_series_exactly(home: AirflowHome, tmp_path
     """`store-metrics demo`, run as a user runs it, prints exactly the proposal's series and counts."""
     env = {k: v for k, v in home.env().items() if not k.startswith("AIRFLOW")}
     proc = subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", "demo"],
+        [sys.executable, "-m", "store_metrics.commands.cli", "demo"],
         env=env,
         capture_output=True,
         text=True,
@@ -323,5 +323,5 @@ def test_the_plugin_is_listed_by_airflow(home: AirflowHome) -> None:
     ours = [p for p in plugins if p["name"] == "store_metrics"]
     assert ours, proc.stdout
     listed = json.dumps(ours[0])
-    assert "store_metrics._task_listener.StateStoreListener" in listed
-    assert "store_metrics.plugin.StateStoreRouteMetrics" in listed  # the API server's middleware
+    assert "store_metrics.integration.task_listener.StateStoreListener" in listed
+    assert "store_metrics.integration.plugin.StateStoreRouteMetrics" in listed  # the API server's middleware

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import store_metrics
-from store_metrics import catalogue, wire
+from store_metrics import catalogue, naming
 from store_metrics.emitter import AggregatingEmitter
 from support.lines import parse_dogstatsd
 from support.tags import DOG_TAGS, HOSTILE_VALUES, TAGS
@@ -85,8 +85,8 @@ def test_datadogs_environment_variables_change_no_byte(
 ) -> None:
     """Every variable datadog's client reads, set: origin detection on (it would add ``|c:<container
     id>``, which statsd_exporter drops), global tags, a kill switch, another address. The backend
-    writes its own bytes (store_metrics.wire) and reads none of them: the datagram is the one a clean
-    environment gives, and it reaches the configured socket."""
+    writes its own bytes (store_metrics.backends.statsd_lines) and reads none of them: the datagram is
+    the one a clean environment gives, and it reaches the configured socket."""
     given = {
         "DD_ENV": "prod",
         "DD_SERVICE": "svc",
@@ -126,7 +126,7 @@ def test_hostile_tag_values_each_yield_one_well_formed_line(udp_receiver: UdpRec
         assert list(tags) == ["dag_id", "task_id", "run_type", "operator"]
         assert tags["dag_id"] == tags["task_id"]
         seen.append(tags["dag_id"])
-    assert sorted(seen) == sorted(wire.sanitize_tag_value(v) for v in HOSTILE_VALUES)
+    assert sorted(seen) == sorted(naming.sanitize_tag_value(v) for v in HOSTILE_VALUES)
     assert "x_airflow.evil_1_c" in seen
 
 
@@ -145,7 +145,7 @@ def test_many_series_in_few_datagrams(udp_receiver: UdpReceiver) -> None:
 
 def test_only_our_lines_never_client_telemetry(udp_receiver: UdpReceiver) -> None:
     # The old client-library path could add datadog.dogstatsd.client.* telemetry lines; every byte
-    # now comes from store_metrics.wire, so a flush sends our lines and nothing else.
+    # now comes from store_metrics.backends.statsd_lines, so a flush sends our lines and nothing else.
     emitter = dogstatsd(udp_receiver)
     for _ in range(2):
         emitter.counter(WRITE, TAGS).add(1)

@@ -13,7 +13,7 @@ import pytest
 
 import store_metrics
 from store_metrics import ConfigError, MissingExtraError
-from store_metrics.contracts import NullEmitter
+from store_metrics.counting.contracts import NullEmitter
 
 
 def workers() -> int:
@@ -172,7 +172,8 @@ def test_a_provider_passed_in_needs_no_exporter(monkeypatch: pytest.MonkeyPatch)
 def test_the_statsd_backends_need_no_client_library(
     monkeypatch: pytest.MonkeyPatch, backend: str, library: str
 ) -> None:
-    # Every byte comes from store_metrics.wire: with the old client library hidden, they still work.
+    # Every byte comes from store_metrics.backends.statsd_lines: with the old client library hidden,
+    # they still work.
     hide(monkeypatch, library)
     emitter = store_metrics.configure(backend, host="127.0.0.1", port=9)
     assert emitter.backend.describe().startswith(f"{backend} udp://127.0.0.1:9")

@@ -23,7 +23,7 @@ from opentelemetry.sdk.metrics import MeterProvider, ObservableCounter
 from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
 
 import store_metrics
-from store_metrics import catalogue, wire
+from store_metrics import catalogue, naming
 from store_metrics.emitter import AggregatingEmitter
 from support.otlp import OtlpReceiver, start_otlp_receiver
 from support.ports import free_port
@@ -143,7 +143,7 @@ def test_hostile_values_become_one_sanitised_attribute_each() -> None:
         emitter.counter(READ_FOUND, {**TAGS, "dag_id": hostile}).add(1)
     points = collected(reader)["airflow.task_state_store.read_found"]
     assert sorted(p[0]["dag_id"] for p in points) == sorted(
-        wire.sanitize_tag_value(v) for v in HOSTILE_VALUES
+        naming.sanitize_tag_value(v) for v in HOSTILE_VALUES
     )
     assert all(p[1] == 1 and set(p[0]) == set(TAGS) for p in points)
     assert "x_airflow.evil_1_c" in {p[0]["dag_id"] for p in points}

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import store_metrics
-from store_metrics import catalogue, wire
+from store_metrics import catalogue, naming
 from store_metrics.emitter import AggregatingEmitter
 from support.lines import parse_influx
 from support.tags import HOSTILE_VALUES, TAGS, WIRE_TAGS
@@ -68,7 +68,7 @@ def test_hostile_tag_values_each_yield_one_well_formed_line(udp_receiver: UdpRec
         assert list(tags) == ["dag_id", "task_id", "run_type", "operator"]
         assert tags["dag_id"] == tags["operator"]
         seen.append(tags["dag_id"])
-    assert sorted(seen) == sorted(wire.sanitize_tag_value(v) for v in HOSTILE_VALUES)
+    assert sorted(seen) == sorted(naming.sanitize_tag_value(v) for v in HOSTILE_VALUES)
     assert "x_airflow.evil_1_c" in seen
     assert not any(line.startswith("airflow.evil") for line in lines)
 

@@ -51,4 +51,4 @@ def test_quick_benchmarks_run_and_print_their_tables(tmp_path: Path) -> None:
         assert f"\n| {backend} | " in out.split("### Cost of one flush", 1)[1]  # flush rows
     assert "| statsd, closed UDP port |" in out  # exit-delay rows
     assert "| 1. ≤ 1 µs added per call (otel) |" in out  # verdict rows
-    assert "| `store_metrics.plugin` |" in out  # the import cost's module tree
+    assert "| `store_metrics.integration.plugin` |" in out  # the import cost's module tree

@@ -70,7 +70,7 @@ def test_check_reports_an_otlp_endpoint_that_refuses() -> None:
 def test_check_reports_a_missing_extra() -> None:
     code = (
         "import sys; sys.modules['opentelemetry'] = None; "
-        "from store_metrics.cli import main; sys.exit(main(['check']))"
+        "from store_metrics.commands.cli import main; sys.exit(main(['check']))"
     )
     base = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
     proc = subprocess.run(
@@ -159,7 +159,7 @@ def test_each_commands_help_has_a_description_its_exit_codes_and_an_example(comm
 
 
 def test_check_help_names_every_exit_code_check_returns() -> None:
-    from store_metrics import check
+    from store_metrics.commands import check
 
     returned = {
         value
@@ -199,7 +199,7 @@ def test_check_shows_the_options_of_the_process_it_checks(udp_receiver: UdpRecei
 
 
 def test_inventory_help_names_the_exit_codes_inventory_returns() -> None:
-    from store_metrics.cli import INVENTORY_EXIT_CODES
+    from store_metrics.commands.cli import INVENTORY_EXIT_CODES
     from store_metrics.inventory import command
 
     assert {

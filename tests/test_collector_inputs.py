@@ -11,7 +11,7 @@ parsers are ported below, rule for rule, from their sources:
   Librato ``#``; a line mixing styles is dropped) and ``pkg/mapper`` glob matching (our mapping
   only has exact names; mapped labels override tag labels).
 
-The adapters' lines come from ``store_metrics.wire`` and from real UDP datagrams sent by the
+The adapters' lines come from ``store_metrics.backends.statsd_lines`` and from real UDP datagrams sent by the
 ``dogstatsd`` and ``statsd`` backends, so a format change in either breaks these tests.
 """
 
@@ -28,7 +28,8 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 import store_metrics
-from store_metrics import catalogue, wire
+from store_metrics import catalogue, naming
+from store_metrics.backends import statsd_lines
 from support.ports import free_port
 from support.stores import DictStore
 from support.tags import HOSTILE_VALUES
@@ -201,8 +202,8 @@ def test_mapping_has_one_exact_counter_mapping_per_catalogue_metric() -> None:
 def test_ported_collector_parser_reads_every_dogstatsd_line_the_adapter_writes(tags: dict[str, str]) -> None:
     for metric in catalogue.STATE_STORE_METRICS:
         line_tags = {**tags, catalogue.OPERATION: "get"} if catalogue.OPERATION in metric.tags else tags
-        normalized = wire.normalize_tags(line_tags)
-        line = wire.dogstatsd_counter_line("airflow", metric.name, normalized, 3)
+        normalized = naming.normalize_tags(line_tags)
+        line = statsd_lines.dogstatsd_counter_line("airflow", metric.name, normalized, 3)
         name, kind, value, attrs = collector_statsd_parse(line)
         assert (name, kind, value) == (metric.full_name(), "c", 3)
         assert attrs == dict(normalized)
@@ -210,7 +211,9 @@ def test_ported_collector_parser_reads_every_dogstatsd_line_the_adapter_writes(t
 
 def test_ported_collector_parser_does_not_read_influxdb_tags() -> None:
     """Why InfluxDB-StatsD goes to statsd_exporter: to the collector the tags are part of the name."""
-    line = wire.influx_counter_line("airflow", "task_state_store.write", wire.normalize_tags(TAG_SETS[0]), 1)
+    line = statsd_lines.influx_counter_line(
+        "airflow", "task_state_store.write", naming.normalize_tags(TAG_SETS[0]), 1
+    )
     name, _, _, attrs = collector_statsd_parse(line)
     assert name.startswith("airflow.task_state_store.write,dag_id=") and attrs == {}
 
@@ -326,8 +329,8 @@ def test_ported_statsd_exporter_parser_maps_every_influx_line_to_the_catalogue_s
 ) -> None:
     for metric in catalogue.STATE_STORE_METRICS:
         line_tags = {**tags, catalogue.OPERATION: "set"} if catalogue.OPERATION in metric.tags else tags
-        normalized = wire.normalize_tags(line_tags)
-        line = wire.influx_counter_line("airflow", metric.name, normalized, 2)
+        normalized = naming.normalize_tags(line_tags)
+        line = statsd_lines.influx_counter_line("airflow", metric.name, normalized, 2)
         assert statsd_exporter_series(line) == [(metric.prometheus_name(), dict(normalized), 2.0)]
 
 

@@ -1,4 +1,5 @@
-"""Which Airflow releases store-metrics calls supported and tested (store_metrics.compatibility)."""
+"""Which Airflow releases store-metrics calls supported and tested
+(store_metrics.integration.compatibility)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from store_metrics import compatibility
+from store_metrics.integration import compatibility
 
 TESTED = ", ".join(compatibility.TESTED)
 
@@ -61,7 +62,7 @@ def test_an_airflow_that_does_not_load_costs_one_line_not_the_check() -> None:
     """Airflow imports OpenTelemetry; with it unimportable, Airflow cannot load: one line, no crash."""
     code = (
         "import json, sys; sys.modules['opentelemetry'] = None\n"
-        "from store_metrics import compatibility\n"
+        "from store_metrics.integration import compatibility\n"
         "print(json.dumps(compatibility.report()))\n"
     )
     proc = subprocess.run(

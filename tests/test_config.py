@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from store_metrics.config import OPTIONS, Settings, environment_reader, load_settings
+from store_metrics.config.reader import OPTIONS, OptionValues, environment_reader, read_options
 from store_metrics.errors import ConfigError
 
 
-def settings(**env: str) -> Settings:
+def settings(**env: str) -> OptionValues:
     environ = {f"AIRFLOW__{k.upper()}": v for k, v in env.items()}
-    return load_settings(environment_reader(environ), environ=environ)
+    return read_options(environment_reader(environ), environ=environ)
 
 
 def test_defaults_follow_airflow_metrics_section() -> None:
@@ -117,7 +117,7 @@ def test_settings_reach_the_backend_factories() -> None:
 def test_the_docs_configuration_table_is_the_option_table() -> None:
     from pathlib import Path
 
-    from store_metrics import options
+    from store_metrics.config import options
 
     page = (Path(__file__).parents[1] / "docs" / "configure.md").read_text()
     block = page.split("<!-- options:start -->\n", 1)[1].split("<!-- options:end -->", 1)[0]
@@ -127,7 +127,7 @@ def test_the_docs_configuration_table_is_the_option_table() -> None:
 def test_settings_hold_exactly_the_config_options() -> None:
     import dataclasses
 
-    fields = [f.name for f in dataclasses.fields(Settings) if f.name not in ("sources", "backend_reason")]
+    fields = [f.name for f in dataclasses.fields(OptionValues) if f.name not in ("sources", "backend_reason")]
     assert fields == list(OPTIONS)
 
 
@@ -136,7 +136,7 @@ def test_each_backend_takes_exactly_the_keywords_the_table_gives_it(backend: str
     import importlib
     import inspect
 
-    from store_metrics import options
+    from store_metrics.config import options
 
     module = importlib.import_module(options.BACKENDS[backend][0])
     parameters = inspect.signature(module.create).parameters.values()

@@ -21,11 +21,14 @@ from typing import Any
 
 import pytest
 
-from store_metrics import _task_listener, check, options, plugin, runtime
-from store_metrics.config import Settings, environment_reader, load_settings
+from store_metrics.commands import check
+from store_metrics.config import options
+from store_metrics.config.reader import OptionValues, environment_reader, read_options
+from store_metrics.counting import runtime
+from store_metrics.counting.runtime import create_emitter
 from store_metrics.emitter import AggregatingEmitter
 from store_metrics.errors import ConfigError
-from store_metrics.runtime import create_emitter
+from store_metrics.integration import plugin, startup, task_listener
 from store_metrics.server import (
     UNKNOWN_TAGS,
     WATCHER_TAGS,
@@ -39,9 +42,9 @@ from store_metrics.server.attribution import NULL_TI
 PYOP = "_PythonDecoratedOperator"
 
 
-def settings(**env: str) -> Settings:
+def settings(**env: str) -> OptionValues:
     environ = {f"AIRFLOW__{k.upper()}": v for k, v in env.items()}
-    return load_settings(environment_reader(environ), environ=environ)
+    return read_options(environment_reader(environ), environ=environ)
 
 
 # -- the option ---------------------------------------------------------------------------------
@@ -100,8 +103,9 @@ def test_store_metrics_check_prints_it(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def fresh_plugin_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_task_listener, "_state", _task_listener._Active())
-    monkeypatch.setattr(_task_listener, "_is_task_runner_ti", lambda ti: True)
+    monkeypatch.setattr(task_listener, "_state", task_listener._Active())
+    monkeypatch.setattr(startup, "_setup", startup._Setup())
+    monkeypatch.setattr(task_listener, "_is_task_runner_ti", lambda ti: True)
 
 
 class _Task:
@@ -127,7 +131,7 @@ def test_count_at_api_server_task_configures_and_wraps_nothing(monkeypatch: pyte
     plugin.listener.on_task_instance_running(None, _task_instance(context))
     assert context["task_state_store"] is store and context["asset_state_store"] is store
     assert not runtime.is_configured()  # no emitter, no backend, no thread in the task process
-    assert _task_listener._state.counts_tasks is False and _task_listener._state.ready is None
+    assert task_listener._state.counts_tasks is False and startup._setup.ready is None
 
 
 @pytest.mark.usefixtures("fresh_plugin_state")
@@ -138,7 +142,7 @@ def test_with_count_at_tasks_a_task_wraps_its_stores(monkeypatch: pytest.MonkeyP
     context: dict[str, Any] = {"task_state_store": store, "dag_run": SimpleNamespace(run_type="manual")}
     plugin.listener.on_task_instance_running(None, _task_instance(context))
     assert context["task_state_store"] is not store
-    assert runtime.is_configured() and _task_listener._state.counts_tasks is True
+    assert runtime.is_configured() and task_listener._state.counts_tasks is True
 
 
 # -- who made the request -------------------------------------------------------------------------

@@ -229,7 +229,7 @@ def _measure_main(out: Path, quick: bool) -> None:
     asyncio.run(run())
 
     # 6. Memory of a full cache: 10,000 task instances of 100 tasks.
-    from store_metrics.runtime import create_emitter
+    from store_metrics.counting.runtime import create_emitter
 
     emitter = create_emitter("none", flush_interval=60)
     store = StoreCalls(emitter, lookup=lambda ti: None)

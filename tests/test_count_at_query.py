@@ -99,7 +99,7 @@ _COUNT = textwrap.dedent(
     import asyncio, json, sqlite3, sys, time, uuid
     from pathlib import Path
     from types import SimpleNamespace
-    from store_metrics.runtime import create_emitter
+    from store_metrics.counting.runtime import create_emitter
     from store_metrics.server import StoreCalls, lookup_task_instance
 
     if sys.argv[1] == "migrate":

@@ -104,7 +104,7 @@ def strict(data: dict[str, Any], model: type[Dashboard] | type[Monitor]) -> Any:
 def custom(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("datadog") / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", "export", "--out", str(out), "--prefix", PREFIX],
+        [sys.executable, "-m", "store_metrics.commands.cli", "export", "--out", str(out), "--prefix", PREFIX],
         capture_output=True,
         text=True,
         timeout=120,

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import pytest
 
-from store_metrics.airflow_metrics import read_airflow_metrics
-from store_metrics.config import Settings, environment_reader, load_settings
+from store_metrics.config.auto_backend import read_airflow_metrics
+from store_metrics.config.reader import OptionValues, environment_reader, read_options
 from store_metrics.errors import TagsLostError
 from support.cli import run_cli
 
 
-def settings(**metrics: str) -> Settings:
+def settings(**metrics: str) -> OptionValues:
     environ = {f"AIRFLOW__{k.upper()}": v for k, v in metrics.items()}
-    return load_settings(environment_reader(environ), environ=environ)
+    return read_options(environment_reader(environ), environ=environ)
 
 
 #: The Helm chart's default: StatsD on, no tag flag, its statsd_exporter as the receiver.

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from store_metrics import catalogue
-from store_metrics.config import load_settings
+from store_metrics.config.reader import read_options
 from store_metrics.pipeline import helm
 from support.exported import export_files
 from support.ports import free_port
@@ -242,7 +242,7 @@ def test_vm_page_configuration_counts_at_the_api_server(tmp_path: Path) -> None:
     (ini,) = [b for b in blocks("vm.md", "ini") if b.startswith("[store_metrics]")]
     parsed = configparser.ConfigParser()
     parsed.read_string(ini)
-    settings = load_settings(lambda s, o: parsed.get(s, o, fallback=None), environ={})
+    settings = read_options(lambda s, o: parsed.get(s, o, fallback=None), environ={})
     assert (settings.count_at, settings.backend, settings.otel_exporter) == (
         "api_server",
         "otel",
@@ -264,7 +264,7 @@ def test_vm_page_prometheus_steps_pass_promtool(tmp_path: Path) -> None:
     lines = [c for c in commands("vm.md") if "/etc/store-metrics" in c or c.startswith(("sed ", "promtool "))]
     script = "\n".join(
         line.replace("/etc/store-metrics", str(etc)).replace(
-            "store-metrics export", f"{sys.executable} -m store_metrics.cli export"
+            "store-metrics export", f"{sys.executable} -m store_metrics.commands.cli export"
         )
         for line in lines
         if not line.startswith(("sudo", "curl", "prometheus"))

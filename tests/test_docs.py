@@ -90,12 +90,15 @@ def test_the_readme_states_the_supported_versions_as_the_docs_do() -> None:
 
 
 def test_the_docs_command_tables_are_what_the_command_prints() -> None:
-    from store_metrics import options
+    from store_metrics.config import options
 
     configure = (DOCS / "configure.md").read_text()
     assert options.markdown_table() in configure
     proc = subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", "catalogue"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "store_metrics.commands.cli", "catalogue"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert proc.stdout in (DOCS / "metrics.md").read_text()
 

@@ -44,7 +44,7 @@ OPTIONAL = ("opentelemetry", "datadog", "statsd", "airflow", "prometheus_client"
 
 def run_export(out: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", "export", "--out", str(out), *args],
+        [sys.executable, "-m", "store_metrics.commands.cli", "export", "--out", str(out), *args],
         cwd=cwd or out.parent,
         capture_output=True,
         text=True,
@@ -283,7 +283,7 @@ def test_export_loads_no_optional_library_and_reads_no_repository_file(tmp_path:
         "    opened.append(str(file))\n"
         "    return _open(file, *args, **kwargs)\n"
         "builtins.open = io.open = tracking_open\n"
-        "from store_metrics.cli import main\n"
+        "from store_metrics.commands.cli import main\n"
         f"code = main(['export', '--out', {str(tmp_path / 'out')!r}, '--prefix', {PREFIX!r}])\n"
         f"loaded = sorted(m for m in sys.modules if m.split('.')[0] in {OPTIONAL!r})\n"
         "print(json.dumps({'code': code, 'loaded': loaded, 'opened': opened}))\n"

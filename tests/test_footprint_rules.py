@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from store_metrics import catalogue, options
+from store_metrics import catalogue
+from store_metrics.config import options
 from support.promtool import assert_unit_tests_catch, promtool
 
 ROOT = Path(__file__).resolve().parent.parent

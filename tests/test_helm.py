@@ -58,8 +58,9 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 import store_metrics
-from store_metrics import catalogue, options
-from store_metrics.config import OPTIONS, load_settings
+from store_metrics import catalogue
+from store_metrics.config import options
+from store_metrics.config.reader import OPTIONS, read_options
 from store_metrics.pipeline import export, helm
 from support.exported import export_files
 
@@ -378,7 +379,7 @@ def test_the_config_section_selects_statsd_aimed_at_the_chart_s_exporter(prefix:
     def read(sect: str, option: str) -> str | None:
         return cfg.get(sect, {}).get(option)
 
-    settings = load_settings(read, environ={})
+    settings = read_options(read, environ={})
     assert (settings.backend, settings.host, settings.port, settings.prefix) == (
         "statsd",
         "airflow-statsd",
@@ -397,7 +398,7 @@ def test_the_api_server_values_count_at_the_api_server_on_the_monitored_ports(
     assert set(section) <= set(OPTIONS)
     assert all(isinstance(v, str) for v in section.values())
     cfg = {"metrics": CHART_METRICS, "store_metrics": section}
-    settings = load_settings(lambda sect, option: cfg.get(sect, {}).get(option), environ={})
+    settings = read_options(lambda sect, option: cfg.get(sect, {}).get(option), environ={})
     assert settings.counts_at_api_server
     assert (settings.backend, settings.otel_exporter, settings.prefix) == ("otel", "prometheus", prefix)
     assert (settings.server_prometheus_port, settings.prometheus_port) == (

@@ -46,9 +46,10 @@ _PROBE = textwrap.dedent(
 
     before = state()
     import store_metrics
-    import store_metrics.accessors, store_metrics.emitter, store_metrics.backends
+    import store_metrics.counting.accessors, store_metrics.emitter, store_metrics.backends
     import store_metrics.catalogue, store_metrics.emitter, store_metrics.errors, store_metrics.logs
-    import store_metrics.runtime, store_metrics.testing, store_metrics.validate, store_metrics.wire
+    import store_metrics.counting.runtime, store_metrics.testing, store_metrics.config.validate
+    import store_metrics.backends.statsd_lines, store_metrics.naming
     imported = state()
     configured = None
     backend = sys.argv[1] if len(sys.argv) > 1 else ""

@@ -315,7 +315,7 @@ def inventory(
 ) -> subprocess.CompletedProcess[str]:
     """``store-metrics inventory ARGS`` against the world; not checked."""
     return subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", "inventory", *args],
+        [sys.executable, "-m", "store_metrics.commands.cli", "inventory", *args],
         env=world.env(**settings),
         capture_output=True,
         text=True,
@@ -358,7 +358,15 @@ class Served:
         self.log = log
         self._out = log.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "store_metrics.cli", "inventory", "--serve", "--host", "127.0.0.1"],
+            [
+                sys.executable,
+                "-m",
+                "store_metrics.commands.cli",
+                "inventory",
+                "--serve",
+                "--host",
+                "127.0.0.1",
+            ],
             env=world.env(AIRFLOW__STORE_METRICS__INVENTORY_PORT=str(self.port), **settings),
             stdout=self._out,
             stderr=subprocess.STDOUT,

@@ -36,7 +36,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from store_metrics import catalogue, options
+from store_metrics import catalogue
+from store_metrics.config import options
 from store_metrics.pipeline import export, helm, kubernetes
 from support.exported import export_files
 from support.prometheus import PrometheusServer

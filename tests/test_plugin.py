@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from store_metrics import _native, _task_listener, compatibility, plugin
+from store_metrics.integration import compatibility, native, plugin, task_listener
 from support.airflow import clean_environ
 from support.otlp import SilentTcpServer
 from support.ports import free_port
@@ -46,7 +46,7 @@ def ti(**stats_tags: str) -> Any:
 
 def test_tags_come_from_the_task_instance_and_the_dag_run() -> None:
     context = {"dag_run": SimpleNamespace(run_type=DagRunType())}
-    tags = _task_listener.tags_for(ti(dag_id="etl", task_id="load"), context)
+    tags = task_listener.tags_for(ti(dag_id="etl", task_id="load"), context)
     assert tags == {
         "dag_id": "etl",
         "task_id": "load",
@@ -57,20 +57,20 @@ def test_tags_come_from_the_task_instance_and_the_dag_run() -> None:
 
 def test_team_name_is_a_tag_only_when_the_run_has_one() -> None:
     context = {"dag_run": SimpleNamespace(run_type="manual")}
-    tags = _task_listener.tags_for(ti(dag_id="etl", task_id="load", team_name="payments"), context)
+    tags = task_listener.tags_for(ti(dag_id="etl", task_id="load", team_name="payments"), context)
     assert tags["team_name"] == "payments"
     assert list(tags) == ["dag_id", "task_id", "run_type", "operator", "team_name"]
-    assert "team_name" not in _task_listener.tags_for(ti(dag_id="etl", task_id="load", team_name=""), context)
+    assert "team_name" not in task_listener.tags_for(ti(dag_id="etl", task_id="load", team_name=""), context)
 
 
 def test_a_missing_dag_run_is_run_type_unknown() -> None:
-    assert _task_listener.tags_for(ti(), {})["run_type"] == "unknown"
-    assert _task_listener.tags_for(ti(), {})["dag_id"] == "fallback_dag"
+    assert task_listener.tags_for(ti(), {})["run_type"] == "unknown"
+    assert task_listener.tags_for(ti(), {})["dag_id"] == "fallback_dag"
 
 
 def test_airflow_3_3_2_does_not_count_the_state_store_itself() -> None:
-    _native.airflow_emits_state_store_metrics.cache_clear()
-    assert _native.airflow_emits_state_store_metrics() is False
+    native.airflow_emits_state_store_metrics.cache_clear()
+    assert native.airflow_emits_state_store_metrics() is False
 
 
 def test_an_airflow_whose_accessor_takes_stats_tags_counts_itself(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,11 +82,11 @@ def test_an_airflow_whose_accessor_takes_stats_tags_counts_itself(monkeypatch: p
             pass
 
     monkeypatch.setattr(context, "TaskStateStoreAccessor", TaskStateStoreAccessor)
-    _native.airflow_emits_state_store_metrics.cache_clear()
+    native.airflow_emits_state_store_metrics.cache_clear()
     try:
-        assert _native.airflow_emits_state_store_metrics() is True
+        assert native.airflow_emits_state_store_metrics() is True
     finally:
-        _native.airflow_emits_state_store_metrics.cache_clear()
+        native.airflow_emits_state_store_metrics.cache_clear()
 
 
 def test_check_names_this_airflow_release_and_what_counts_on_it(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_check_names_this_airflow_release_and_what_counts_on_it(tmp_path: Path) 
 
     def check(**env: str) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
-            [sys.executable, "-m", "store_metrics.cli", "check"],
+            [sys.executable, "-m", "store_metrics.commands.cli", "check"],
             env={**environ, **env}, capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert proc.returncode == 4, proc.stdout + proc.stderr  # backend none: sends nowhere
@@ -138,7 +138,8 @@ _TASKS = textwrap.dedent(
     import json, logging, os, sys, time
     from types import SimpleNamespace
 
-    from store_metrics import _task_listener, accessors, plugin, runtime
+    from store_metrics.counting import accessors, runtime
+    from store_metrics.integration import plugin, task_listener
 
     records = []
 
@@ -167,7 +168,7 @@ _TASKS = textwrap.dedent(
 
     # The plugin only instruments the Task SDK's RuntimeTaskInstance; these stand-ins have
     # every attribute it reads from one.
-    _task_listener._is_task_runner_ti = lambda ti: True
+    task_listener._is_task_runner_ti = lambda ti: True
     tasks = []
     for i in range(int(sys.argv[1])):
         context = {"task_state_store": Store(), "dag_run": SimpleNamespace(run_type="manual")}

@@ -135,7 +135,7 @@ class Model:
 
 
 def demo_model(runs: int) -> Model:
-    from store_metrics.demo import PROPOSAL_RUNS, WATCHER_RUNS
+    from store_metrics.commands.demo import PROPOSAL_RUNS, WATCHER_RUNS
 
     model = Model()
     for _ in range(runs):

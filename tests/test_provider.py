@@ -15,7 +15,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from store_metrics import __version__, options, provider
+from store_metrics import __version__
+from store_metrics.config import options
+from store_metrics.integration import provider_info
 from support.airflow import AirflowHome
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
@@ -47,7 +49,7 @@ def test_the_provider_info_passes_airflows_own_schema_and_holds_every_option() -
     import airflow
 
     schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
-    info = provider.get_provider_info()
+    info = provider_info.get_provider_info()
     jsonschema.validate(info, schema)
     section = info["config"]["store_metrics"]["options"]
     assert list(section) == [o.name for o in options.CONFIG_OPTIONS]
@@ -85,7 +87,7 @@ def test_airflow_config_list_shows_the_section_with_every_option(tmp_path: Path)
 
 def test_airflow_providers_list_lists_the_package_and_its_version(tmp_path: Path) -> None:
     rows = json.loads(airflow(tmp_path, "providers", "list", "--output", "json"))
-    ours = [row for row in rows if row["package_name"] == provider.PACKAGE]
+    ours = [row for row in rows if row["package_name"] == provider_info.PACKAGE]
     assert len(ours) == 1 and ours[0]["version"] == __version__
 
 
@@ -93,7 +95,7 @@ def test_declared_defaults_still_read_as_defaults_and_metrics_fallbacks_still_ap
     # Airflow now answers every [store_metrics] option; the plugin must still tell a default from a
     # setting, and take host/port/prefix from [metrics] when they are not set.
     code = (
-        "import json; from store_metrics.config import load_settings; s = load_settings(); "
+        "import json; from store_metrics.config.reader import read_options; s = read_options(); "
         "print(json.dumps({'sources': dict(s.sources), 'port': s.port}))"
     )
     seen = json.loads(
@@ -119,6 +121,6 @@ def test_the_plugin_loads_once_without_import_errors_when_providers_are_discover
         "'errors': p.get_import_errors()}))"
     )
     seen = json.loads(python(tmp_path, code, AIRFLOW__CORE__LAZY_DISCOVER_PROVIDERS="False"))
-    assert seen["plugins"].count(provider.PLUGIN) == 1
+    assert seen["plugins"].count(provider_info.PLUGIN) == 1
     # A src/*.egg-info left by a plain `pip install -e .` shows up here too (scripts/setup removes it).
     assert seen["errors"] == {}, "the provider info must not declare the plugin a second time"

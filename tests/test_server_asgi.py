@@ -22,9 +22,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 
-from store_metrics import catalogue, config, server
+from store_metrics import catalogue, server
+from store_metrics.config import reader
+from store_metrics.counting.runtime import create_emitter
 from store_metrics.emitter import AggregatingEmitter
-from store_metrics.runtime import create_emitter
 from store_metrics.server import ServerMetrics, StateStoreRouteMetrics
 
 TI = "01a227c4-7477-73da-8ac2-9f0094c7c3ef"
@@ -353,7 +354,7 @@ def test_without_lifespan_the_first_request_starts_the_monitor(metrics: ServerMe
 
 
 def test_switched_off_the_middleware_only_passes_requests_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(config, "load_settings", lambda: config.Settings(server_metrics=False))
+    monkeypatch.setattr(reader, "read_options", lambda: reader.OptionValues(server_metrics=False))
     monkeypatch.setattr(server.metrics, "_decided_pid", 0)
     monkeypatch.setattr(server.metrics, "_active", None)
 

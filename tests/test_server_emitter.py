@@ -18,10 +18,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from store_metrics import catalogue, wire
-from store_metrics.deltas import Buckets, GaugeValue
+from store_metrics import catalogue, naming
+from store_metrics.backends import statsd_lines
+from store_metrics.counting import deltas
+from store_metrics.counting.deltas import Buckets, GaugeValue
+from store_metrics.counting.runtime import create_emitter
 from store_metrics.emitter import GaugeSeries, HistogramSeries
-from store_metrics.runtime import create_emitter
 from support.airflow import run_with_airflow_statsd
 from support.ports import free_port
 from support.udp import UdpReceiver
@@ -30,7 +32,7 @@ from support.waiting import wait_until
 DURATION = catalogue.SERVER_DURATION
 STALL_MAX = catalogue.LOOP_STALL_MAX
 TAGS = {"store": "task", "operation": "get", "status_class": "2xx", "value_size": "le_1KiB", "worker": "h-1"}
-WIRE_TAGS = wire.normalize_tags(TAGS)
+WIRE_TAGS = naming.normalize_tags(TAGS)
 #: Observations chosen to hit bucket edges: on a bound, just above it, below the first, above the last.
 VALUES = (0.5, 1.0, 1.000001, 2.5, 3.0, 4.0, 250.0, 20_000.0)
 
@@ -109,7 +111,7 @@ BUCKETS = Buckets((1.0, 2.5, 5.0), (2, 3, 0, 1), (1.5, 6.0, 0.0, 12.25))
 
 
 def test_dogstatsd_histogram_lines_exactly() -> None:
-    assert wire.dogstatsd_histogram_lines(
+    assert statsd_lines.dogstatsd_histogram_lines(
         "airflow", "a.b", (("store", "task"), ("worker", "h-1")), BUCKETS
     ) == [
         "airflow.a.b:0.75|d|@0.5|#store:task,worker:h-1",
@@ -119,7 +121,9 @@ def test_dogstatsd_histogram_lines_exactly() -> None:
 
 
 def test_influx_histogram_lines_exactly() -> None:
-    assert wire.influx_histogram_lines("airflow", "a.b", (("store", "task"), ("worker", "h-1")), BUCKETS) == [
+    assert statsd_lines.influx_histogram_lines(
+        "airflow", "a.b", (("store", "task"), ("worker", "h-1")), BUCKETS
+    ) == [
         "airflow.a.b,store=task,worker=h-1:0.75|h|@0.5",
         "airflow.a.b,store=task,worker=h-1:2|h|@0.3333333333333333",
         "airflow.a.b,store=task,worker=h-1:12.25|h",
@@ -128,13 +132,18 @@ def test_influx_histogram_lines_exactly() -> None:
 
 def test_gauge_lines_exactly() -> None:
     tags = (("worker", "h-1"),)
-    assert wire.dogstatsd_gauge_line("airflow", "x.max", tags, 212.5) == "airflow.x.max:212.5|g|#worker:h-1"
-    assert wire.influx_gauge_line("airflow", "x.max", tags, 212.5) == "airflow.x.max,worker=h-1:212.5|g"
-    assert wire.dogstatsd_gauge_line("", "x", (), 3.0) == "x:3|g"
+    assert (
+        statsd_lines.dogstatsd_gauge_line("airflow", "x.max", tags, 212.5)
+        == "airflow.x.max:212.5|g|#worker:h-1"
+    )
+    assert (
+        statsd_lines.influx_gauge_line("airflow", "x.max", tags, 212.5) == "airflow.x.max,worker=h-1:212.5|g"
+    )
+    assert statsd_lines.dogstatsd_gauge_line("", "x", (), 3.0) == "x:3|g"
 
 
 def test_numbers_are_sent_exactly() -> None:
-    assert [wire.format_value(v) for v in (0.0, 3.0, 688_909.0, 0.1, 1e-05, 1 / 3)] == [
+    assert [statsd_lines.format_value(v) for v in (0.0, 3.0, 688_909.0, 0.1, 1e-05, 1 / 3)] == [
         "0",
         "3",
         "688909",
@@ -143,33 +152,33 @@ def test_numbers_are_sent_exactly() -> None:
         "0.3333333333333333",
     ]
     for value in (0.1, 1 / 3, 2.5000000000000004, 123456.789):
-        assert float(wire.format_value(value)) == value
+        assert float(statsd_lines.format_value(value)) == value
 
 
 def test_every_sample_rate_counts_back_to_its_observations() -> None:
     """statsd_exporter takes int(1/rate) events, the Collector uint64(1/rate): both must give n."""
     for n in [*range(1, 200_001), 10**6, 10**7 + 3, 2**31 - 1]:
-        rate = float(wire.sample_rate(n))
+        rate = float(statsd_lines.sample_rate(n))
         assert math.floor(1 / rate) == n, n
     with pytest.raises(ValueError, match="n must be >= 1"):
-        wire.sample_rate(0)
+        statsd_lines.sample_rate(0)
 
 
 def test_a_bucket_s_mean_stays_inside_the_bucket() -> None:
     # Three values exactly on the upper bound, whose float sum / 3 might round above it.
     for bound in (0.1, 2.5, 1e-3, 1 / 3):
         buckets = Buckets((bound,), (3, 0), (bound + bound + bound, 0.0))
-        assert wire.bucket_mean(buckets, 0) <= bound
+        assert deltas.bucket_mean(buckets, 0) <= bound
     above = Buckets((1.0,), (0, 2), (0.0, 2.0 + 1e-16))
-    assert wire.bucket_mean(above, 1) > 1.0
+    assert deltas.bucket_mean(above, 1) > 1.0
 
 
 def test_datagrams_are_packed_up_to_the_limit() -> None:
-    def carried(text: str) -> wire.Line:
-        return wire.Line(text, GaugeValue(STALL_MAX, (("worker", text[0]),), 1.0))
+    def carried(text: str) -> statsd_lines.Line:
+        return statsd_lines.Line(text, GaugeValue(STALL_MAX, (("worker", text[0]),), 1.0))
 
     def payloads(lines: list[str], size: int, end: bytes = b"") -> list[bytes]:
-        return [d.payload for d in wire.pack_lines([carried(line) for line in lines], size, end)]
+        return [d.payload for d in statsd_lines.pack_lines([carried(line) for line in lines], size, end)]
 
     lines = ["a" * 10, "b" * 10, "c" * 10]
     assert payloads(lines, 21) == [b"aaaaaaaaaa\nbbbbbbbbbb", b"cccccccccc"]
@@ -180,7 +189,7 @@ def test_datagrams_are_packed_up_to_the_limit() -> None:
     assert payloads(lines, 22, b"\n") == [b"aaaaaaaaaa\nbbbbbbbbbb\n", b"cccccccccc\n"]
     assert payloads(lines, 21, b"\n") == [b"aaaaaaaaaa\n", b"bbbbbbbbbb\n", b"cccccccccc\n"]
     # Each datagram says what its lines carry, in order: what is kept if its send fails.
-    packed = wire.pack_lines([carried(line) for line in lines], 21)
+    packed = statsd_lines.pack_lines([carried(line) for line in lines], 21)
     assert [[dict(d.tags)["worker"] for d in datagram.carries] for datagram in packed] == [["a", "b"], ["c"]]
 
 
@@ -226,7 +235,9 @@ def test_a_receiver_sees_exactly_the_observations(style: str, udp_receiver: UdpR
         assert counts == list(histogram.cumulative().counts)
         assert total == pytest.approx(sum(values), rel=1e-12)
         if style == "dogstatsd":
-            assert all(line.endswith("|#" + ",".join(wire.dogstatsd_tag_list(WIRE_TAGS))) for line in ours)
+            assert all(
+                line.endswith("|#" + ",".join(statsd_lines.dogstatsd_tag_list(WIRE_TAGS))) for line in ours
+            )
             assert "airflow.api_server.event_loop.stall.max:212.5|g|#worker:h-1" in lines
             assert (
                 "airflow.api_server.state_store.requests:3|c|#store:task,operation:get,status_class:2xx,"
@@ -234,7 +245,8 @@ def test_a_receiver_sees_exactly_the_observations(style: str, udp_receiver: UdpR
             )
         else:
             assert all(
-                line.startswith(wire.influx_stat("airflow", DURATION.name, WIRE_TAGS) + ":") for line in ours
+                line.startswith(statsd_lines.influx_stat("airflow", DURATION.name, WIRE_TAGS) + ":")
+                for line in ours
             )
             assert "airflow.api_server.event_loop.stall.max,worker=h-1:212.5|g" in lines
             assert (
@@ -248,9 +260,9 @@ def test_a_receiver_sees_exactly_the_observations(style: str, udp_receiver: UdpR
         wait_until(udp_receiver.lines)
         assert [line for line in udp_receiver.lines() if "duration" in line] == [
             (
-                f"{name}:7|d|#" + ",".join(wire.dogstatsd_tag_list(WIRE_TAGS))
+                f"{name}:7|d|#" + ",".join(statsd_lines.dogstatsd_tag_list(WIRE_TAGS))
                 if style == "dogstatsd"
-                else wire.influx_stat("airflow", DURATION.name, WIRE_TAGS) + ":7|h"
+                else statsd_lines.influx_stat("airflow", DURATION.name, WIRE_TAGS) + ":7|h"
             )
         ]
     finally:
@@ -339,7 +351,7 @@ def test_otel_prometheus_names_are_the_catalogue_s_and_each_worker_gets_a_port()
 _AIRFLOW = textwrap.dedent(
     """
     from store_metrics import catalogue
-    from store_metrics.runtime import create_emitter
+    from store_metrics.counting.runtime import create_emitter
     emitter = create_emitter("airflow", flush_interval=60)
     assert emitter.flush(10.0)  # the worker has opened the backend: observations now go live
     histogram = emitter.histogram(catalogue.SERVER_DURATION, {"store": "task", "worker": "h-1"})

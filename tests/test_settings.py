@@ -24,7 +24,7 @@ COLLECTOR = export.COLLECTOR
 
 def run_export(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", "export", "--out", str(out), *args],
+        [sys.executable, "-m", "store_metrics.commands.cli", "export", "--out", str(out), *args],
         capture_output=True,
         text=True,
         timeout=120,

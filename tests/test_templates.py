@@ -70,10 +70,10 @@ def test_every_token_of_every_template_is_a_catalogue_name_or_a_setting() -> Non
 
 def test_the_shipped_provider_info_is_what_the_option_table_builds() -> None:
     """Airflow reads it in every process: the wheel ships data, built from options.py."""
-    from generators import provider_info
-    from store_metrics import provider
+    from generators import provider_info as generator
+    from store_metrics.integration import provider_info
 
-    assert provider_info.SHIPPED.read_text(encoding="utf-8") == provider_info.text()
-    info = provider.get_provider_info()
+    assert generator.SHIPPED.read_text(encoding="utf-8") == generator.text()
+    info = provider_info.get_provider_info()
     assert info["versions"] == [store_metrics.__version__]
-    assert {k: v for k, v in info.items() if k != "versions"} == provider_info.build()
+    assert {k: v for k, v in info.items() if k != "versions"} == generator.build()

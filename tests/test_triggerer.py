@@ -29,8 +29,9 @@ from typing import Any
 
 import pytest
 
-from store_metrics import logs, triggers
-from store_metrics.accessors import is_instrumented
+from store_metrics import logs
+from store_metrics.counting.accessors import is_instrumented
+from store_metrics.integration import triggerer
 from store_metrics.testing import capture_metrics
 from support.airflow import clean_environ
 from support.stores import DictStore
@@ -63,9 +64,9 @@ def hooked() -> Iterator[None]:
     import airflow.jobs.triggerer_job_runner  # noqa: F401 - the triggerer has it loaded
 
     logs.forget("trigger")
-    assert triggers.install(lambda: True)
+    assert triggerer.install()
     yield
-    triggers.uninstall()
+    triggerer.uninstall()
     logs.forget("trigger")
 
 
@@ -75,7 +76,7 @@ def hooked() -> Iterator[None]:
 def test_this_airflow_has_the_two_methods_the_hook_wraps() -> None:
     from airflow.jobs.triggerer_job_runner import TriggerRunner
 
-    points = triggers.hook_points(TriggerRunner)
+    points = triggerer.hook_points(TriggerRunner)
     assert not isinstance(points, str), points
     run, run_trigger = points
     assert run is TriggerRunner.__dict__["run"] and run_trigger is TriggerRunner.__dict__["run_trigger"]
@@ -86,12 +87,12 @@ def test_install_wraps_once_and_uninstall_puts_airflows_methods_back() -> None:
 
     run, run_trigger = TriggerRunner.__dict__["run"], TriggerRunner.__dict__["run_trigger"]
     try:
-        assert triggers.install(lambda: True) and triggers.install(lambda: True)
+        assert triggerer.install() and triggerer.install()
         assert TriggerRunner.__dict__["run_trigger"].__wrapped__ is run_trigger
         assert TriggerRunner.__dict__["run"].__wrapped__ is run
         assert asyncio.iscoroutinefunction(TriggerRunner.run_trigger)
     finally:
-        triggers.uninstall()
+        triggerer.uninstall()
     assert TriggerRunner.__dict__["run"] is run and TriggerRunner.__dict__["run_trigger"] is run_trigger
 
 
@@ -100,10 +101,10 @@ def test_processes_without_the_triggerer_are_left_alone(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import json, sys
-        from store_metrics import plugin, triggers
+        from store_metrics.integration import plugin, triggerer
         plugin.listener.on_starting(component=object())
         print(json.dumps({"loaded": "airflow.jobs.triggerer_job_runner" in sys.modules,
-                          "installed": triggers._hook.installed}))
+                          "installed": triggerer._hook.installed}))
         """
     )
     result, _ = _fresh_process(script, tmp_path)
@@ -206,7 +207,7 @@ def test_a_trigger_watching_several_assets_names_them_all_sorted(
     trigger = event_trigger_class()()
     trigger.asset_state_store = AssetStateStoreAccessors(inlets=[b, a])
     with capture_metrics() as metrics:
-        triggers.instrument_trigger(trigger)
+        triggerer.instrument_trigger(trigger)
         trigger.asset_state_store[a].set("k", 1)
         trigger.asset_state_store[b].get("k")
     assert metrics.counts(task_id="queue/a,queue/b") == {
@@ -246,7 +247,7 @@ def test_a_deferred_tasks_trigger_counts_under_the_tasks_own_tags(hooked: None) 
     # With the task the triggerer deserialises for start_from_trigger (a RuntimeTaskInstance, here
     # a stand-in with the attributes read), the operator is known: the task's task_type.
     trigger.task_instance = SimpleNamespace(dag_id="etl", task_id="wait", task=_KubernetesPodOperator())
-    assert triggers.deferred_task_tags(trigger, None) == {
+    assert triggerer.deferred_task_tags(trigger, None) == {
         "dag_id": "etl", "task_id": "wait", "run_type": "unknown", "operator": "KubernetesPodOperator",
     }  # fmt: skip
 
@@ -362,14 +363,14 @@ def test_an_airflow_without_the_hook_points_gets_one_log_line_and_triggers_run_a
     logs.forget("trigger")
     caplog.set_level(logging.INFO, logger="store_metrics")
     try:
-        assert triggers.install(lambda: True) is False
-        assert triggers.install(lambda: True) is False
+        assert triggerer.install() is False
+        assert triggerer.install() is False
         assert TriggerRunner.__dict__["run_trigger"] is run_trigger
         assert not hasattr(TriggerRunner.__dict__["run"], "__wrapped__")
         with capture_metrics() as metrics:
             (payload,) = asyncio.run(run_in_airflows_runner(watcher()))
     finally:
-        triggers.uninstall()
+        triggerer.uninstall()
         logs.forget("trigger")
     assert payload == {"seen": [None, None, "v1", "dflt", None, 2], "wrapped": False}
     assert metrics.series() == {}
@@ -395,7 +396,8 @@ def test_the_runner_entry_point_configures_before_the_loop_and_passes_airflows_e
         import json, logging, sys
         logging.basicConfig(level=logging.INFO, stream=sys.stderr)
         import airflow.jobs.triggerer_job_runner as m
-        from store_metrics import plugin, runtime
+        from store_metrics.counting import runtime
+        from store_metrics.integration import plugin
         plugin.listener.on_starting(component=object())
         try:
             m.TriggerRunner().run()
@@ -426,7 +428,8 @@ def test_the_triggerer_counts_its_triggers_also_with_count_at_api_server(tmp_pat
         """
         import asyncio, json
         import airflow.jobs.triggerer_job_runner as m
-        from store_metrics import plugin, runtime
+        from store_metrics.counting import runtime
+        from store_metrics.integration import plugin
         from support.trigger_runs import (
             answer_from_memory, run_in_airflows_runner, sync_trigger_class, watcher,
         )
@@ -488,7 +491,7 @@ _TRIGGERER = textwrap.dedent(
     logging.getLogger("store_metrics").setLevel(logging.INFO)
     import airflow.jobs.triggerer_job_runner as m
     from airflow.sdk.execution_time import supervisor
-    from store_metrics import plugin, triggers
+    from store_metrics.integration import plugin, triggerer
 
     supervisor._should_use_exec = lambda: sys.argv[1] == "exec"
     if sys.argv[2] == "changed":
@@ -496,12 +499,12 @@ _TRIGGERER = textwrap.dedent(
     plugin.listener.on_starting(component=object())
     target = m.TriggerRunnerSupervisor.run_in_process
     print(json.dumps({"target": f"{target.__module__}:{target.__qualname__}", "records": records,
-                      "check": triggers.describe_triggerer()}))
+                      "check": triggerer.describe_triggerer()}))
     """
 )
 
 
-OURS = "store_metrics.triggers:run_trigger_runner"
+OURS = "store_metrics.integration.triggerer:run_trigger_runner"
 COUNTING = "store-metrics: counting the state store calls of triggers in this triggerer"
 FRESH = (
     "store-metrics: this triggerer starts its trigger runner as a fresh interpreter (use_exec); "
@@ -568,14 +571,15 @@ def test_a_runner_started_as_a_fresh_interpreter_hooks_itself_from_its_entry_poi
         """
         import json, logging, pkgutil, sys
         logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-        from store_metrics import runtime, triggers
+        from store_metrics.counting import runtime
+        from store_metrics.integration import triggerer
         raised = None
         try:
-            pkgutil.resolve_name("store_metrics.triggers:run_trigger_runner")()
+            pkgutil.resolve_name("store_metrics.integration.triggerer:run_trigger_runner")()
         except Exception as exc:
             raised = type(exc).__name__
         import airflow.jobs.triggerer_job_runner as m
-        print(json.dumps({"raised": raised, "hooked": triggers._hook.installed,
+        print(json.dumps({"raised": raised, "hooked": triggerer._hook.installed,
                           "configured": runtime.is_configured(),
                           "wrapped": hasattr(m.TriggerRunner.run, "__wrapped__")}))
         """

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from store_metrics import logs
-from store_metrics.config import Settings, environment_reader, load_settings
+from store_metrics.config.reader import OptionValues, environment_reader, read_options
 from store_metrics.errors import ConfigError
 from store_metrics.inventory.footprint import Group
 from store_metrics.pipeline import RECORDED_CALLS, export
@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
 
 
-def settings(**env: str) -> Settings:
+def settings(**env: str) -> OptionValues:
     environ = {f"AIRFLOW__STORE_METRICS__{k.upper()}": v for k, v in env.items()}
-    return load_settings(environment_reader(environ), environ=environ)
+    return read_options(environment_reader(environ), environ=environ)
 
 
 # -- options -----------------------------------------------------------------------------------------
@@ -145,7 +145,7 @@ def test_loading_the_plugin_builds_no_app_and_reads_no_table() -> None:
     # the inventory are only imported when the API server asks for the plugin's apps.
     script = (
         "import sys\n"
-        "import store_metrics.plugin\n"
+        "import store_metrics.integration.plugin\n"
         "ours = ('store_metrics.ui', 'store_metrics.inventory')\n"
         "print(sorted(m for m in sys.modules if m.startswith(ours)))\n"
     )
@@ -159,7 +159,7 @@ def test_loading_the_plugin_builds_no_app_and_reads_no_table() -> None:
     )
     assert json.loads(done.stdout.replace("'", '"')) == []
     # ... and when it asks, the views are there (the API server's view of the plugin).
-    from store_metrics import plugin
+    from store_metrics.integration import plugin
 
     assert [v["name"] for v in plugin.StoreMetricsPlugin().external_views]
 
@@ -306,7 +306,7 @@ def test_without_prometheus_the_tab_says_in_one_line_what_it_would_show_and_how(
 
 
 def test_check_says_whether_the_views_are_on_and_whether_their_prometheus_answers() -> None:
-    from store_metrics.ui.check import check_lines
+    from store_metrics.ui.status import check_lines
 
     assert check_lines(settings(ui="false")) == [
         "ui: off (ui = false): no State store tab or page in Airflow's UI"

@@ -307,7 +307,7 @@ def test_a_viewer_sees_the_refusal_for_a_dag_it_may_not_read(ui: UiDeployment, b
 
 def test_check_says_how_many_counters_the_uis_prometheus_holds(ui: UiDeployment) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", "check", "--process", "api-server"],
+        [sys.executable, "-m", "store_metrics.commands.cli", "check", "--process", "api-server"],
         env={**ui.airflow.env, "AIRFLOW__STORE_METRICS__BACKEND": "none"},
         capture_output=True,
         text=True,

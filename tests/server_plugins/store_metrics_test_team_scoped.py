@@ -8,7 +8,7 @@ global plugin's listener is the one that counts.
 
 from __future__ import annotations
 
-from store_metrics.plugin import StoreMetricsPlugin
+from store_metrics.integration.plugin import StoreMetricsPlugin
 
 
 class TeamScopedStoreMetricsPlugin(StoreMetricsPlugin):

@@ -10,7 +10,7 @@ from pathlib import Path
 def export_files(out: Path, prefix: str | None = None, cwd: Path | None = None) -> Path:
     """``store-metrics export --out OUT [--prefix PREFIX]`` in a fresh interpreter; returns ``out``."""
     done = subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", "export", "--out", str(out)]
+        [sys.executable, "-m", "store_metrics.commands.cli", "export", "--out", str(out)]
         + ([] if prefix is None else ["--prefix", prefix]),
         cwd=cwd,
         capture_output=True,

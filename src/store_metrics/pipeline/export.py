@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from store_metrics import catalogue
-from store_metrics.wire import is_valid_prefix
+from store_metrics.naming import is_valid_prefix
 
 from . import helm, kubernetes, otel_collector, settings, templating
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-from store_metrics import __version__, catalogue, options
+from store_metrics import __version__, catalogue
+from store_metrics.config import options
 
 from . import templating
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import ConfigError
-from .wire import is_valid_prefix
+from ..errors import ConfigError
+from ..naming import is_valid_prefix
 
 _TRUE = {"true", "1", "yes", "on", "t", "y"}
 _FALSE = {"false", "0", "no", "off", "f", "n"}

@@ -26,7 +26,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from .catalogue import OPERATION, Operation, Outcome, Store, metric_for
+from ..catalogue import OPERATION, Operation, Outcome, Store, metric_for
 from .contracts import Emitter
 
 

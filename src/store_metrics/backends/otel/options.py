@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ... import options, validate
+from ...config import options, validate
 
 # Every option's accepted values and default come from the one option table.
 EXPORTERS = options.OTEL_EXPORTERS
@@ -30,7 +30,7 @@ def otlp_protocol_from_env() -> str:
 
 
 @dataclass(frozen=True)
-class Settings:
+class OtelOptions:
     """One backend's checked options (see :func:`store_metrics.backends.otel.create`)."""
 
     exporter: str
@@ -62,7 +62,7 @@ class Settings:
         service_name: str,
         max_series: int,
         instance_id: str,
-    ) -> Settings:
+    ) -> OtelOptions:
         exporter = validate.choice("otel_exporter", exporter, EXPORTERS)
         return cls(
             exporter=exporter,

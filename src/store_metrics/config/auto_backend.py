@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import catalogue
+from .. import catalogue
 
 #: Reads one Airflow option: its raw text, or None when it is not set.
 Read = Callable[[str, str], "str | None"]

@@ -12,14 +12,14 @@ subprocess calls no listener at all, and ``AirflowPlugin`` has no trigger attrib
 and only this module, wraps two methods of Airflow's internal ``TriggerRunner`` class:
 
 * ``run()``, the sync entry point of the trigger runner subprocess, before its event loop exists:
-  the emitter is configured there (``[store_metrics]``, off the loop: opening a backend may import
-  modules or resolve names), and flushed there when the loop has ended (bounded by
-  ``flush_timeout``; the emitter's own exit flush follows). In between, the emitter's worker thread
-  flushes every ``flush_interval``: nothing is sent from the event loop.
+  the emitter is configured there (:func:`.startup.ensure_emitter`, as in a task process; off the
+  loop: opening a backend may import modules or resolve names), and flushed there when the loop
+  has ended (bounded by ``flush_timeout``; the emitter's own exit flush follows). In between, the
+  emitter's worker thread flushes every ``flush_interval``: nothing is sent from the event loop.
 * ``run_trigger(trigger_id, trigger, ...)``, the coroutine that runs one trigger, before it calls
   the trigger's ``run()``: ``trigger.asset_state_store`` (and ``trigger.task_state_store``, on an
   Airflow that sets one on a deferred task's trigger) is replaced by the instrumented wrappers of
-  :mod:`store_metrics.accessors`, with the same exactness as in a task (a private sentinel decides
+  :mod:`store_metrics.counting.accessors`, with the same exactness as in a task (a private sentinel decides
   found vs absent, exceptions pass unchanged and count as ``error``, sync and async methods).
 
 :func:`install` does it, called from the plugin's ``on_starting`` listener, which Airflow calls in
@@ -73,10 +73,12 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from . import logs, runtime
-from ._task_tags import task_instance_tags
-from .accessors import instrument_asset_store, instrument_task_store, is_instrumented
-from .catalogue import DAG_ID_NONE, RUN_TYPE_ASSET_WATCHER, UNKNOWN, task_tags
+from .. import logs
+from ..catalogue import DAG_ID_NONE, RUN_TYPE_ASSET_WATCHER, UNKNOWN, task_tags
+from ..counting import runtime
+from ..counting.accessors import instrument_asset_store, instrument_task_store, is_instrumented
+from . import startup
+from .task_tags import task_instance_tags
 
 #: The module of Airflow's triggerer that holds the trigger runner.
 RUNNER_MODULE: Final = "airflow.jobs.triggerer_job_runner"
@@ -156,7 +158,7 @@ def deferred_task_tags(trigger: Any, context: Any) -> dict[str, str]:
 def instrument_trigger(trigger: Any, context: Any = None) -> int:
     """Replace the trigger's state stores with instrumented wrappers; return how many were wrapped.
 
-    Counts into the active emitter (:func:`store_metrics.runtime.get_emitter`). A trigger with no
+    Counts into the active emitter (:func:`store_metrics.counting.runtime.get_emitter`). A trigger with no
     store, or whose stores are already wrapped, is left as it is. May raise (the caller logs).
     """
     emitter = runtime.get_emitter()
@@ -217,12 +219,12 @@ def hook_points(runner_class: Any) -> tuple[Callable[..., Any], Callable[..., An
     return run, run_trigger
 
 
-def _wrap_run(original: Callable[..., Any], ensure_emitter: Callable[[], bool]) -> Callable[..., Any]:
+def _wrap_run(original: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(original)
     def run(self: Any, *args: Any, **kwargs: Any) -> Any:
         # The trigger runner subprocess, before asyncio.run(): configuring here keeps it off the loop.
         try:
-            ensure_emitter()
+            startup.ensure_emitter()
         except Exception as exc:
             logs.once("trigger_configure", logging.ERROR, "store-metrics is off in the triggerer: %r", exc)
         try:
@@ -289,7 +291,8 @@ def _take_over_entry(module: Any) -> str | None:
         return None if _hook.entry is not None else entry
     _hook.entry = entry
     # A staticmethod, so ``cls.run_in_process`` is the plain function: Airflow names it
-    # ``store_metrics.triggers:run_trigger_runner`` for a fresh interpreter, or calls it after a fork.
+    # ``store_metrics.integration.triggerer:run_trigger_runner`` for a fresh interpreter, or calls it
+    # after a fork.
     setattr(supervisor_class, ENTRY, staticmethod(run_trigger_runner))
     return None
 
@@ -304,9 +307,7 @@ def run_trigger_runner() -> None:
     module = importlib.import_module(RUNNER_MODULE)
     if _hook.entry is None:
         try:
-            from ._task_listener import _ensure_emitter
-
-            install(_ensure_emitter, in_runner=True)
+            install(in_runner=True)
         except Exception as exc:
             logs.once(
                 "trigger_hook_failed", logging.ERROR, "store-metrics could not hook the triggerer: %r", exc
@@ -318,11 +319,11 @@ def run_trigger_runner() -> None:
 setattr(run_trigger_runner, _MARK, True)
 
 
-def install(ensure_emitter: Callable[[], bool], *, in_runner: bool = False) -> bool:
+def install(*, in_runner: bool = False) -> bool:
     """Wrap ``TriggerRunner.run`` and ``run_trigger`` if this process loaded Airflow's triggerer.
 
-    ``ensure_emitter`` configures the emitter (in the trigger runner subprocess, before its loop)
-    and says whether counting is on. Returns whether the hook is in place. Idempotent; never
+    The wrapped ``run`` sets the trigger runner subprocess up (:func:`.startup.ensure_emitter`)
+    before its loop exists. Returns whether the hook is in place. Idempotent; never
     raises. Where the trigger runner module is not loaded (every process but the triggerer), it
     does nothing. Where its shape is not the one wrapped here, it logs one line and does nothing.
     ``in_runner``: called by :func:`run_trigger_runner` in a freshly started trigger runner.
@@ -348,7 +349,7 @@ def install(ensure_emitter: Callable[[], bool], *, in_runner: bool = False) -> b
                 )
             run, run_trigger = points
             if not getattr(run, _MARK, False):
-                runner_class.run = _wrap_run(run, ensure_emitter)
+                runner_class.run = _wrap_run(run)
             if not getattr(run_trigger, _MARK, False):
                 runner_class.run_trigger = _wrap_run_trigger(run_trigger)
             _hook.installed = True

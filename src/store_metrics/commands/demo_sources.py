@@ -9,8 +9,8 @@ so one scrape target lights the whole dashboard, through the product's own code 
   loop it runs on.
 * **Triggers row**: an asset watcher's trigger run as Airflow's triggerer runs one: a fresh instance
   from its serialized form, ``asset_state_store`` set to the watched asset's store, instrumented by
-  the plugin's triggerer hook (:func:`store_metrics.triggers.instrument_trigger`), its calls going to
-  the same in-process Execution API through a supervisor's comms.
+  the plugin's triggerer hook (:func:`store_metrics.integration.triggerer.instrument_trigger`), its
+  calls going to the same in-process Execution API through a supervisor's comms.
 * **Footprint row**: the inventory's collection over the demo's metadata database, published as the
   inventory's gauges (:class:`~store_metrics.inventory.publish.Publisher`).
 
@@ -24,35 +24,35 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
-from .config import Settings
-from .runtime import create_emitter
-from .server import ServerMetrics, StateStoreRouteMetrics, worker_identity
+from ..config.reader import OptionValues
+from ..counting.runtime import create_emitter
+from ..server import ServerMetrics, StateStoreRouteMetrics, worker_identity
 
 
-def _emitter_on(provider: Any, settings: Settings, instance: str) -> Any:
+def _emitter_on(provider: Any, options: OptionValues, instance: str) -> Any:
     """A long-lived emitter (cumulative, like the API server's and the inventory's) on ``provider``."""
     return create_emitter(
         "otel",
         meter_provider=provider,
-        prefix=settings.prefix,
+        prefix=options.prefix,
         temporality="cumulative",
         instance_id=instance,
-        flush_interval=settings.flush_interval,
-        flush_timeout=settings.flush_timeout,
+        flush_interval=options.flush_interval,
+        flush_timeout=options.flush_timeout,
     )
 
 
-def attach_api_server_metrics(provider: Any, settings: Settings) -> ServerMetrics:
+def attach_api_server_metrics(provider: Any, options: OptionValues) -> ServerMetrics:
     """Put the plugin's root middleware on the in-process Execution API; before its first request."""
     from airflow.sdk.execution_time.supervisor import in_process_api_server
 
     worker = worker_identity()
     metrics = ServerMetrics(
-        _emitter_on(provider, settings, worker),
+        _emitter_on(provider, options, worker),
         worker,
-        tick_ms=settings.stall_tick_ms,
-        threshold_ms=settings.stall_threshold_ms,
-        log_interval=settings.flush_interval,
+        tick_ms=options.stall_tick_ms,
+        threshold_ms=options.stall_threshold_ms,
+        log_interval=options.flush_interval,
     )
     # The app on its own serves the Execution API at its root, not under /execution.
     in_process_api_server().app.add_middleware(StateStoreRouteMetrics, metrics=metrics, mounted_at="")
@@ -65,7 +65,7 @@ def run_asset_watcher(dag: Any, times: int) -> list[Any]:
     from airflow.sdk.execution_time.context import AssetStateStoreAccessors
     from airflow.sdk.execution_time.supervisor import InProcessTestSupervisor
 
-    from .triggers import instrument_trigger
+    from ..integration.triggerer import instrument_trigger
 
     asset = next(a for a in dag.timetable.asset_condition.objects if getattr(a, "watchers", None))
     classpath, kwargs = asset.watchers[0].trigger.serialize()
@@ -88,13 +88,13 @@ def run_asset_watcher(dag: Any, times: int) -> list[Any]:
 class Footprint:
     """The inventory over the demo's database, published on ``provider`` each time it is read."""
 
-    def __init__(self, provider: Any, settings: Settings) -> None:
-        from .inventory.collect import Collector
-        from .inventory.database import Database
-        from .inventory.publish import INSTANCE_ID, Publisher
+    def __init__(self, provider: Any, options: OptionValues) -> None:
+        from ..inventory.collect import Collector
+        from ..inventory.database import Database
+        from ..inventory.publish import INSTANCE_ID, Publisher
 
-        self._collector = Collector(Database.from_airflow(settings.inventory_timeout), settings.inventory_top)
-        self._publisher = Publisher(_emitter_on(provider, settings, INSTANCE_ID), settings.flush_timeout)
+        self._collector = Collector(Database.from_airflow(options.inventory_timeout), options.inventory_top)
+        self._publisher = Publisher(_emitter_on(provider, options, INSTANCE_ID), options.flush_timeout)
 
     def refresh(self) -> int:
         """Read both tables once and publish; return how many entries the stores hold."""

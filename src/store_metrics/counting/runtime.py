@@ -9,10 +9,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .backends import create_backend
+from ..backends import create_backend
+from ..config.options import AUTO, EMITTER_OPTIONS, default, split_arguments
+from ..emitter import AggregatingEmitter
 from .contracts import Emitter, NullEmitter
-from .emitter import AggregatingEmitter
-from .options import AUTO, EMITTER_OPTIONS, default, split_arguments
 
 _lock = threading.Lock()
 _active: Emitter = NullEmitter()
@@ -36,18 +36,18 @@ def create_emitter(backend: str = default("backend"), **arguments: Any) -> Aggre
     """Build an emitter for ``backend`` without making it the active one (the API server's own).
 
     ``backend="auto"`` (the default) does what the plugin does with no ``[store_metrics]`` backend:
-    it reads the configuration (:func:`store_metrics.config.load_settings`) for the backend that
+    it reads the configuration (:func:`store_metrics.config.reader.read_options`) for the backend that
     keeps the tags on Airflow's ``[metrics]`` path, and for every argument not given here.
     ``arguments`` are the emitter's (``flush_interval``, ``flush_timeout``, ``exit_timeout``,
     ``max_series``) and the backends' (``host``, ``port``, ``prefix``, ``exporter``,
-    ``meter_provider``, ...): every name in :data:`store_metrics.options.OPTIONS`. One that is not
+    ``meter_provider``, ...): every name in :data:`store_metrics.config.options.OPTIONS`. One that is not
     there (``prot=9125``) is a :class:`~store_metrics.errors.ConfigError` naming it; ones the
     chosen backend does not take are ignored, so one set of settings serves every backend.
     """
     if backend == AUTO:
-        from .config import load_settings
+        from ..config.reader import read_options
 
-        arguments = {**load_settings().configure_kwargs(), **arguments}
+        arguments = {**read_options().configure_kwargs(), **arguments}
         backend = arguments.pop("backend")
     emitter_args, backend_args = split_arguments(backend, arguments)
     checked = {

@@ -2,10 +2,10 @@
 
 Registered under the ``airflow.plugins`` entry point, so ``pip install airflow-store-metrics``
 is the whole installation. Every Airflow process loads it, so importing it costs little and loads
-no other part of the package: its listener (:mod:`store_metrics._task_listener`) imports what a
+no other part of the package: its listener (:mod:`store_metrics.integration.task_listener`) imports what a
 task needs when a task starts; the API server's middleware and the UI's views are imported when the
 API server builds its app. In the triggerer, ``on_starting`` hooks the trigger runner
-(:mod:`store_metrics.triggers`): the state store calls of asset watchers' triggers are counted too.
+(:mod:`.triggerer`): the state store calls of asset watchers' triggers are counted too.
 
 In the API server, its FastAPI root middleware (:class:`~store_metrics.server.StateStoreRouteMetrics`)
 counts the Execution API's state store requests and watches each worker's event loop. The plugin is
@@ -23,8 +23,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from . import logs
-from ._task_listener import listener
+from .. import logs
+from .task_listener import listener
 
 try:  # the Task SDK's class (workers may have the SDK without airflow-core)
     from airflow.sdk.plugins_manager import AirflowPlugin
@@ -37,13 +37,13 @@ class StateStoreRouteMetrics:
     imported when the API server builds its app: never in a task process, where the plugin loads too."""
 
     def __new__(cls, app: Any, *args: Any, **kwargs: Any) -> Any:
-        from .server import StateStoreRouteMetrics as Middleware
+        from ..server import StateStoreRouteMetrics as Middleware
 
         return Middleware(app, *args, **kwargs)
 
 
 def _ui() -> Any:
-    from . import ui
+    from .. import ui
 
     return ui
 

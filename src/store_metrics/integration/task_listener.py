@@ -6,7 +6,7 @@
   context with instrumented wrappers tagged from the task instance;
 * ``on_task_instance_success|failed|skipped`` and ``before_stopping``: flush, bounded by
   ``flush_timeout``, without closing the emitter (``dag.test()`` runs many tasks in one process);
-* ``on_starting``, in the triggerer only: hook the trigger runner (:mod:`store_metrics.triggers`).
+* ``on_starting``, in the triggerer only: hook the trigger runner (:mod:`.triggerer`).
 
 Importing it loads nothing but this module and :mod:`store_metrics.logs`: every Airflow process
 loads the plugin, most never run a task, and a task pays for the emitter, the accessors and one
@@ -22,7 +22,7 @@ from typing import Any
 
 import pluggy
 
-from . import logs
+from .. import logs
 
 hookimpl = pluggy.HookimplMarker("airflow")
 
@@ -34,77 +34,25 @@ _TRIGGERER = "airflow.jobs.triggerer_job_runner"
 class _Active:
     """Per-process state of the listener."""
 
-    ready: bool | None = None  # None: not decided yet in this process
-    flushed: bool = True
+    flushed: bool = True  # False from a task's start (its store instrumented) to its flush
     counts_tasks: bool | None = None  # [store_metrics] count_at; None: not read yet in this process
 
 
 _state = _Active()
 
 
-def _ensure_emitter() -> bool:
-    """Configure the emitter on first use in this process; False when tasks stay uninstrumented."""
-    if _state.ready is not None:
-        return _state.ready
-    _state.ready = False
-    from . import runtime
-    from ._native import airflow_emits_state_store_metrics
-    from .config import load_settings
-    from .errors import ConfigError, MissingExtraError
-
-    if airflow_emits_state_store_metrics():
-        logs.once(
-            "native",
-            logging.INFO,
-            "store-metrics: this Airflow counts state store calls itself; the plugin stays out of the way",
-        )
-        return False
-    try:
-        settings = load_settings()
-    except ConfigError as exc:
-        logs.once("config", logging.ERROR, "store-metrics is off for this process: %s", exc)
-        return False
-    if not settings.enabled:
-        logs.once("disabled", logging.INFO, "store-metrics is disabled ([store_metrics] enabled = false)")
-        return False
-    if not runtime.is_configured():  # a test may have installed its own (store_metrics.testing)
-        try:
-            emitter = runtime.configure(**settings.configure_kwargs())
-        except (ConfigError, MissingExtraError) as exc:
-            logs.once("config", logging.ERROR, "store-metrics is off for this process: %s", exc)
-            return False
-        # backend = none, written out, is a choice: said at INFO below, not warned about.
-        if settings.sends_nowhere or (emitter.backend.sends_nowhere and settings.backend != "none"):
-            logs.once(
-                "nowhere",
-                logging.WARNING,
-                "store-metrics: Airflow's [metrics] enables no backend, so the counts go nowhere. Set "
-                "[metrics] statsd_on, statsd_datadog_enabled or otel_on, or [store_metrics] backend.",
-            )
-        else:
-            logs.once(
-                "target",
-                logging.INFO,
-                "store-metrics: counting state store calls, sending to %s%s",
-                emitter.backend.describe(),
-                f" (backend = auto: {settings.backend_reason})" if settings.backend_reason else "",
-            )
-    _state.ready = True
-    return True
-
-
 def _task_side_counts() -> bool:
     """False with ``count_at = api_server``: the API server counts this process's calls, so it counts none.
 
     Decided once per process, before anything is configured: such a task process opens no backend.
-    A configuration that does not load is left to :func:`_ensure_emitter` to report.
+    A configuration that does not load is left to :func:`.startup.ensure_emitter` to report.
     """
     if _state.counts_tasks is None:
-        from .config import load_settings
-        from .errors import ConfigError
+        from ..config.reader import read_options
+        from ..errors import ConfigError
 
         try:
-            _state.counts_tasks = not load_settings().counts_at_api_server
+            _state.counts_tasks = not read_options().counts_at_api_server
         except ConfigError:
             _state.counts_tasks = True
         if not _state.counts_tasks:
@@ -119,15 +67,15 @@ def _task_side_counts() -> bool:
 
 def tags_for(task_instance: Any, context: Any) -> dict[str, str]:
     """The tag set for one task instance: dag_id, task_id, run_type, operator, team_name if set."""
-    from ._task_tags import task_instance_tags
+    from .task_tags import task_instance_tags
 
     return task_instance_tags(task_instance, context, type(task_instance.task).__name__)
 
 
 def instrument_context(task_instance: Any, context: Any) -> bool:
     """Replace the context's accessors with instrumented ones; return whether anything was wrapped."""
-    from . import runtime
-    from .accessors import instrument_asset_store, instrument_task_store
+    from ..counting import runtime
+    from ..counting.accessors import instrument_asset_store, instrument_task_store
 
     emitter = runtime.get_emitter()
     tags = tags_for(task_instance, context)
@@ -152,11 +100,12 @@ def _is_task_runner_ti(task_instance: Any) -> bool:
 
 
 def _flush() -> None:
-    # Once per task: the state hook and before_stopping both end a task.
-    if not _state.ready or _state.flushed:
+    # Once per task: the state hook and before_stopping both end a task. `flushed` is False only
+    # after a task's store was instrumented, so the emitter is configured then.
+    if _state.flushed:
         return
     _state.flushed = True
-    from . import runtime
+    from ..counting import runtime
 
     runtime.get_emitter().flush()  # bounded by the emitter's own flush_timeout
 
@@ -167,20 +116,24 @@ class StateStoreListener:
     @hookimpl
     def on_starting(self, component: Any) -> None:
         # In the triggerer (its Job is being made, before the trigger runner subprocess starts):
-        # count the state store calls of triggers (store_metrics.triggers). Elsewhere: nothing.
+        # count the state store calls of triggers (store_metrics.integration.triggerer). Elsewhere: nothing.
         try:
             if _TRIGGERER not in sys.modules:  # not the triggerer: nothing to hook, nothing to import
                 return
-            from . import triggers
+            from . import triggerer
 
-            triggers.install(_ensure_emitter)
+            triggerer.install()
         except Exception:
             logs.once("starting", logging.ERROR, "store-metrics could not hook the triggerer", exc_info=True)
 
     @hookimpl
     def on_task_instance_running(self, previous_state: Any, task_instance: Any) -> None:
         try:
-            if not _is_task_runner_ti(task_instance) or not _task_side_counts() or not _ensure_emitter():
+            if not _is_task_runner_ti(task_instance) or not _task_side_counts():
+                return
+            from . import startup
+
+            if not startup.ensure_emitter():
                 return
             _state.flushed = False
             instrument_context(task_instance, task_instance.get_template_context())

@@ -8,7 +8,7 @@ import sys
 import textwrap
 from collections.abc import Mapping, Sequence
 
-from . import __version__
+from .. import __version__
 
 #: argparse's own exit code for a command line it cannot parse.
 EXIT_USAGE = 2
@@ -55,7 +55,7 @@ def epilog(exits: Mapping[int, str], examples: Sequence[str]) -> str:
 
 
 def _catalogue(args: argparse.Namespace) -> int:
-    from .catalogue import markdown_table
+    from ..catalogue import markdown_table
 
     print(markdown_table(args.prefix), end="")
     return 0
@@ -90,13 +90,13 @@ def _check(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .pipeline.export import run
+    from ..pipeline.export import run
 
     return run(Path(args.out), args.prefix, check=args.check, assignments=args.set)
 
 
 def _inventory(args: argparse.Namespace) -> int:
-    from .inventory.command import run
+    from ..inventory.command import run
 
     return run(args)
 
@@ -211,7 +211,7 @@ def _add_catalogue(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from .pipeline.export import FOLDERS
+    from ..pipeline.export import FOLDERS
 
     folders = ", ".join(f"{folder}/" for folder in FOLDERS)
     export = commands.add_parser(
@@ -267,7 +267,7 @@ def _add_inventory(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "demo" and args.serve and args.port is None:
-        from .options import default
+        from ..config.options import default
 
         args.port = default("prometheus_port")
     code: int = args.func(args)

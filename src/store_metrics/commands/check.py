@@ -18,15 +18,15 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from . import compatibility
-from .backends import create_backend
-from .catalogue import CHECK
-from .config import Settings, load_settings
-from .contracts import TotalsSource
-from .deltas import CounterDelta, TagTuple
-from .emitter.registry import OVERFLOW_TAG_VALUE
-from .errors import ConfigError, MissingExtraError, TagsLostError
-from .options import BY_NAME, SERVER_PROMETHEUS_PORTS, default, split_arguments
+from ..backends import create_backend
+from ..catalogue import CHECK
+from ..config.options import BY_NAME, SERVER_PROMETHEUS_PORTS, default, split_arguments
+from ..config.reader import OptionValues, read_options
+from ..counting.contracts import TotalsSource
+from ..counting.deltas import CounterDelta, TagTuple
+from ..emitter.registry import OVERFLOW_TAG_VALUE
+from ..errors import ConfigError, MissingExtraError, TagsLostError
+from ..integration import compatibility
 
 EXIT_OK = 0
 EXIT_CONFIG = 1
@@ -65,27 +65,27 @@ _INVENTORY = "inventory_"
 _UI = "ui"
 
 
-def applies(name: str, process: str, settings: Settings) -> bool:
-    """Whether option ``name`` changes what a ``process`` does, with these settings."""
+def applies(name: str, process: str, options: OptionValues) -> bool:
+    """Whether option ``name`` changes what a ``process`` does, with these options."""
     if name.startswith(_INVENTORY):
         return process == "inventory"
     if process == "inventory":  # it sends through the backend only with inventory_export = backend
         option = BY_NAME[name]
         sends = name == "backend" or bool(option.backends) or option.emitter
-        return settings.inventory_export == "backend" and sends and option.name != "flush_timeout"
+        return options.inventory_export == "backend" and sends and option.name != "flush_timeout"
     if name in _SERVER_OPTIONS or name == _UI or name.startswith(f"{_UI}_"):
         return process == "api-server"
     return True
 
 
-def what_sent_means(settings: Settings, target: str) -> str:
+def what_sent_means(options: OptionValues, target: str) -> str:
     """What a successful send proves, for this backend (``target``: Airflow's, for ``airflow``)."""
     udp = "handed to the kernel as a UDP datagram: not proof that a receiver got it"
-    if settings.backend in ("statsd", "dogstatsd") or target in ("statsd", "dogstatsd"):
+    if options.backend in ("statsd", "dogstatsd") or target in ("statsd", "dogstatsd"):
         return f"sent means {udp}"
-    if settings.backend == "otel" and settings.otel_exporter == "prometheus":
+    if options.backend == "otel" and options.otel_exporter == "prometheus":
         return "sent means counted here: nothing is pushed, a Prometheus scrape of the endpoint reads it"
-    if settings.backend == "otel" and settings.otel_exporter == "otlp":
+    if options.backend == "otel" and options.otel_exporter == "otlp":
         return "sent means the OTLP endpoint answered the export"
     return "sent means handed to the backend"
 
@@ -94,7 +94,7 @@ def standing_down() -> str:
     """Whether the plugin stands down because this Airflow counts state store calls itself."""
     import importlib.util
 
-    from ._native import airflow_emits_state_store_metrics
+    from ..integration.native import airflow_emits_state_store_metrics
 
     if importlib.util.find_spec("airflow") is None:
         return "native counting: unknown (Airflow is not installed here)"
@@ -113,9 +113,9 @@ class _OneIncrement:
         return [((), 1)] if metric.name == CHECK.name else []
 
 
-def where_counted(settings: Settings) -> list[str]:
-    """Where the state store calls are counted with these settings, and what that needs."""
-    if not settings.counts_at_api_server:
+def where_counted(options: OptionValues) -> list[str]:
+    """Where the state store calls are counted with these options, and what that needs."""
+    if not options.counts_at_api_server:
         return [
             "counting: in each task process (count_at = tasks): install the plugin wherever tasks run; "
             "each task hands its counts to the backend when it ends"
@@ -126,22 +126,22 @@ def where_counted(settings: Settings) -> list[str]:
         "hosts; nothing is counted under dag.test(), and a call that fails before reaching the API "
         "server is not counted as an error"
     ]
-    if settings.backend == "otel" and settings.otel_exporter == "prometheus":
-        last = settings.server_prometheus_port + SERVER_PROMETHEUS_PORTS - 1
+    if options.backend == "otel" and options.otel_exporter == "prometheus":
+        last = options.server_prometheus_port + SERVER_PROMETHEUS_PORTS - 1
         lines.append(
             f"scrape: each API server worker serves its counts on the first free port of "
-            f"{settings.prometheus_host}:{settings.server_prometheus_port}-{last} (cumulative); "
+            f"{options.prometheus_host}:{options.server_prometheus_port}-{last} (cumulative); "
             "let Prometheus scrape every worker (job store-metrics-api-server) and sum across them"
         )
     return lines
 
 
-def run_check(out: TextIO = sys.stdout, settings: Settings | None = None, process: str = "task") -> int:
+def run_check(out: TextIO = sys.stdout, options: OptionValues | None = None, process: str = "task") -> int:
     def say(message: str) -> None:
         print(message, file=out, flush=True)
 
     try:
-        settings = settings or load_settings()
+        options = options or read_options()
     except TagsLostError as exc:
         say(f"error: {exc}")
         say("tags: LOST on this path: the plugin refuses to count rather than send label-less series")
@@ -149,41 +149,41 @@ def run_check(out: TextIO = sys.stdout, settings: Settings | None = None, proces
     except ConfigError as exc:
         say(f"error: {exc}")
         return EXIT_CONFIG
-    _say_settings(settings, process, say)
+    _say_options(options, process, say)
     if process == "api-server":
-        from .ui.check import check_lines  # the views do not depend on `enabled`
+        from ..ui.status import check_lines  # the views do not depend on `enabled`
 
-        for line in check_lines(settings):
+        for line in check_lines(options):
             say(line)
     for line in compatibility.report():
         say(line)
-    if not settings.enabled:
+    if not options.enabled:
         say("store-metrics is disabled: tasks run uninstrumented. Nothing sent.")
         return EXIT_OK
-    for line in where_counted(settings) + path_lines(settings):
+    for line in where_counted(options) + path_lines(options):
         say(line)
-    return _send_one(settings, say)
+    return _send_one(options, say)
 
 
-def path_lines(settings: Settings) -> list[str]:
+def path_lines(options: OptionValues) -> list[str]:
     """What ``backend = auto`` chose and why, and how the tags travel."""
     lines = []
-    if settings.backend_reason:
-        lines.append(f"backend = auto chose {settings.backend!r}: {settings.backend_reason}")
-    if settings.backend in _TAGS_ON_THE_WIRE:
-        how = _TAGS_ON_THE_WIRE[settings.backend]
+    if options.backend_reason:
+        lines.append(f"backend = auto chose {options.backend!r}: {options.backend_reason}")
+    if options.backend in _TAGS_ON_THE_WIRE:
+        how = _TAGS_ON_THE_WIRE[options.backend]
         lines.append(f"tags: kept: dag_id, task_id, run_type, operator (+ team_name) {how}")
     return lines
 
 
-def _say_settings(settings: Settings, process: str, say: Callable[[str], None]) -> None:
+def _say_options(options: OptionValues, process: str, say: Callable[[str], None]) -> None:
     """The options that apply to ``process``, where each came from, the stand-down and the cap."""
     say("store-metrics configuration ([store_metrics] in airflow.cfg or AIRFLOW__STORE_METRICS__*):")
-    values = settings.as_dict()
+    values = options.as_dict()
     width = max(map(len, values))
-    shown = {name: value for name, value in values.items() if applies(name, process, settings)}
+    shown = {name: value for name, value in values.items() if applies(name, process, options)}
     for name, value in shown.items():
-        say(f"  {name:<{width}} = {value!s:<28} ({settings.sources.get(name, 'default')})")
+        say(f"  {name:<{width}} = {value!s:<28} ({options.sources.get(name, 'default')})")
     if len(shown) < len(values):
         say(
             f"  ({len(values) - len(shown)} options that do not apply to the {process} process are not shown)"
@@ -196,12 +196,12 @@ def _say_settings(settings: Settings, process: str, say: Callable[[str], None]) 
     )
 
 
-def _send_one(settings: Settings, say: Callable[[str], None]) -> int:
+def _send_one(options: OptionValues, say: Callable[[str], None]) -> int:
     """Open the backend here, send one increment, flush it; the exit code."""
     try:
-        arguments = settings.configure_kwargs()
+        arguments = options.configure_kwargs()
         _, backend_args = split_arguments(arguments.pop("backend"), arguments)
-        backend = create_backend(settings.backend, **backend_args)
+        backend = create_backend(options.backend, **backend_args)
     except ConfigError as exc:
         say(f"error: {exc}")
         return EXIT_CONFIG
@@ -221,7 +221,7 @@ def _send_one(settings: Settings, say: Callable[[str], None]) -> int:
         backend.open(source)
         if not backend.pull:
             backend.export([CounterDelta(CHECK, (), 1)])
-        backend.force_flush(settings.flush_timeout or 2.0)
+        backend.force_flush(options.flush_timeout or 2.0)
     except Exception as exc:
         say(f"error: the backend failed: {type(exc).__name__}: {exc}")
         return EXIT_BACKEND
@@ -229,13 +229,13 @@ def _send_one(settings: Settings, say: Callable[[str], None]) -> int:
         with contextlib.suppress(Exception):
             backend.close(1.0)
     say(f"sent one increment of {CHECK.full_name(backend.prefix)!r}: ok")
-    say(what_sent_means(settings, _airflow_sender() if settings.backend == "airflow" else settings.backend))
+    say(what_sent_means(options, _airflow_sender() if options.backend == "airflow" else options.backend))
     return EXIT_OK
 
 
 def _airflow_sender() -> str:
     """The sender Airflow's ``[metrics]`` picks (``statsd``, ``dogstatsd``, ``otel``, ``none``)."""
-    from .airflow_metrics import read_airflow_metrics
-    from .config import default_reader
+    from ..config.auto_backend import read_airflow_metrics
+    from ..config.reader import default_reader
 
     return read_airflow_metrics(default_reader()).sender

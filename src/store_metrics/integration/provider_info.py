@@ -18,7 +18,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from . import __version__
+from .. import __version__
 
 PACKAGE = "airflow-store-metrics"
 #: The plugin, as ``airflow plugins`` lists it (entry point group ``airflow.plugins``).

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .catalogue import UNKNOWN, task_tags
+from ..catalogue import UNKNOWN, task_tags
 
 
 def run_type_of(context: Any) -> str:

@@ -5,7 +5,7 @@ Options come from section ``[store_metrics]`` of ``airflow.cfg`` or from
 when Airflow is installed; without Airflow only the environment is read). Defaults follow
 Airflow's ``[metrics]`` section, so with no ``[store_metrics]`` section at all metrics go where
 Airflow's own metrics go, always with their tags (``backend = auto``:
-:mod:`store_metrics.airflow_metrics`).
+:mod:`store_metrics.config.auto_backend`).
 
 Every bad value raises :class:`~store_metrics.errors.ConfigError` naming the option and the
 accepted values; the plugin logs that once and leaves tasks uninstrumented. ``backend = airflow``
@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import airflow_metrics, options
-from .errors import ConfigError, TagsLostError
+from ..errors import ConfigError, TagsLostError
+from . import auto_backend, options
 from .options import AUTO, CONFIG_OPTIONS, COUNT_AT_API_SERVER, SERVER_PROMETHEUS_PORTS, default
 
 SECTION = "store_metrics"
@@ -33,7 +33,7 @@ OptionReader = Callable[[str, str], "str | None"]
 
 
 @dataclass(frozen=True)
-class Settings:
+class OptionValues:
     """The configuration the plugin and the ``store-metrics`` command act on."""
 
     enabled: bool = default("enabled")
@@ -117,7 +117,7 @@ def airflow_reader() -> OptionReader:
     """Read options through Airflow's configuration (airflow.cfg, then environment, then defaults).
 
     Airflow also knows ``[store_metrics]``'s defaults, from this package's provider info
-    (:mod:`store_metrics.provider`): a value equal to that default reads as not set, so that
+    (:mod:`store_metrics.integration.provider_info`): a value equal to that default reads as not set, so that
     ``store-metrics check`` says "default" and the ``[metrics]`` fallbacks still apply.
     """
     from airflow.sdk.configuration import conf
@@ -156,7 +156,7 @@ def _present_options(read: OptionReader, environ: Mapping[str, str]) -> Iterable
     return sorted(names)
 
 
-def load_settings(read: OptionReader | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+def read_options(read: OptionReader | None = None, environ: Mapping[str, str] | None = None) -> OptionValues:
     """Read and check ``[store_metrics]``; raise :class:`ConfigError` on the first bad value."""
     read = read or default_reader()
     env = os.environ if environ is None else environ
@@ -188,15 +188,15 @@ def load_settings(read: OptionReader | None = None, environ: Mapping[str, str] |
         if option.name == "backend":
             backend, reason = _concrete_backend(values["backend"], read)
             values["backend"] = backend
-    return Settings(**values, sources=sources, backend_reason=reason)
+    return OptionValues(**values, sources=sources, backend_reason=reason)
 
 
 def _concrete_backend(backend: str, read: OptionReader) -> tuple[str, str]:
     """``auto`` resolved against ``[metrics]`` (and why); ``airflow`` refused where it drops tags."""
     if backend == AUTO:
-        return airflow_metrics.choose_backend(airflow_metrics.read_airflow_metrics(read))
+        return auto_backend.choose_backend(auto_backend.read_airflow_metrics(read))
     if backend == "airflow":
-        loses = airflow_metrics.read_airflow_metrics(read).loses
+        loses = auto_backend.read_airflow_metrics(read).loses
         if loses:
             raise TagsLostError(loses)
     return backend, ""

@@ -1,15 +1,17 @@
 """The values that travel from the emitter to a backend: what one series counted since the last push.
 
-Plain immutable data, imported by the formatting (:mod:`store_metrics.wire`), the contracts
-(:mod:`store_metrics.contracts`), the emitter and every backend; it imports nothing of ours but
-the catalogue, so none of them import each other through it.
+Plain immutable data, imported by the tags (:mod:`store_metrics.naming`), the contracts
+(:mod:`.contracts`), the emitter and every backend; it imports nothing of ours but the catalogue,
+so none of them import each other through it. A histogram's buckets also say which observations
+stand for them downstream (:func:`sampled_observations`), the same for every backend.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
-from .catalogue import Metric
+from ..catalogue import Metric
 
 #: A tag set as the emitter holds it: sanitised, in wire order, hashable.
 TagTuple = tuple[tuple[str, str], ...]
@@ -68,5 +70,21 @@ class GaugeValue(NamedTuple):
     value: float
 
 
-#: What :meth:`~store_metrics.contracts.Backend.export` receives.
+def bucket_mean(buckets: Buckets, i: int) -> float:
+    """The mean of bucket ``i``'s observations, kept inside the bucket despite rounding."""
+    mean = buckets.sums[i] / buckets.counts[i]
+    bounds = buckets.bounds
+    if i < len(bounds):
+        mean = min(mean, bounds[i])
+    if i > 0:
+        mean = max(mean, math.nextafter(bounds[i - 1], math.inf))
+    return mean
+
+
+def sampled_observations(buckets: Buckets) -> list[tuple[float, int]]:
+    """(value, observations) per non-empty bucket: what the StatsD lines of one histogram carry."""
+    return [(bucket_mean(buckets, i), n) for i, n in enumerate(buckets.counts) if n]
+
+
+#: What :meth:`~store_metrics.counting.contracts.Backend.export` receives.
 Delta = CounterDelta | HistogramDelta | GaugeValue

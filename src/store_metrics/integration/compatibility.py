@@ -68,7 +68,7 @@ def report() -> list[str]:
         return lines
     try:
         from .plugin import describe_server_registration
-        from .triggers import describe_triggerer
+        from .triggerer import describe_triggerer
 
         lines.append(describe_triggerer())
         registration = describe_server_registration()

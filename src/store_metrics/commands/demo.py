@@ -6,7 +6,7 @@ the plugin (OpenTelemetry backend, Prometheus exporter). It prints the series ex
 Prometheus scrape of that endpoint shows them, plus Airflow's own ``resumable_job.*`` counters
 (received on a local StatsD socket), and with ``--serve`` keeps the endpoint up.
 
-The same endpoint also serves every other row of the dashboard (:mod:`store_metrics.demo_sources`):
+The same endpoint also serves every other row of the dashboard (:mod:`store_metrics.commands.demo_sources`):
 the API server's route metrics and stall monitor (the plugin's middleware on the in-process
 Execution API the runs talk to), an asset watcher's calls (its trigger run the triggerer's way,
 three times) and the state store footprint (the inventory over the demo's database, read again
@@ -37,8 +37,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
+from ..example_dags import SCENARIOS, WATCHER
 from .demo_sources import Footprint, attach_api_server_metrics, run_asset_watcher
-from .example_dags import SCENARIOS, WATCHER
 
 #: The proposal's runs: scenario 2 was run twice to show absent, then found.
 PROPOSAL_RUNS: tuple[str, ...] = (
@@ -282,14 +282,14 @@ def _configure() -> Footprint:
     """The tasks' emitter from the demo's ``[store_metrics]``, now, and the API server's middleware on
     the in-process Execution API before the first run reaches it, on one provider (one endpoint);
     return the footprint's reader, publishing there too."""
-    from . import runtime
-    from .config import load_settings
+    from ..config.reader import read_options
+    from ..counting import runtime
 
-    settings = load_settings()
-    backend: Any = runtime.configure(**settings.configure_kwargs()).backend  # the otel backend
+    options = read_options()
+    backend: Any = runtime.configure(**options.configure_kwargs()).backend  # the otel backend
     provider = backend.meter_provider
-    attach_api_server_metrics(provider, settings)
-    return Footprint(provider, settings)
+    attach_api_server_metrics(provider, options)
+    return Footprint(provider, options)
 
 
 def _run(name: str, dag: Any, log: TextIO, result: DemoResult, say: Any) -> None:

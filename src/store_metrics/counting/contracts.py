@@ -7,7 +7,7 @@
   buckets, ``observe()`` keeps the largest value of the export interval. Both are in-memory only.
 * :class:`Backend` is what an adapter (OpenTelemetry, DogStatsD, StatsD, Airflow, none)
   implements; :class:`~store_metrics.emitter.AggregatingEmitter` drives it off the hot path.
-  Counters reach it as :class:`~store_metrics.deltas.CounterDelta` (or, for pull backends,
+  Counters reach it as :class:`~store_metrics.counting.deltas.CounterDelta` (or, for pull backends,
   through :class:`TotalsSource`), histograms as ``HistogramDelta`` and gauges as ``GaugeValue``.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from .catalogue import Metric
+from ..catalogue import Metric
 from .deltas import Delta, TagTuple
 
 
@@ -87,7 +87,7 @@ class Backend(Protocol):
     opens_without_io: bool
     #: ``True`` when the backend takes every histogram observation as it happens, through
     #: :meth:`LiveHistograms.record_histogram` (OpenTelemetry: straight into the SDK instrument,
-    #: whose own aggregation is cheap), instead of as a :class:`~store_metrics.deltas.HistogramDelta`
+    #: whose own aggregation is cheap), instead of as a :class:`~store_metrics.counting.deltas.HistogramDelta`
     #: per flush. Export then costs O(series), not O(observations).
     live_histograms: bool
     #: The metric name prefix it sends under (``""``: the target adds its own, as Airflow's does).

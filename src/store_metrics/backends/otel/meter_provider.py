@@ -37,7 +37,7 @@ from .exporter import (
     preferred_temporality,
     unreachable,
 )
-from .settings import Settings
+from .options import OtelOptions
 
 
 def _with_cardinality(factory: Callable[..., Any], limits: dict[type, int], **kwargs: Any) -> Any:
@@ -67,7 +67,7 @@ def flush(provider: Any, timeout: float) -> None:
 class OwnProvider:
     """The provider store-metrics builds for itself, once per process (again after ``fork()``)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: OtelOptions) -> None:
         self.settings = settings
         #: The provider built in this process, until it is shut down.
         self.provider: MeterProvider | None = None
