@@ -3,10 +3,10 @@
 A real ``airflow api-server`` (uvicorn, ``--workers 2``; the plugin's root middleware and stall
 monitor loaded from the installed entry point) on a throw-away PostgreSQL (SQLite when no
 PostgreSQL can be started here), driven over HTTP by a real asynchronous load generator in its
-own process (:mod:`benchmarks.load_client`: ``httpx.AsyncClient``, one coroutine per client,
+own process (:mod:`testbed.load_client`: ``httpx.AsyncClient``, one coroutine per client,
 closed loop) with valid Execution API tokens for real task instances of a real DAG run
-(:mod:`benchmarks.load_setup`). Each client owns one task instance and one asset, and repeats a
-fixed mix (:func:`benchmarks.load_client.mix`): task and asset store PUT of 0.4 KB and 59 KB
+(:mod:`testbed.load_setup`). Each client owns one task instance and one asset, and repeats a
+fixed mix (:func:`testbed.load_client.mix`): task and asset store PUT of 0.4 KB and 59 KB
 values, GET found and absent, DELETE, and every eighth cycle a 689 KB PUT and GET and a clear of
 both stores (the async-routes proposal's value sizes).
 
@@ -41,6 +41,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -50,21 +51,23 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+from testbed.airflow import AirflowHome
 from testbed.databases import ThrowawayPostgres
 from testbed.endpoints import SilentTcpServer
-from testbed.waiting import poll
+from testbed.otlp import OtlpReceiver
+from testbed.values import SIZES_BYTES
+from testbed.waiting import poll, settle
 
 from .common import REPO_ROOT, log
 from .load_airflow import (
-    AirflowHome,
     ApiServer,
     DogStatsdReceiver,
-    OtlpReceiver,
     busiest_other_processes,
+    otlp_requests,
+    prepare_clients,
     problem_kinds,
     problem_lines,
 )
-from .values import SIZES_BYTES
 
 WORKERS = 2
 
@@ -287,7 +290,7 @@ def drive(
     }
     plan_path.write_text(json.dumps(plan), encoding="utf-8")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.load_client", str(plan_path), str(result_path)],
+        [sys.executable, "-m", "testbed.load_client", str(plan_path), str(result_path)],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -335,10 +338,10 @@ class Deployment:
         self.otlp_sent: Counter[Key] = Counter()
         clients = max(*cfg.concurrencies, cfg.fault_clients)
         url = self._postgres()
-        self.home = AirflowHome(clients, url)
-        self.workdir = self.home.root / "load"
+        self.home = AirflowHome(Path(tempfile.mkdtemp(prefix="store-metrics-load-")), url or "")
+        self.workdir = self.home.path / "load"
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.setup_s = self.home.prepare()
+        self.clients, self.setup_s = prepare_clients(self.home, clients)
 
     def _postgres(self) -> str | None:
         why = ThrowawayPostgres.unavailable()
@@ -431,7 +434,7 @@ def main_block(dep: Deployment, arm: str, concurrency: int, index: int) -> Block
 
     run = drive(
         server,
-        dep.home.clients[:concurrency],
+        dep.clients[:concurrency],
         seconds=cfg.seconds,
         warmup=cfg.warmup,
         big_every=cfg.big_every,
@@ -507,7 +510,7 @@ def _run_fault(dep: Deployment, fault: Fault) -> tuple[ClientRun, dict[str, floa
 
     run = drive(
         dep.servers[fault.server],
-        dep.home.clients[: cfg.fault_clients],
+        dep.clients[: cfg.fault_clients],
         seconds=3 * cfg.phase,
         warmup=cfg.warmup,
         big_every=cfg.big_every,
@@ -529,11 +532,11 @@ def _server_counts(
     # served only fault blocks, so compare with everything the clients sent to it.
     expected = dep.otlp_sent + client
     dep.otlp_sent = expected
-    poll(lambda: dep.otlp.requests() == expected, max(30.0, dep.cfg.settle * 10), 0.2)
+    poll(lambda: otlp_requests(dep.otlp) == expected, max(30.0, dep.cfg.settle * 10), 0.2)
     settle_otlp(dep, dep.cfg.settle)
     return (
         expected,
-        dep.otlp.requests(),
+        otlp_requests(dep.otlp),
         "latest cumulative values received over OTLP, all blocks of this server",
     )
 
@@ -655,15 +658,7 @@ def _compare(client_counts: Counter[Key], server_counts: Counter[Key]) -> Compar
 
 
 def settle_otlp(dep: Deployment, quiet: float) -> None:
-    last, since = dep.otlp.requests(), time.monotonic()
-    deadline = since + 30
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-        now = dep.otlp.requests()
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            return
+    settle(lambda: otlp_requests(dep.otlp), quiet, 30)
 
 
 def kill_a_worker(server: ApiServer, record: dict[str, Any]) -> Callable[[], None]:
@@ -759,7 +754,7 @@ def warm(dep: Deployment, names: Sequence[str], *, together: bool) -> None:
     cumulative, so every later comparison includes them).
     """
     cfg = dep.cfg
-    clients = dep.home.clients[: cfg.fault_clients]
+    clients = dep.clients[: cfg.fault_clients]
     results: dict[str, ClientRun] = {}
 
     def one(name: str) -> None:
@@ -858,9 +853,9 @@ def run(quick: bool) -> Load:
     finally:
         dep.close()
     if quick:  # a smoke run leaves nothing behind
-        shutil.rmtree(dep.home.root, ignore_errors=True)
+        shutil.rmtree(dep.home.path, ignore_errors=True)
     else:  # the servers' logs stay, for a second look
-        log(f"  load: server logs in {dep.home.root}")
+        log(f"  load: server logs in {dep.home.path}")
     return Load(
         config=asdict(cfg),
         quick=quick,

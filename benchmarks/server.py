@@ -32,9 +32,9 @@ from pydantic import BaseModel, JsonValue
 
 from testbed.ports import free_port
 from testbed.ticker import Ticker
+from testbed.values import COMPACT, SIZES_BYTES, int_array
 
 from .common import log, median
-from .values import COMPACT, SIZES_BYTES, int_array
 
 VARIANTS: tuple[str, ...] = ("bare", "instrumented", "bare_aa")
 TICKS_MS: tuple[float, ...] = (1.0, 5.0, 10.0)

@@ -37,9 +37,10 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
+from testbed.values import SIZES_BYTES
+
 from .common import REPO_ROOT, UdpSink, log, median, median_ci, subprocess_env
 from .stalls import VARIANTS
-from .values import SIZES_BYTES
 
 #: The two smaller sizes: a triggerer's calls are round trips through its supervisor.
 SIZES = SIZES_BYTES[:2]

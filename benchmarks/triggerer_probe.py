@@ -27,9 +27,9 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from testbed.ticker import ticking
+from testbed.values import int_array
 
 from .stalls import interleaved
-from .values import int_array
 
 
 class StallProbeTrigger(BaseEventTrigger):

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from store_metrics.counting import runtime
-from support.udp import UdpReceiver
+from testbed.udp import UdpReceiver
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from store_metrics import catalogue
 from store_metrics.counting import accessors
 from store_metrics.testing import MetricsRecorder, capture_metrics
 from support.tags import WIRE_TAGS
-from support.udp import UdpReceiver
+from testbed.udp import UdpReceiver
 
 TAGS = catalogue.task_tags(dag_id="d", task_id="t", run_type="manual", operator="X")
 NEVER_EXPIRE = object()

@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from support.airflow import TESTS, AirflowHome, make_home
+from support.deploy import SERVER_PLUGINS
 from support.totals import by_name, totals
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.airflow import AirflowHome, make_home
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -280,7 +281,7 @@ def test_with_multi_team_on_the_api_server_keeps_the_global_plugins_middleware(
     says once why that plugin counts nothing in the API server; the global plugin's is added. Airflow
     3.3 has no team-scoped plugins: both are added, and nothing is said.
     """
-    shutil.copy(TESTS / "server_plugins" / "store_metrics_test_team_scoped.py", tmp_path)
+    shutil.copy(SERVER_PLUGINS / "store_metrics_test_team_scoped.py", tmp_path)
     env = home.env(AIRFLOW__CORE__MULTI_TEAM="True", AIRFLOW__CORE__PLUGINS_FOLDER=str(tmp_path))
     proc = subprocess.run(
         [sys.executable, "-c", _INIT_PLUGINS],

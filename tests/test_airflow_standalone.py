@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from support.airflow import Standalone
-from support.ports import free_port
 from support.totals import totals
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.ports import free_port
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

@@ -13,7 +13,7 @@ import pytest
 
 from support.airflow import run_with_airflow_statsd
 from support.lines import parse_influx
-from support.udp import UdpReceiver
+from testbed.udp import UdpReceiver
 
 _TASK = textwrap.dedent(
     """

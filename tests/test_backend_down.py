@@ -25,12 +25,13 @@ import pytest
 import store_metrics
 from store_metrics import logs
 from store_metrics.emitter import AggregatingEmitter
-from support.otlp import SilentTcpServer, start_otlp_receiver
-from support.ports import free_port
 from support.stores import DictStore
 from support.tags import TAGS
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.endpoints import SilentTcpServer
+from testbed.otlp import OtlpReceiver
+from testbed.ports import free_port
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 UNRESOLVABLE = "metrics.store-metrics-test.invalid"
 
@@ -282,7 +283,7 @@ def test_otlp_periodic_exports_say_each_outage_without_a_flush(
     a_task_runs(emitter)
     down = "could not export to the OTLP endpoint"
     wait_until(lambda: said(captured, logging.WARNING, down), timeout=20)
-    receiver = start_otlp_receiver(port)
+    receiver = OtlpReceiver(port)
     try:
         wait_until(lambda: said(captured, logging.INFO, "work again"), timeout=20)
         # Cumulative: the first export that gets through carries what the failed ones did not.

@@ -25,11 +25,11 @@ from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMet
 import store_metrics
 from store_metrics import catalogue, naming
 from store_metrics.emitter import AggregatingEmitter
-from support.otlp import OtlpReceiver, start_otlp_receiver
-from support.ports import free_port
 from support.stores import DictStore
 from support.tags import HOSTILE_VALUES, TAGS
-from support.waiting import wait_until
+from testbed.otlp import OtlpReceiver
+from testbed.ports import free_port
+from testbed.waiting import wait_until
 
 WRITE = catalogue.get("task_state_store.write")
 READ_FOUND = catalogue.get("task_state_store.read_found")
@@ -61,7 +61,7 @@ def in_memory(
 
 @pytest.fixture
 def otlp() -> Iterator[OtlpReceiver]:
-    receiver = start_otlp_receiver()
+    receiver = OtlpReceiver()
     yield receiver
     # Close the emitter while the endpoint still answers, so its last export does not retry
     # against a closed port in the background of later tests.
@@ -389,9 +389,9 @@ def test_a_process_that_exits_right_after_counting_still_exports() -> None:
     import subprocess
     import sys
 
-    from support.otlp import start_otlp_receiver
+    from testbed.otlp import OtlpReceiver
 
-    receiver = start_otlp_receiver()
+    receiver = OtlpReceiver()
     try:
         script = (
             "import store_metrics\n"

@@ -11,8 +11,8 @@ from store_metrics import catalogue, naming
 from store_metrics.emitter import AggregatingEmitter
 from support.lines import parse_influx
 from support.tags import HOSTILE_VALUES, TAGS, WIRE_TAGS
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 WRITE = catalogue.get("task_state_store.write")
 

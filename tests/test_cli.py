@@ -14,8 +14,8 @@ import pytest
 import store_metrics
 from store_metrics import catalogue
 from support.cli import run_cli
-from support.ports import free_port
-from support.udp import UdpReceiver
+from testbed.ports import free_port
+from testbed.udp import UdpReceiver
 
 
 def test_check_sends_one_increment_to_statsd(udp_receiver: UdpReceiver) -> None:

@@ -30,11 +30,11 @@ from prometheus_client.parser import text_string_to_metric_families
 import store_metrics
 from store_metrics import catalogue, naming
 from store_metrics.backends import statsd_lines
-from support.ports import free_port
 from support.stores import DictStore
 from support.tags import HOSTILE_VALUES
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.ports import free_port
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 MAPPING = ROOT / "collector" / "statsd-mapping.yml"

@@ -25,8 +25,8 @@ from support.barriers import api_server_marker
 from support.celery import DAG_ID, RUNS, WORKERS, celery_cluster, expected_totals, start_workers
 from support.cluster import Cluster, Process, dag_module
 from support.totals import Key, totals
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.celery]
 

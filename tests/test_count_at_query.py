@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from support.airflow import AirflowHome
+from testbed.airflow import AirflowHome
 
 pytestmark = pytest.mark.airflow
 

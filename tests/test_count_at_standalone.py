@@ -47,12 +47,13 @@ import pytest
 
 import test_prometheus_e2e as e2e
 from store_metrics import catalogue, example_dags
-from support.airflow import AirflowHome, Standalone, make_home
-from support.ports import free_port
+from support.airflow import Standalone
 from support.prometheus import PrometheusServer, scraping_job
 from support.totals import Key, totals
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.airflow import AirflowHome, make_home
+from testbed.ports import free_port
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
@@ -85,7 +86,7 @@ SECOND_WAVE = (
     CONCURRENT,
 )
 DAG_IDS = sorted({*FIRST_WAVE, *SECOND_WAVE})
-#: What tests/dags/store_metrics_async_task_store.py calls, async or not.
+#: What testbed/dags/store_metrics_async_task_store.py calls, async or not.
 ASYNC_TASK_STORE = {"read_absent": 2, "write": 1, "read_found": 1, "delete": 1, "clear": 1}
 
 

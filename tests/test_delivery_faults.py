@@ -28,8 +28,8 @@ import store_metrics
 from store_metrics import catalogue
 from store_metrics.emitter import AggregatingEmitter
 from support.lines import parse_dogstatsd, parse_influx
-from support.udp import MARKER_PREFIX, UdpReceiver
-from support.waiting import wait_until
+from testbed.udp import MARKER_PREFIX, UdpReceiver
+from testbed.waiting import wait_until
 
 WRITE = catalogue.get("task_state_store.write")
 DURATION = catalogue.SERVER_DURATION

@@ -33,11 +33,11 @@ from store_metrics import catalogue
 from store_metrics.config.reader import read_options
 from store_metrics.pipeline import helm
 from support.exported import export_files
-from support.ports import free_port
 from support.promtool import promtool
-from support.udp import UdpReceiver
 from test_helm import CHART_ENV, _pods, rendered_documents
 from test_kubernetes import KUBERNETES_RELEASES, kubernetes_errors, kustomize, operator_errors
+from testbed.ports import free_port
+from testbed.udp import UdpReceiver
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "docs" / "deploy"

@@ -25,8 +25,8 @@ from store_metrics.emitter import OVERFLOW_TAG_VALUE, AggregatingEmitter
 from support.lines import parse_influx
 from support.stores import DictStore
 from support.tags import TAGS, WIRE_TAGS
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 WRITE = catalogue.get("task_state_store.write")
 READ_FOUND = catalogue.get("task_state_store.read_found")

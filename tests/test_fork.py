@@ -20,12 +20,12 @@ import pytest
 import store_metrics
 from store_metrics.emitter import AggregatingEmitter
 from support.lines import parse_dogstatsd, parse_influx
-from support.otlp import OtlpReceiver, start_otlp_receiver
-from support.ports import free_port
 from support.stores import DictStore
 from support.tags import TAGS
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.otlp import OtlpReceiver
+from testbed.ports import free_port
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -124,7 +124,7 @@ def test_both_processes_flush_at_a_normal_exit(udp_receiver: UdpReceiver) -> Non
 
 @pytest.fixture
 def otlp(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
-    receiver = start_otlp_receiver()
+    receiver = OtlpReceiver()
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", receiver.endpoint)
     yield receiver
     assert store_metrics.shutdown(10.0)

@@ -4,7 +4,7 @@ The database is a real Airflow 3.3 metadata database (``airflow db migrate``), f
 ``dag.test()`` runs (one of them through a worker-side custom state store backend, so its entries
 hold references) and by Airflow's own server-side backend; the command runs in its own process as
 an operator would run it, and the gauges are read from its scrape endpoint or from a real UDP
-socket. :mod:`test_inventory_support` holds the DAGs and the hand-computed expectations; the same
+socket. :mod:`support.inventory_world` holds the DAGs and the hand-computed expectations; the same
 world is checked on PostgreSQL in ``test_inventory_postgres.py``.
 """
 
@@ -24,11 +24,7 @@ from store_metrics import catalogue
 from store_metrics.catalogue import OTHER, Kind, Store
 from store_metrics.inventory.footprint import Group, bound, footprint_of
 from store_metrics.inventory.table import age
-from support.airflow import clean_environ, map_index_column
-from support.otlp import SilentTcpServer
-from support.udp import UdpReceiver
-from support.waiting import wait_until
-from test_inventory_support import (
+from support.inventory_world import (
     EXPECTED_ASSETS,
     EXPECTED_TASKS,
     Served,
@@ -41,6 +37,10 @@ from test_inventory_support import (
     inventory,
     task_labels,
 )
+from testbed.airflow import clean_environ, map_index_column
+from testbed.endpoints import SilentTcpServer
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
 FAST = {"AIRFLOW__STORE_METRICS__INVENTORY_INTERVAL": "0.5"}

@@ -11,7 +11,7 @@ The test starts its own MariaDB (:class:`support.mariadb.ThrowawayMariaDB`: ``ma
 and ``mariadbd`` with their own data directory, socket and error log under /tmp, on a free port),
 gives it Airflow 3.3's schema with Airflow's own ``airflow db migrate``, fills it with the same
 real DAG runs and Airflow-side writes as the SQLite and PostgreSQL tests
-(:mod:`test_inventory_support`: expired entries, a two-day-old one, non-ASCII values, a
+(:mod:`support.inventory_world`: expired entries, a two-day-old one, non-ASCII values, a
 worker-side backend's references, asset state), and runs ``store-metrics inventory --serve``
 (through ``mysqlclient`` and through ``pymysql``) and the one-shot ``store-metrics inventory``
 against it in their own processes, as an operator would. The scraped gauges must equal the
@@ -35,8 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from support.mariadb import ThrowawayMariaDB
-from test_inventory_support import (
+from support.inventory_world import (
     FAST,
     Served,
     World,
@@ -46,6 +45,7 @@ from test_inventory_support import (
     expected_totals,
     inventory,
 )
+from testbed.databases import ThrowawayMariaDB
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

@@ -3,7 +3,7 @@
 The test starts its own PostgreSQL (Debian's ``postgresql`` binaries: ``initdb`` and ``pg_ctl`` on
 a free port, its own data directory under /tmp, as user ``postgres`` when run as root), gives it
 Airflow 3.3's schema with ``airflow db migrate``, fills it with the same real DAG runs and
-Airflow-side writes as the SQLite tests (:mod:`test_inventory_support`), and runs
+Airflow-side writes as the SQLite tests (:mod:`support.inventory_world`), and runs
 ``store-metrics inventory --serve`` against it in its own process:
 
 * the scraped gauges equal the hand-computed entries, bytes and expired counts exactly;
@@ -26,12 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from support.waiting import wait_until
-from test_inventory_support import (
+from support.inventory_world import (
     EXPECTED_TASKS,
     FAST,
     Served,
-    ThrowawayPostgres,
     World,
     a_locked_table_costs_one_line,
     build_world,
@@ -40,6 +38,8 @@ from test_inventory_support import (
     inventory,
     task_labels,
 )
+from testbed.databases import ThrowawayPostgres
+from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

@@ -9,8 +9,8 @@ import pytest
 import store_metrics
 from store_metrics import catalogue
 from support.totals import totals
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 TAGS = {"dag_id": "d", "task_id": "t", "run_type": "manual", "operator": "Op"}
 WRITE = catalogue.get("task_state_store.write")

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from store_metrics.integration import compatibility, native, plugin, task_listener
-from support.airflow import clean_environ
-from support.otlp import SilentTcpServer
-from support.ports import free_port
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.airflow import clean_environ
+from testbed.endpoints import SilentTcpServer
+from testbed.ports import free_port
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 
 class KubernetesPodOperator:

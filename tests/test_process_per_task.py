@@ -21,7 +21,7 @@ import pytest
 
 from support.cluster import Cluster, dag_module
 from support.totals import Key, totals
-from support.udp import UdpReceiver
+from testbed.udp import UdpReceiver
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

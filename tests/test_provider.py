@@ -18,7 +18,7 @@ import pytest
 from store_metrics import __version__
 from store_metrics.config import options
 from store_metrics.integration import provider_info
-from support.airflow import AirflowHome
+from testbed.airflow import AirflowHome
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 

@@ -22,7 +22,7 @@ import yaml
 from store_metrics.pipeline import export
 from support.dashboard import interpolate
 from support.prometheus import PrometheusServer
-from support.waiting import wait_until
+from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
 

@@ -15,7 +15,7 @@ from store_metrics import catalogue
 from store_metrics.catalogue import Operation, Outcome, Store
 from store_metrics.server import routes
 from support.lines import parse_influx
-from support.udp import UdpReceiver
+from testbed.udp import UdpReceiver
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "alerts.md"

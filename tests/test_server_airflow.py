@@ -15,19 +15,19 @@ import shutil
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from support.airflow import Standalone
-from support.ports import free_port
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from support.deploy import SERVER_PLUGINS
+from testbed.airflow import SCENARIO_DAGS
+from testbed.ports import free_port
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
-TESTS = Path(__file__).parent
 DAG_ID = "store_metrics_server_calls"
 
 _LINE = re.compile(
@@ -37,7 +37,7 @@ _LINE = re.compile(
 
 
 def _dag_module() -> Any:
-    spec = importlib.util.spec_from_file_location("server_calls_dag", TESTS / "dags" / f"{DAG_ID}.py")
+    spec = importlib.util.spec_from_file_location("server_calls_dag", SCENARIO_DAGS / f"{DAG_ID}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -85,7 +85,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stand
     root = tmp_path_factory.mktemp("standalone-server")
     plugins = root / "plugins"
     plugins.mkdir()
-    shutil.copy(TESTS / "server_plugins" / "store_metrics_test_blocker.py", plugins)
+    shutil.copy(SERVER_PLUGINS / "store_metrics_test_blocker.py", plugins)
     receiver = UdpReceiver()
     airflow = Standalone(
         root,

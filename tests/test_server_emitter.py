@@ -25,9 +25,9 @@ from store_metrics.counting.deltas import Buckets, GaugeValue
 from store_metrics.counting.runtime import create_emitter
 from store_metrics.emitter import GaugeSeries, HistogramSeries
 from support.airflow import run_with_airflow_statsd
-from support.ports import free_port
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.ports import free_port
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 DURATION = catalogue.SERVER_DURATION
 STALL_MAX = catalogue.LOOP_STALL_MAX

@@ -132,7 +132,7 @@ _ROUTE_TABLE = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def airflow_routes(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]:
-    from support.airflow import clean_environ
+    from testbed.airflow import clean_environ
 
     env = {**clean_environ(), "AIRFLOW_HOME": str(tmp_path_factory.mktemp("routes-home"))}
     done = subprocess.run(

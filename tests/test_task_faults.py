@@ -22,7 +22,7 @@ second instead of Airflow's default ~31 s, well within the supervisor's heartbea
   interval flush arrive, the calls after it are lost with the process (the documented loss
   bound), the retry's counts are exact, nothing is counted twice; the API server, which
   answered every call, counts them all.
-* **Under load**: the load benchmark's generator (``benchmarks.load_client``, real tokens for
+* **Under load**: the load benchmark's generator (``testbed.load_client``, real tokens for
   real task instances) runs against the same API server while a DAG's tasks make their calls:
   the server's request counts equal the load generator's plus the tasks' own counters.
 """
@@ -46,18 +46,14 @@ import pytest
 
 from support.airflow import Standalone
 from support.lines import parse_dogstatsd
-from support.ports import free_port
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.load_setup import DAG_ID as LOAD_DAG
+from testbed.load_setup import dag_source
+from testbed.ports import free_port
+from testbed.repository import ROOT
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
-
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from benchmarks.load_setup import DAG_ID as LOAD_DAG  # noqa: E402 (the repository root, just added)
-from benchmarks.load_setup import dag_source  # noqa: E402
 
 UNREACHABLE = "store_metrics_fault_unreachable"
 KILLED = "store_metrics_fault_kill"
@@ -480,8 +476,8 @@ def test_under_load_the_server_counts_the_load_generator_plus_the_tasks_exactly(
     assert d.airflow.wait_for_runs(LOAD_DAG, 1) == ["success"], d.airflow.log_tail()
     tokens = tmp_path / "clients.json"
     subprocess.run(
-        [sys.executable, "-m", "benchmarks.load_setup", "tokens", LOAD_DAG, str(tokens)],
-        cwd=REPO,
+        [sys.executable, "-m", "testbed.load_setup", "tokens", LOAD_DAG, str(tokens)],
+        cwd=ROOT,
         env=env,
         check=True,
         capture_output=True,
@@ -505,8 +501,8 @@ def test_under_load_the_server_counts_the_load_generator_plus_the_tasks_exactly(
         )
     )
     load = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.load_client", str(plan), str(result)],
-        cwd=REPO,
+        [sys.executable, "-m", "testbed.load_client", str(plan), str(result)],
+        cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

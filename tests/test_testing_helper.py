@@ -11,8 +11,8 @@ from store_metrics import catalogue
 from store_metrics.counting.contracts import NullEmitter
 from store_metrics.testing import MetricsRecorder, capture_metrics
 from support.stores import DictStore
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 
 def run_task(dag_id: str, task_id: str, store: DictStore) -> None:

@@ -33,7 +33,6 @@ from store_metrics import logs
 from store_metrics.counting.accessors import is_instrumented
 from store_metrics.integration import triggerer
 from store_metrics.testing import capture_metrics
-from support.airflow import clean_environ
 from support.stores import DictStore
 from support.trigger_runs import (
     WATCHER_TAGS,
@@ -42,11 +41,11 @@ from support.trigger_runs import (
     run_in_airflows_runner,
     watcher,
 )
-from support.udp import UdpReceiver
+from testbed.airflow import clean_environ
+from testbed.repository import python_path
+from testbed.udp import UdpReceiver
 
 pytestmark = pytest.mark.airflow
-
-TESTS = Path(__file__).parent
 
 
 @pytest.fixture
@@ -454,7 +453,7 @@ def test_the_triggerer_counts_its_triggers_also_with_count_at_api_server(tmp_pat
             AIRFLOW__STORE_METRICS__BACKEND="statsd",
             AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
             AIRFLOW__STORE_METRICS__PORT=str(receiver.port),
-            PYTHONPATH=str(TESTS),
+            PYTHONPATH=python_path(),
         )
         lines = receiver.lines_before_marker()  # the process has exited: everything it sent is here
     finally:

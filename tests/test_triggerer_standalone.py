@@ -1,7 +1,7 @@
 """Asset watchers in a real triggerer, under ``airflow standalone``: their state store calls counted.
 
-The DAG file ``tests/triggerer_support/dags/store_metrics_watchers.py`` declares three assets with
-``AssetWatcher`` triggers (``tests/triggerer_support/store_metrics_test_triggers.py``, put on the
+The DAG file ``tests/deploy/dags/watchers/store_metrics_watchers.py`` declares three assets with
+``AssetWatcher`` triggers (``tests/deploy/modules/store_metrics_test_triggers.py``, put on the
 ``PYTHONPATH`` of every Airflow process, as a triggerer needs): one makes ``aget`` (absent), ``aset``,
 ``aget`` (found), one the same with the sync methods, one makes a ``get`` the API server rejects and a
 ``set`` the accessor refuses. Each fires once; the asset event starts a consumer DAG whose task reads
@@ -21,7 +21,6 @@ the watermark (one ``read_found``, tagged as that task).
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections import Counter
 from collections.abc import Iterator
@@ -31,16 +30,17 @@ from typing import Any
 import pytest
 
 from support.airflow import Standalone
-from support.otlp import start_otlp_receiver
-from support.ports import free_port
+from support.deploy import MODULES, TRIGGERER_PLUGINS, WATCHER_DAGS
 from support.totals import Key, totals
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.otlp import OtlpReceiver
+from testbed.ports import free_port
+from testbed.repository import python_path
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
-SUPPORT = Path(__file__).parent / "triggerer_support"
-DAG_FILE = SUPPORT / "dags" / "store_metrics_watchers.py"
+DAG_FILE = WATCHER_DAGS / "store_metrics_watchers.py"
 CONSUMERS = ("store_metrics_watched_async", "store_metrics_watched_sync", "store_metrics_watched_failing")
 PYOP = "_PythonDecoratedOperator"
 
@@ -88,7 +88,7 @@ PAYLOADS = [
 
 def deploy(root: Path, settings: dict[str, str], plugin: Path | None = None) -> Standalone:
     """``airflow standalone`` with only the watchers' DAG file, the trigger module importable."""
-    path = os.pathsep.join(p for p in (str(SUPPORT), os.environ.get("PYTHONPATH", "")) if p)
+    path = python_path(MODULES)
     if plugin is not None:
         (root / "plugins").mkdir()
         shutil.copy(plugin, root / "plugins")
@@ -197,7 +197,7 @@ def test_the_triggerer_says_once_that_it_counts_triggers(dogstatsd: tuple[Standa
 
 
 def test_watchers_calls_reach_otlp_at_the_triggerers_shutdown(tmp_path: Path) -> None:
-    receiver = start_otlp_receiver()
+    receiver = OtlpReceiver()
     airflow = deploy(
         tmp_path,
         {
@@ -244,7 +244,7 @@ def test_a_changed_trigger_runner_leaves_watchers_unharmed_with_one_log_line(tmp
     airflow = deploy(
         tmp_path,
         to_dogstatsd(receiver),
-        plugin=SUPPORT / "plugins" / "store_metrics_test_changed_triggerer.py",
+        plugin=TRIGGERER_PLUGINS / "store_metrics_test_changed_triggerer.py",
     )
     try:
         run_consumers(airflow)  # every watcher fired, every consumer ran
@@ -280,7 +280,7 @@ def test_a_runner_started_as_a_fresh_interpreter_counts_the_watchers_exactly(tmp
     airflow = deploy(
         tmp_path,
         to_dogstatsd(receiver),
-        plugin=SUPPORT / "plugins" / "store_metrics_test_exec_triggerer.py",
+        plugin=TRIGGERER_PLUGINS / "store_metrics_test_exec_triggerer.py",
     )
     expected = {**WATCHERS, **TASKS}
     try:

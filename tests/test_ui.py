@@ -33,8 +33,8 @@ from store_metrics.ui.calls import COUNTERS, calls_expr, dag_selector, found_rat
 from store_metrics.ui.payload import NO_PROMETHEUS, deployment_payload, grafana_link
 from store_metrics.ui.reading import Deployment
 from store_metrics.ui.sources import Answer, Sources
-from support.airflow import clean_environ
-from support.ports import free_port
+from testbed.airflow import clean_environ
+from testbed.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)

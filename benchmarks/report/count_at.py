@@ -69,8 +69,7 @@ def render(results: Results) -> Rendered:
     run = results["sections"]["count_at"]["run"]
     text = join(
         "## 8. `count_at = api_server`: what attribution costs the API server",
-        "Measured by `tests/test_count_at_cost.py` (its full pass: `python -m benchmarks --only count_at`) "
-        "on "
+        "Measured by `benchmarks/count_at.py` (`python -m benchmarks --only count_at`) on "
         f"{run['date']} on this 2-core machine (shared, noisy): Airflow's real API server app (`create_app`, "
         "the plugin's root middleware, backend `none`) in process over httpx's ASGI transport, real task "
         "tokens from Airflow's JWT generator, a SQLite metadata database with "

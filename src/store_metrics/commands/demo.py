@@ -37,6 +37,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TextIO
 
+from .. import example_dags
 from ..example_dags import SCENARIOS, WATCHER
 from .demo_sources import Footprint, attach_api_server_metrics, run_asset_watcher
 
@@ -112,7 +113,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 def _prepare_environment(home: Path, host: str, port: int, statsd_port: int | None) -> None:
     dags = home / "dags"
     dags.mkdir(parents=True)
-    examples = Path(__file__).with_name("example_dags")
+    examples = Path(example_dags.__file__).parent
     for module in (*SCENARIOS, WATCHER):
         shutil.copy(examples / f"{module}.py", dags / f"{module}.py")
     env = {

@@ -1,7 +1,7 @@
 """Real task instances and real Execution API tokens for the load generator (run in a subprocess).
 
-    python -m benchmarks.load_setup prepare N OUT.json   # db migrate, the DAG, reserialize, trigger, tokens
-    python -m benchmarks.load_setup tokens DAG_ID OUT.json   # tokens for the latest run of DAG_ID
+    python -m testbed.load_setup prepare N OUT.json   # db migrate, the DAG, reserialize, trigger, tokens
+    python -m testbed.load_setup tokens DAG_ID OUT.json   # tokens for the latest run of DAG_ID
 
 Runs with the deployment's environment (``AIRFLOW_HOME``, ``[api_auth] jwt_secret``, DAGs folder),
 one Airflow import for every step:

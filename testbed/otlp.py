@@ -1,9 +1,7 @@
-"""OTLP/HTTP endpoints on 127.0.0.1: one that decodes what the exporter sends, one that hangs.
+"""A real OTLP/HTTP metrics endpoint on 127.0.0.1 that decodes what the OpenTelemetry exporter sends.
 
-``OtlpReceiver`` is a real HTTP server that decodes what the OpenTelemetry SDK's OTLP exporter
-POSTs; ``SilentTcpServer`` (from :mod:`testbed.endpoints`, which the benchmarks share) accepts
-connections and never sends a byte back, which is what an OTLP endpoint that hangs looks like to
-the exporter.
+:class:`OtlpReceiver` keeps every request; :meth:`OtlpReceiver.points` flattens them into one
+:class:`OtlpPoint` per sum data point. An endpoint that hangs is :class:`testbed.endpoints.SilentTcpServer`.
 """
 
 from __future__ import annotations
@@ -13,9 +11,7 @@ from dataclasses import dataclass
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
-from testbed.endpoints import HttpPostSink, SilentTcpServer
-
-__all__ = ["OtlpPoint", "OtlpReceiver", "SilentTcpServer", "start_otlp_receiver"]
+from testbed.endpoints import HttpPostSink
 
 
 @dataclass
@@ -33,7 +29,8 @@ class OtlpPoint:
 
 
 class OtlpReceiver(HttpPostSink):
-    """A real OTLP/HTTP metrics endpoint on 127.0.0.1 that keeps every decoded request."""
+    """A real OTLP/HTTP metrics endpoint on 127.0.0.1 (``port``, or a free one) that keeps every
+    decoded request; :meth:`close` and :meth:`reopen` take the same port down and back up."""
 
     def __init__(self, port: int = 0) -> None:
         self.requests: list[ExportMetricsServiceRequest] = []
@@ -71,8 +68,3 @@ class OtlpReceiver(HttpPostSink):
                                 )
                             )
         return out
-
-
-def start_otlp_receiver(port: int = 0) -> OtlpReceiver:
-    """Serve on ``port`` (a free one by default; a given one to bring an endpoint back up)."""
-    return OtlpReceiver(port)

@@ -1,7 +1,7 @@
-"""The world the inventory tests read (no tests here): real DAG runs, Airflow's own writes, and what
-they must add up to, computed by hand from the values written.
+"""The world the inventory tests read: real DAG runs, Airflow's own writes, and what they must add
+up to, computed by hand from the values written.
 
-:func:`build_world` takes an empty database (SQLite file or a throwaway PostgreSQL), runs
+:func:`build_world` takes an empty database (SQLite file, a throwaway PostgreSQL or MariaDB), runs
 ``airflow db migrate`` on it, runs two DAGs with ``dag.test()`` in fresh processes (the second with
 a worker-side custom state store backend, ``[workers] state_store_backend``, so its entries hold
 references), then writes a few more entries through Airflow's own server-side backend
@@ -25,17 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support.airflow import RUNNER, clean_environ
-from support.ports import free_port
-from support.waiting import wait_until
-
-REPO = Path(__file__).resolve().parent.parent
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
-
-from testbed.databases import ThrowawayPostgres  # noqa: E402 (the repository root, just added)
-
-__all__ = ["ThrowawayPostgres"]
+from testbed.airflow import AirflowHome
+from testbed.ports import free_port
+from testbed.repository import python_path
+from testbed.waiting import wait_until
 
 DAY = 86400.0
 
@@ -261,19 +254,12 @@ class World:
     #: When the first entry was written (time.time()): every age is at most now minus this.
     started: float = 0.0
 
+    @property
+    def airflow(self) -> AirflowHome:
+        return AirflowHome(self.home, self.url)
+
     def env(self, **settings: str) -> dict[str, str]:
-        env = clean_environ()
-        env.update(
-            {
-                "AIRFLOW_HOME": str(self.home),
-                "AIRFLOW__CORE__DAGS_FOLDER": str(self.home / "dags"),
-                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.url,
-                "AIRFLOW__STORE_METRICS__BACKEND": "none",
-            }
-        )
-        env.update(settings)
-        return env
+        return self.airflow.env(AIRFLOW__STORE_METRICS__BACKEND="none", **settings)
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -283,10 +269,8 @@ def _run(cmd: list[str], env: dict[str, str], timeout: float = 300) -> subproces
 
 
 def _run_dag(world: World, module: str, env: dict[str, str]) -> None:
-    result = world.home / f"result-{module}.json"
-    _run([sys.executable, str(RUNNER), str(result), str(world.home / "dags" / f"{module}.py")], env)
-    runs = json.loads(result.read_text())["runs"]
-    assert runs == [[module, "success"]], (runs, result.with_suffix(".log").read_text()[-5000:])
+    result = world.airflow.run(world.home, [module], env)
+    assert result["runs"] == [[module, "success"]], (result["runs"], result["log"][-5000:])
 
 
 def build_world(home: Path, url: str) -> World:
@@ -303,7 +287,7 @@ def build_world(home: Path, url: str) -> World:
     offload = world.env(
         AIRFLOW__WORKERS__STATE_STORE_BACKEND="inventory_ref_backend.RefBackend",
         INVENTORY_REF_ROOT=str(home / "refs"),
-        PYTHONPATH=os.pathsep.join([str(lib), os.environ.get("PYTHONPATH", "")]),
+        PYTHONPATH=python_path(lib),
     )
     _run_dag(world, "inventory_offloaded", offload)
     _run([sys.executable, "-c", DIRECT_WRITES], world.env())

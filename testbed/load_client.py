@@ -1,6 +1,6 @@
 """The load generator of the load benchmark, in its own process: ``httpx.AsyncClient``, closed loop.
 
-    python -m benchmarks.load_client PLAN.json RESULT.json
+    python -m testbed.load_client PLAN.json RESULT.json
 
 ``PLAN.json`` (written by :mod:`benchmarks.load`): the Execution API's base URL, one client per
 entry of ``clients`` (a task instance id, its Execution API token, an asset name), the fixed
@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from .values import COMPACT, int_array
+from testbed.values import COMPACT, int_array
 
 #: One request of the mix: (store, operation, method, what, size). ``what`` says which key:
 #: ``small``/``mid``/``big`` (a value of that size, set earlier in the cycle), ``absent`` (never

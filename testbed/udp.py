@@ -5,18 +5,23 @@ from __future__ import annotations
 import socket
 import threading
 import uuid
+from collections.abc import Callable
 
-from support.waiting import wait_until
 from testbed.endpoints import read_until_stopped
+from testbed.waiting import wait_until
 
 #: Names of marker lines start with this; no product code sends such a name.
 MARKER_PREFIX = "store_metrics_test.marker."
 
 
 class UdpReceiver:
-    """A real UDP socket on 127.0.0.1 that records every datagram it receives."""
+    """A real UDP socket on 127.0.0.1 (``port``, or a free one) that records every datagram it receives.
 
-    def __init__(self, port: int = 0) -> None:
+    With ``keep``, each datagram is handed to it instead (on the reader thread), for a receiver that
+    tallies what arrives rather than keep it all.
+    """
+
+    def __init__(self, port: int = 0, keep: Callable[[bytes], object] | None = None) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024 * 1024)
         self.sock.bind(("127.0.0.1", port))
@@ -25,7 +30,7 @@ class UdpReceiver:
         self.datagrams: list[bytes] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        args = (self._stop, lambda: self.sock.recv(65535), self._keep)
+        args = (self._stop, lambda: self.sock.recv(65535), keep or self._keep)
         self._thread = threading.Thread(target=read_until_stopped, args=args, daemon=True)
         self._thread.start()
 

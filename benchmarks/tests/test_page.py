@@ -2,6 +2,8 @@
 
 ``docs/performance.md`` is written only by ``python -m benchmarks`` from ``benchmarks/results.json``:
 a hand edit, a stale page or a section measured but not saved shows up here. No timing is asserted.
+These are the benchmarks' own tests (pytest collects ``benchmarks/tests`` too): they may use the
+benchmarks' modules, which the product's tests (``tests/``) never import.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from benchmarks.report.targets import Verdict, judge, judge_ratio
 from benchmarks.results import RESULTS, Results, load
 from benchmarks.sections import SECTIONS, Section
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent.parent.parent
 PAGE = REPO / "docs" / "performance.md"
 
 

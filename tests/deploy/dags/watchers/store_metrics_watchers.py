@@ -6,7 +6,7 @@
 
 Each asset schedules one DAG; the async and sync consumers read the watermark their watcher wrote
 (one read_found each, tagged as that task). The trigger classes live in
-``tests/triggerer_support/store_metrics_test_triggers.py``, on the triggerer's PYTHONPATH.
+``tests/deploy/modules/store_metrics_test_triggers.py``, on the triggerer's PYTHONPATH.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Runs DAG files with dag.test() in a fresh process, as a user's test suite would.
 
-Used by the Airflow tests (not a test itself): each test chooses the configuration through
+:meth:`testbed.airflow.AirflowHome.run` starts it; the caller chooses the configuration through
 environment variables, so every run reads [store_metrics] exactly as a task process would.
 
-    python airflow_runner.py RESULT.json DAG_FILE [DAG_FILE ...]
+    python -m testbed.dag_runner RESULT.json DAG_FILE [DAG_FILE ...]
 
 Writes {"runs": [[dag_id, state], ...], "configured": bool, "emitter": type name}.
 ``STORE_METRICS_TEST_SIMULATE_NATIVE=1`` makes the plugin believe Airflow counts state store

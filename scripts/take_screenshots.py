@@ -14,8 +14,9 @@ from pathlib import Path
 
 from support.browser import Browser
 from support.ui import ORDERS, PASSWORDS, start_deployment
+from testbed.repository import ROOT
 
-DOCS = Path(__file__).resolve().parents[2] / "docs"
+DOCS = ROOT / "docs"
 #: file name -> (theme, what to open: a DAG's tab or the deployment page)
 SHOTS = {
     "ui-state-store-tab.png": ("light", ORDERS),
