@@ -2,7 +2,7 @@
 ``<!-- NAME:end -->`` in docs/*.md (and README.md), from the one source each fact has.
 
     .venv/bin/python docs/generate.py           # rewrite the blocks
-    .venv/bin/python docs/generate.py --check   # exit 1 if a block is out of date (tests/test_docs.py)
+    .venv/bin/python docs/generate.py --check   # exit 1 if a block is out of date (tests/docs/test_docs.py)
 
 A development tool: it is not part of the package, and the site leaves it out (mkdocs.yml,
 ``exclude_docs``).

@@ -2,7 +2,7 @@
 
 Each table sits between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->`` in the page and is
 written from its source (the settings table, the exported rule files, the exported dashboard), so
-the page never drifts from what ships; tests/test_alerts_docs.py checks it is up to date.
+the page never drifts from what ships; tests/docs/test_alerts_docs.py checks it is up to date.
 
     python -m generators.docs          # rewrite the tables
     python -m generators.docs --check  # exit 1 if one is out of date

@@ -1,6 +1,6 @@
 """Builds ``src/store_metrics/integration/provider_info.json``: what Airflow's providers manager learns
 about the package, its config section and its plugin, from the option table (development time: run
-``python -m generators.provider_info``; tests/test_provider.py checks the shipped file is current).
+``python -m generators.provider_info``; tests/airflow/test_provider.py checks the shipped file is current).
 
 The ``apache_airflow_provider`` entry point (pyproject.toml) names
 :func:`store_metrics.integration.provider_info.get_provider_info`, which reads the shipped file,

@@ -16,7 +16,7 @@ READING = (
     "first request's extra time in process is that query's thread sharing the GIL with the end of the "
     "request (httpx's ASGI transport hands the response over only when the app returns); over HTTP, "
     "uvicorn has written the response to the socket before the query starts. Under the CeleryExecutor "
-    "(tests/test_count_at_celery.py, one API server worker) 18 task instances making 156 calls cost "
+    "(tests/airflow/test_count_at_celery.py, one API server worker) 18 task instances making 156 calls cost "
     "exactly 18 queries. The hit rate of a deployment is about `1 - 1 / (calls per task instance)` per "
     "worker."
 )

@@ -324,7 +324,7 @@ def _exactness(lo: Load) -> str:
         ),
         f"The stall monitor's largest stall per block with the plugin on (long stalls ≥ 100 ms): {stalls}.\n"
         "Task-side counters against the server's for calls made by tasks under load are tested under "
-        "`airflow standalone` (`tests/test_task_faults.py`).",
+        "`airflow standalone` (`tests/airflow/test_task_faults.py`).",
     )
 
 

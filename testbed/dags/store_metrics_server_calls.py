@@ -1,7 +1,7 @@
 """State store calls whose server side is checked: task and asset stores, a key with '/', a 689 KB value.
 
 Every call and its expected outcome, task side and API server side, are in ``CALLS``
-(tests/test_server_airflow.py reads it): the Execution API request each call becomes must be
+(tests/airflow/test_server_airflow.py reads it): the Execution API request each call becomes must be
 counted by the API server with the same store and outcome as the task's own counter.
 """
 

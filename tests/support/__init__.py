@@ -14,7 +14,14 @@ bounded waits -- is the test bed's (:mod:`testbed`), not here.
 * :mod:`support.trigger_runs` -- one trigger run through Airflow's ``TriggerRunner.run_trigger``;
 * :mod:`support.inventory_world` -- the inventory tests' DAG runs, writes and expectations;
 * :mod:`support.ui` / :mod:`support.browser` -- the UI's deployment, and Chromium driving it;
-* :mod:`support.cli` -- the ``store-metrics`` command in a fresh process;
+* :mod:`support.count_at_runs` -- the ``count_at = api_server`` deployments' runs and what they call;
+* :mod:`support.e2e` / :mod:`support.feeder` -- the Prometheus end-to-end tests' model and checks,
+  and their feeder process;
+* :mod:`support.cli` / :mod:`support.exported` -- the ``store-metrics`` command, and its ``export``,
+  in a fresh process;
+* :mod:`support.helm_chart` / :mod:`support.kubernetes_checks` -- Airflow's Helm chart where a
+  checkout is given; Kubernetes' schemas, the Operator's types and ``kubectl kustomize``;
+* :mod:`support.fake_accessors` -- in-memory stand-ins shaped like the Task SDK's accessors;
 * :mod:`support.barriers` -- one last count through the same path, proving every earlier one arrived;
 * :mod:`support.stores` -- :class:`~support.stores.DictStore`, an in-memory task store accessor;
 * :mod:`support.tags` -- the tag sets of the stories, and tag values that would break a line;

@@ -15,7 +15,7 @@ API server counting their calls, and a real Prometheus scraping it.
   server's worker, scraped every second by a real Prometheus (``collector/prometheus.yml``'s
   ``store-metrics-api-server`` job), which the UI queries (``ui_prometheus_url``).
 
-Used by tests/test_ui_standalone.py and scripts/screenshots.
+Used by tests/airflow/test_ui_deployment.py and scripts/screenshots.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 
 from support.cluster import Cluster
 from support.deploy import MODULES, UI_DAGS
+from support.e2e import CALLS as RECORDED
+from support.e2e import export_for_e2e, wait_for
 from support.prometheus import PrometheusServer, scraping_job
-from test_prometheus_e2e import CALLS as RECORDED
-from test_prometheus_e2e import export_for_e2e, wait_for
 from testbed.ports import free_port
 from testbed.repository import python_path
 

@@ -18,7 +18,7 @@ Every file is a template under ``templates/helm/``; this module fills in the val
   values file; this merges values files joining lists instead, for users whose own values set one.
 
 The value names were checked against the chart's ``values.schema.json`` and ``helm template``
-(tests/test_helm.py).
+(tests/pipeline/test_helm.py).
 """
 
 from __future__ import annotations
