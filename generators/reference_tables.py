@@ -1,27 +1,25 @@
-"""The generated parts of the docs: every block between ``<!-- NAME:start -->`` and
-``<!-- NAME:end -->`` in docs/*.md (and README.md), from the one source each fact has.
+"""The reference tables of the docs, each from the one source its facts have.
 
-    .venv/bin/python docs/generate.py           # rewrite the blocks
-    .venv/bin/python docs/generate.py --check   # exit 1 if a block is out of date (tests/docs/test_docs.py)
-
-A development tool: it is not part of the package, and the site leaves it out (mkdocs.yml,
-``exclude_docs``).
+The ``[store_metrics]`` options and the ``configure()`` arguments (the option table), the metrics
+(the catalogue), the ``store-metrics`` command (its parser), and the supported versions
+(``pyproject.toml``, the tested releases, the dashboard). :mod:`generators.docs` writes them into
+the pages.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
-import sys
-from collections.abc import Callable
 from pathlib import Path
 
+import tomllib
+
 ROOT = Path(__file__).resolve().parent.parent
-DOCS = ROOT / "docs"
+
 #: The width argparse formats help for; fixed, so the CLI page does not depend on a terminal.
 HELP_COLUMNS = "100"
-_BLOCK = re.compile(r"(<!-- (?P<name>[a-z-]+):start -->\n)(?P<body>.*?)(<!-- (?P=name):end -->)", re.S)
 
 
 def options_table() -> str:
@@ -108,12 +106,8 @@ STATSD_EXPORTER = "0.20.0"  # `observer_type` + `histogram_options` (collector/s
 
 
 def versions_table() -> str:
-    from store_metrics.integration.compatibility import TESTED
-
     """Supported versions: Airflow and Python from pyproject.toml, Grafana from the dashboard."""
-    import json
-
-    import tomllib
+    from store_metrics.integration.compatibility import TESTED
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     (airflow,) = project["optional-dependencies"]["airflow"]
@@ -136,58 +130,3 @@ def versions_table() -> str:
         f"| Grafana | {grafana} | the dashboard's `__requires` |",
     ]
     return "\n".join(rows) + "\n"
-
-
-#: Block name -> what it holds.
-BLOCKS: dict[str, Callable[[], str]] = {
-    "versions": versions_table,
-    "options": options_table,
-    "arguments": arguments_table,
-    "catalogue": catalogue_table,
-    "server-metrics": server_table,
-    "cli": cli_reference,
-}
-
-
-def pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
-
-
-def refresh(text: str, blocks: dict[str, str]) -> str:
-    """``text`` with every known block's body replaced by its generated content."""
-
-    def body(match: re.Match[str]) -> str:
-        name = match["name"]
-        if name not in blocks:
-            return match[0]
-        return match[1] + blocks[name] + match[4]
-
-    return _BLOCK.sub(body, text)
-
-
-def block_names(text: str) -> list[str]:
-    return [m["name"] for m in _BLOCK.finditer(text)]
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a block is stale")
-    args = parser.parse_args(argv)
-    blocks = {name: make() for name, make in BLOCKS.items()}
-    stale = []
-    for page in pages():
-        text = page.read_text()
-        new = refresh(text, blocks)
-        if new == text:
-            continue
-        stale.append(page.relative_to(ROOT))
-        if not args.check:
-            page.write_text(new)
-    for path in stale:
-        print(f"{'stale' if args.check else 'wrote'} {path}")
-    return 1 if args.check and stale else 0
-
-
-if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT / "src"))
-    sys.exit(main())
