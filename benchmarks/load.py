@@ -158,9 +158,7 @@ class Block(TypedDict):
 class Compared(TypedDict):
     client_total: int
     server_total: int
-    lost: dict[str, int]
     lost_total: int
-    doubled: dict[str, int]
     doubled_total: int
     exact: bool
 
@@ -173,7 +171,6 @@ class FaultResult(Compared):
     ratio_during: float  # throughput during / before
     ratio_after: float
     failures: dict[str, int]  # requests that got no answer, by exception
-    counts_compared: str  # what was compared ("" with the plugin off)
     #: Loss bounds: answered since the killed worker's flush before its last one (``bound``) or
     #: since its last one (``estimate``); for the closed UDP port, what each worker's first flush
     #: after the close can carry (``bound``).
@@ -202,8 +199,6 @@ class Load(Measured):
     config: dict[str, Any]  # the Config, as a dict
     quick: bool
     database: str
-    stages: dict[str, float]
-    duration_s: float
 
 
 def _key_str(key: Key) -> str:
@@ -522,23 +517,19 @@ def _run_fault(dep: Deployment, fault: Fault) -> tuple[ClientRun, dict[str, floa
 
 def _server_counts(
     dep: Deployment, fault: Fault, before: Counter[Key], client: Counter[Key]
-) -> tuple[Counter[Key], Counter[Key], str]:
-    """(client counts, server counts, what was compared) once the server has delivered everything."""
+) -> tuple[Counter[Key], Counter[Key]]:
+    """(client counts, server counts) once the server has delivered everything: the deltas the
+    DogStatsD receiver got during the block, or the latest cumulative values received over OTLP."""
     if fault.receiver == "dogstatsd":
         dep.dogstatsd.settle(dep.cfg.settle, 60)
-        server = dep.dogstatsd.snapshot()["requests"] - before
-        return client, server, "deltas received by the DogStatsD receiver during the block"
+        return client, dep.dogstatsd.snapshot()["requests"] - before
     # Cumulative: the latest value of every series is the worker's total so far; the fault server
     # served only fault blocks, so compare with everything the clients sent to it.
     expected = dep.otlp_sent + client
     dep.otlp_sent = expected
     poll(lambda: otlp_requests(dep.otlp) == expected, max(30.0, dep.cfg.settle * 10), 0.2)
-    settle_otlp(dep, dep.cfg.settle)
-    return (
-        expected,
-        otlp_requests(dep.otlp),
-        "latest cumulative values received over OTLP, all blocks of this server",
-    )
+    settle(lambda: otlp_requests(dep.otlp), dep.cfg.settle, 30)
+    return expected, otlp_requests(dep.otlp)
 
 
 def fault_block(dep: Deployment, fault: Fault) -> FaultResult:
@@ -558,10 +549,9 @@ def fault_block(dep: Deployment, fault: Fault) -> FaultResult:
         bounds.update(_loss_bound(dep, run, fault.kill, times["fault"]))
     elif fault.receiver == "dogstatsd":
         bounds["bound"] = _udp_loss_bound(dep, run, times["fault"])
-    compared, counts = "", NOTHING_COUNTED  # the plugin is off: nothing to compare
+    counts = NOTHING_COUNTED  # the plugin is off: nothing to compare
     if fault.receiver != "none":
-        client_counts, server_counts, compared = _server_counts(dep, fault, before, run.counts())
-        counts = _compare(client_counts, server_counts)
+        counts = _compare(*_server_counts(dep, fault, before, run.counts()))
     lines = problem_lines(server.log_since(log_before))
     result = FaultResult(
         name=fault.name,
@@ -571,7 +561,6 @@ def fault_block(dep: Deployment, fault: Fault) -> FaultResult:
         ratio_during=phases["during"]["rps"] / base if base else 0.0,
         ratio_after=phases["after"]["rps"] / base if base else 0.0,
         failures=run.result["failures"],
-        counts_compared=compared,
         **counts,
         bound=int(bounds["bound"] or 0),
         estimate=int(bounds["estimate"] or 0),
@@ -630,35 +619,20 @@ def _udp_loss_bound(dep: Deployment, run: ClientRun, closed_at: float) -> int:
     return run.answered(min(last), closed_at + 2 * interval) if last else 0
 
 
-NOTHING_COUNTED = Compared(
-    client_total=0, server_total=0, lost={}, lost_total=0, doubled={}, doubled_total=0, exact=True
-)
+NOTHING_COUNTED = Compared(client_total=0, server_total=0, lost_total=0, doubled_total=0, exact=True)
 
 
 def _compare(client_counts: Counter[Key], server_counts: Counter[Key]) -> Compared:
-    lost = {
-        _key_str(k): client_counts[k] - server_counts.get(k, 0)
-        for k in client_counts
-        if client_counts[k] > server_counts.get(k, 0)
-    }
-    doubled = {
-        _key_str(k): server_counts[k] - client_counts.get(k, 0)
-        for k in server_counts
-        if server_counts[k] > client_counts.get(k, 0)
-    }
+    """What the server lost (counted less than the clients got back) and doubled, in all."""
+    lost = sum((client_counts - server_counts).values())
+    doubled = sum((server_counts - client_counts).values())
     return Compared(
         client_total=sum(client_counts.values()),
         server_total=sum(server_counts.values()),
-        lost=lost,
-        lost_total=sum(lost.values()),
-        doubled=doubled,
-        doubled_total=sum(doubled.values()),
+        lost_total=lost,
+        doubled_total=doubled,
         exact=not lost and not doubled,
     )
-
-
-def settle_otlp(dep: Deployment, quiet: float) -> None:
-    settle(lambda: otlp_requests(dep.otlp), quiet, 30)
 
 
 def kill_a_worker(server: ApiServer, record: dict[str, Any]) -> Callable[[], None]:
@@ -780,20 +754,6 @@ def warm(dep: Deployment, names: Sequence[str], *, together: bool) -> None:
         dep.otlp_sent += results["otel"].counts()
 
 
-class Stages:
-    """Wall time of each stage of the run, for the page and the progress log."""
-
-    def __init__(self) -> None:
-        self.times: dict[str, float] = {}
-        self._t = time.monotonic()
-
-    def done(self, name: str) -> None:
-        now = time.monotonic()
-        self.times[name] = now - self._t
-        self._t = now
-        log(f"  load: {name}: {self.times[name]:.1f} s")
-
-
 def _start_servers(dep: Deployment, quick: bool) -> tuple[ApiServer, ApiServer]:
     on = dep.server("on", dep.dogstatsd_settings())
     off = dep.server("off", {**dep.dogstatsd_settings(), "AIRFLOW__STORE_METRICS__SERVER_METRICS": "false"})
@@ -804,22 +764,18 @@ def _start_servers(dep: Deployment, quick: bool) -> tuple[ApiServer, ApiServer]:
     return on, off
 
 
-def _measure(dep: Deployment, quick: bool, stages: Stages) -> Measured:
+def _measure(dep: Deployment, quick: bool) -> Measured:
     """Every stage of the run, on a deployment that is ready."""
-    stages.done("database, DAG run, tokens")
     sample = 0.5 if quick else 1.0
     others_at_start = busiest_other_processes(dep.my_pids(), sample)
     on, off = _start_servers(dep, quick)
     startup = {name: s.startup_s for name, s in dep.servers.items()}
-    stages.done("servers started")
+    log("  load: servers started")
     warm(dep, list(dep.servers), together=quick)
     rss_after_warmup = {"on": on.rss(), "off": off.rss()}
-    stages.done("warm-up")
     blocks = [main_block(dep, arm, c, i) for i, (arm, c) in enumerate(schedule(dep.cfg))]
     rss_after_blocks = {"on": on.rss(), "off": off.rss()}
-    stages.done("on/off blocks")
     results = faults(dep)
-    stages.done("faults on the DogStatsD servers")
     off.stop()
     on.stop()
     tracebacks = sum(s.log_text().count("store_metrics/") for s in (on, off))
@@ -829,7 +785,6 @@ def _measure(dep: Deployment, quick: bool, stages: Stages) -> Measured:
         warm(dep, ["otel"], together=False)
     results += otlp_faults(dep)
     tracebacks += dep.servers["otel"].log_text().count("store_metrics/")
-    stages.done("faults on the OTLP server")
     return Measured(
         setup_s=dep.setup_s,
         others_at_start=others_at_start,
@@ -845,11 +800,9 @@ def _measure(dep: Deployment, quick: bool, stages: Stages) -> Measured:
 
 def run(quick: bool) -> Load:
     cfg = QUICK if quick else FULL
-    started = time.monotonic()
-    stages = Stages()
     dep = Deployment(cfg)
     try:
-        measured = _measure(dep, quick, stages)
+        measured = _measure(dep, quick)
     finally:
         dep.close()
     if quick:  # a smoke run leaves nothing behind
@@ -860,7 +813,5 @@ def run(quick: bool) -> Load:
         config=asdict(cfg),
         quick=quick,
         database=dep.database,
-        stages=stages.times,
-        duration_s=time.monotonic() - started,
         **measured,
     )

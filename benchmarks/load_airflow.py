@@ -264,16 +264,12 @@ class DogStatsdReceiver:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.requests: Counter[tuple[str, str, str]] = Counter()
-        self.by_worker: Counter[str] = Counter()
         #: Per worker, when each of its flushes began to arrive (time.monotonic(); the datagrams of
         #: one flush arrive together, a flush interval after the previous one).
         self.flushes: dict[str, list[float]] = {}
         self._last_line: dict[str, float] = {}
-        self.status_classes: Counter[str] = Counter()
         self.long_stalls = 0
         self.stall_max_ms = 0.0
-        self.lines = 0
-        self.bad: list[str] = []
         self._udp: UdpReceiver | None = UdpReceiver(keep=self._datagram)
         self.port = self._udp.port
 
@@ -292,10 +288,8 @@ class DogStatsdReceiver:
                     self._take(text)
 
     def _take(self, text: str) -> None:
-        self.lines += 1
         m = _LINE.match(text)
         if m is None:
-            self.bad.append(text[:200])
             return
         name = m["name"]
         if not name.startswith("airflow.api_server."):
@@ -305,9 +299,7 @@ class DogStatsdReceiver:
         if name == REQUESTS:
             n = int(value)
             self.requests[(tags["store"], tags["operation"], tags["outcome"])] += n
-            self.by_worker[tags["worker"]] += n
             self._arrived(tags["worker"])
-            self.status_classes[tags["status_class"]] += n
         elif name == STALL_MAX:
             self.stall_max_ms = max(self.stall_max_ms, value)
         elif name == LONG_STALLS:
@@ -317,12 +309,8 @@ class DogStatsdReceiver:
         with self.lock:
             return {
                 "requests": Counter(self.requests),
-                "by_worker": Counter(self.by_worker),
-                "status_classes": Counter(self.status_classes),
                 "long_stalls": self.long_stalls,
                 "stall_max_ms": self.stall_max_ms,
-                "lines": self.lines,
-                "bad": list(self.bad),
             }
 
     def _arrived(self, worker: str) -> None:

@@ -403,7 +403,7 @@ def render(results: Results) -> Rendered:
     text = join(
         "## 7. The API server under sustained load, and faults",
         "A real `airflow api-server` driven over HTTP by a real asynchronous load generator; method and "
-        "modules: `benchmarks/load.py`, `load_client.py`, `load_setup.py`, `load_airflow.py`.",
+        "modules: `benchmarks/load.py`, `load_airflow.py`, `testbed/load_client.py`, `load_setup.py`.",
         _method(lo),
         _main_tables(lo, sums),
         _exactness(lo),
