@@ -259,7 +259,7 @@ class World:
         return AirflowHome(self.home, self.url)
 
     def env(self, **settings: str) -> dict[str, str]:
-        return self.airflow.env(AIRFLOW__STORE_METRICS__BACKEND="none", **settings)
+        return self.airflow.env(**{"AIRFLOW__STORE_METRICS__BACKEND": "none", **settings})
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
