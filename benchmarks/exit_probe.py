@@ -32,7 +32,8 @@ def main() -> None:
         options = {"host": args.host, "port": args.port}
     elif args.backend == "otel":
         options = {"exporter": "otlp"}  # endpoint from OTEL_EXPORTER_OTLP_METRICS_ENDPOINT
-    # Production defaults otherwise (store_metrics.options): flush_interval, flush_timeout, exit_timeout.
+    # Production defaults otherwise (store_metrics.config.options): flush_interval, flush_timeout,
+    # exit_timeout.
     emitter = store_metrics.configure(args.backend, **options)
     store = instrument_task_store(MemoryStore(), emitter, TAGS)
     # The task's own work: until the worker has opened the backend (imports, DNS, sockets),

@@ -2,7 +2,7 @@
 
 Each case runs ``python -m benchmarks.exit_probe`` in a fresh process with the production
 defaults (``flush_interval``, ``flush_timeout`` and ``exit_timeout`` of
-:mod:`store_metrics.options`, which the results record): configure the emitter, work until the
+:mod:`store_metrics.config.options`, which the results record): configure the emitter, work until the
 worker has opened the backend (at most 1 s: imports, DNS, sockets), make 2,000 counted calls,
 then either
 
@@ -203,7 +203,7 @@ def _summary(runs: list[dict[str, Any]], baseline: float, flush: bool) -> ModeFi
 
 
 def run(quick: bool) -> ExitDelay:
-    from store_metrics.options import default
+    from store_metrics.config.options import default
 
     reps = 1 if quick else 3
     silent, udp_up, otlp_up = SilentTcpServer(), UdpSink(), HttpPostSink()

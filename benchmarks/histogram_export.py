@@ -46,8 +46,8 @@ def _values(n: int) -> list[float]:
 
 def _delta(values: list[float]) -> Any:
     from store_metrics.catalogue import SERVER_DURATION
-    from store_metrics.deltas import Buckets, HistogramDelta
-    from store_metrics.wire import normalize_tags
+    from store_metrics.counting.deltas import Buckets, HistogramDelta
+    from store_metrics.naming import normalize_tags
 
     bounds = SERVER_DURATION.buckets
     counts, sums = [0] * (len(bounds) + 1), [0.0] * (len(bounds) + 1)
@@ -78,7 +78,7 @@ def _airflow() -> tuple[Any, Callable[[], Any]]:
 def _caller_bucket_ns(values: list[float]) -> float:
     """The old way's cost on the caller's thread: the emitter's in-memory bucket count."""
     from store_metrics.catalogue import SERVER_DURATION
-    from store_metrics.runtime import create_emitter
+    from store_metrics.counting.runtime import create_emitter
 
     emitter = create_emitter("none", flush_interval=3600)
     try:
@@ -96,7 +96,7 @@ def _one(
 ) -> tuple[float, float]:
     """(caller ns per observation, flush ms) on a fresh backend."""
     from store_metrics.catalogue import SERVER_DURATION
-    from store_metrics.wire import normalize_tags
+    from store_metrics.naming import normalize_tags
 
     backend, collect = make()
     caller_ns, deltas = 0.0, [_delta(values)]

@@ -1,8 +1,8 @@
 """9. What importing the plugin costs a task process, on top of ``airflow.sdk``.
 
-Every task process imports ``store_metrics.plugin`` (Airflow's plugin manager loads the entry
+Every task process imports ``store_metrics.integration.plugin`` (Airflow's plugin manager loads the entry
 point) after ``airflow.sdk``. Method: ``python -X importtime`` in a fresh interpreter (a throw-away
-``AIRFLOW_HOME``) that imports ``airflow.sdk``, then ``store_metrics.plugin``; markers written to
+``AIRFLOW_HOME``) that imports ``airflow.sdk``, then ``store_metrics.integration.plugin``; markers written to
 stderr between the two tell which import printed which lines. The plugin's cost is the cumulative
 time of what its import statement loaded (store-metrics' modules and whatever they import that
 ``airflow.sdk`` had not), the SDK's the same for its statement. ``runs`` fresh interpreters, one
@@ -22,7 +22,7 @@ from .common import REPO_ROOT, log, subprocess_env
 MARKS = ("--sdk--", "--plugin--", "--end--")
 CODE = (
     f"import os; os.write(2, b'{MARKS[0]}\\n'); import airflow.sdk; os.write(2, b'{MARKS[1]}\\n'); "
-    f"import store_metrics.plugin; os.write(2, b'{MARKS[2]}\\n')"
+    f"import store_metrics.integration.plugin; os.write(2, b'{MARKS[2]}\\n')"
 )
 
 
@@ -37,7 +37,7 @@ class ImportCost(TypedDict):
     runs: int
     python: str
     sdk_ms: float  # median over runs: import airflow.sdk
-    plugin_ms: float  # median over runs: import store_metrics.plugin, after airflow.sdk
+    plugin_ms: float  # median over runs: import store_metrics.integration.plugin, after airflow.sdk
     percent_of_sdk: float  # median over runs of plugin / sdk
     modules: list[ModuleTime]  # store-metrics' modules, in import order
     others: list[ModuleTime]  # the costliest other modules the plugin's import loaded (self time)

@@ -3,10 +3,10 @@
 A real ``airflow api-server`` (uvicorn, ``--workers 2``; the plugin's root middleware and stall
 monitor loaded from the installed entry point) on a throw-away PostgreSQL (SQLite when no
 PostgreSQL can be started here), driven over HTTP by a real asynchronous load generator in its
-own process (:mod:`benchmarks.load_client`: ``httpx.AsyncClient``, one coroutine per client,
+own process (:mod:`testbed.load_client`: ``httpx.AsyncClient``, one coroutine per client,
 closed loop) with valid Execution API tokens for real task instances of a real DAG run
-(:mod:`benchmarks.load_setup`). Each client owns one task instance and one asset, and repeats a
-fixed mix (:func:`benchmarks.load_client.mix`): task and asset store PUT of 0.4 KB and 59 KB
+(:mod:`testbed.load_setup`). Each client owns one task instance and one asset, and repeats a
+fixed mix (:func:`testbed.load_client.mix`): task and asset store PUT of 0.4 KB and 59 KB
 values, GET found and absent, DELETE, and every eighth cycle a 689 KB PUT and GET and a clear of
 both stores (the async-routes proposal's value sizes).
 
@@ -41,6 +41,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -50,21 +51,23 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+from testbed.airflow import AirflowHome
 from testbed.databases import ThrowawayPostgres
 from testbed.endpoints import SilentTcpServer
-from testbed.waiting import poll
+from testbed.otlp import OtlpReceiver
+from testbed.values import SIZES_BYTES
+from testbed.waiting import poll, settle
 
 from .common import REPO_ROOT, log
 from .load_airflow import (
-    AirflowHome,
     ApiServer,
     DogStatsdReceiver,
-    OtlpReceiver,
     busiest_other_processes,
+    otlp_requests,
+    prepare_clients,
     problem_kinds,
     problem_lines,
 )
-from .values import SIZES_BYTES
 
 WORKERS = 2
 
@@ -155,9 +158,7 @@ class Block(TypedDict):
 class Compared(TypedDict):
     client_total: int
     server_total: int
-    lost: dict[str, int]
     lost_total: int
-    doubled: dict[str, int]
     doubled_total: int
     exact: bool
 
@@ -170,7 +171,6 @@ class FaultResult(Compared):
     ratio_during: float  # throughput during / before
     ratio_after: float
     failures: dict[str, int]  # requests that got no answer, by exception
-    counts_compared: str  # what was compared ("" with the plugin off)
     #: Loss bounds: answered since the killed worker's flush before its last one (``bound``) or
     #: since its last one (``estimate``); for the closed UDP port, what each worker's first flush
     #: after the close can carry (``bound``).
@@ -199,8 +199,6 @@ class Load(Measured):
     config: dict[str, Any]  # the Config, as a dict
     quick: bool
     database: str
-    stages: dict[str, float]
-    duration_s: float
 
 
 def _key_str(key: Key) -> str:
@@ -287,7 +285,7 @@ def drive(
     }
     plan_path.write_text(json.dumps(plan), encoding="utf-8")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.load_client", str(plan_path), str(result_path)],
+        [sys.executable, "-m", "testbed.load_client", str(plan_path), str(result_path)],
         cwd=REPO_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -335,10 +333,10 @@ class Deployment:
         self.otlp_sent: Counter[Key] = Counter()
         clients = max(*cfg.concurrencies, cfg.fault_clients)
         url = self._postgres()
-        self.home = AirflowHome(clients, url)
-        self.workdir = self.home.root / "load"
+        self.home = AirflowHome(Path(tempfile.mkdtemp(prefix="store-metrics-load-")), url or "")
+        self.workdir = self.home.path / "load"
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.setup_s = self.home.prepare()
+        self.clients, self.setup_s = prepare_clients(self.home, clients)
 
     def _postgres(self) -> str | None:
         why = ThrowawayPostgres.unavailable()
@@ -431,7 +429,7 @@ def main_block(dep: Deployment, arm: str, concurrency: int, index: int) -> Block
 
     run = drive(
         server,
-        dep.home.clients[:concurrency],
+        dep.clients[:concurrency],
         seconds=cfg.seconds,
         warmup=cfg.warmup,
         big_every=cfg.big_every,
@@ -507,7 +505,7 @@ def _run_fault(dep: Deployment, fault: Fault) -> tuple[ClientRun, dict[str, floa
 
     run = drive(
         dep.servers[fault.server],
-        dep.home.clients[: cfg.fault_clients],
+        dep.clients[: cfg.fault_clients],
         seconds=3 * cfg.phase,
         warmup=cfg.warmup,
         big_every=cfg.big_every,
@@ -519,23 +517,19 @@ def _run_fault(dep: Deployment, fault: Fault) -> tuple[ClientRun, dict[str, floa
 
 def _server_counts(
     dep: Deployment, fault: Fault, before: Counter[Key], client: Counter[Key]
-) -> tuple[Counter[Key], Counter[Key], str]:
-    """(client counts, server counts, what was compared) once the server has delivered everything."""
+) -> tuple[Counter[Key], Counter[Key]]:
+    """(client counts, server counts) once the server has delivered everything: the deltas the
+    DogStatsD receiver got during the block, or the latest cumulative values received over OTLP."""
     if fault.receiver == "dogstatsd":
         dep.dogstatsd.settle(dep.cfg.settle, 60)
-        server = dep.dogstatsd.snapshot()["requests"] - before
-        return client, server, "deltas received by the DogStatsD receiver during the block"
+        return client, dep.dogstatsd.snapshot()["requests"] - before
     # Cumulative: the latest value of every series is the worker's total so far; the fault server
     # served only fault blocks, so compare with everything the clients sent to it.
     expected = dep.otlp_sent + client
     dep.otlp_sent = expected
-    poll(lambda: dep.otlp.requests() == expected, max(30.0, dep.cfg.settle * 10), 0.2)
-    settle_otlp(dep, dep.cfg.settle)
-    return (
-        expected,
-        dep.otlp.requests(),
-        "latest cumulative values received over OTLP, all blocks of this server",
-    )
+    poll(lambda: otlp_requests(dep.otlp) == expected, max(30.0, dep.cfg.settle * 10), 0.2)
+    settle(lambda: otlp_requests(dep.otlp), dep.cfg.settle, 30)
+    return expected, otlp_requests(dep.otlp)
 
 
 def fault_block(dep: Deployment, fault: Fault) -> FaultResult:
@@ -555,10 +549,9 @@ def fault_block(dep: Deployment, fault: Fault) -> FaultResult:
         bounds.update(_loss_bound(dep, run, fault.kill, times["fault"]))
     elif fault.receiver == "dogstatsd":
         bounds["bound"] = _udp_loss_bound(dep, run, times["fault"])
-    compared, counts = "", NOTHING_COUNTED  # the plugin is off: nothing to compare
+    counts = NOTHING_COUNTED  # the plugin is off: nothing to compare
     if fault.receiver != "none":
-        client_counts, server_counts, compared = _server_counts(dep, fault, before, run.counts())
-        counts = _compare(client_counts, server_counts)
+        counts = _compare(*_server_counts(dep, fault, before, run.counts()))
     lines = problem_lines(server.log_since(log_before))
     result = FaultResult(
         name=fault.name,
@@ -568,7 +561,6 @@ def fault_block(dep: Deployment, fault: Fault) -> FaultResult:
         ratio_during=phases["during"]["rps"] / base if base else 0.0,
         ratio_after=phases["after"]["rps"] / base if base else 0.0,
         failures=run.result["failures"],
-        counts_compared=compared,
         **counts,
         bound=int(bounds["bound"] or 0),
         estimate=int(bounds["estimate"] or 0),
@@ -627,43 +619,20 @@ def _udp_loss_bound(dep: Deployment, run: ClientRun, closed_at: float) -> int:
     return run.answered(min(last), closed_at + 2 * interval) if last else 0
 
 
-NOTHING_COUNTED = Compared(
-    client_total=0, server_total=0, lost={}, lost_total=0, doubled={}, doubled_total=0, exact=True
-)
+NOTHING_COUNTED = Compared(client_total=0, server_total=0, lost_total=0, doubled_total=0, exact=True)
 
 
 def _compare(client_counts: Counter[Key], server_counts: Counter[Key]) -> Compared:
-    lost = {
-        _key_str(k): client_counts[k] - server_counts.get(k, 0)
-        for k in client_counts
-        if client_counts[k] > server_counts.get(k, 0)
-    }
-    doubled = {
-        _key_str(k): server_counts[k] - client_counts.get(k, 0)
-        for k in server_counts
-        if server_counts[k] > client_counts.get(k, 0)
-    }
+    """What the server lost (counted less than the clients got back) and doubled, in all."""
+    lost = sum((client_counts - server_counts).values())
+    doubled = sum((server_counts - client_counts).values())
     return Compared(
         client_total=sum(client_counts.values()),
         server_total=sum(server_counts.values()),
-        lost=lost,
-        lost_total=sum(lost.values()),
-        doubled=doubled,
-        doubled_total=sum(doubled.values()),
+        lost_total=lost,
+        doubled_total=doubled,
         exact=not lost and not doubled,
     )
-
-
-def settle_otlp(dep: Deployment, quiet: float) -> None:
-    last, since = dep.otlp.requests(), time.monotonic()
-    deadline = since + 30
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
-        now = dep.otlp.requests()
-        if now != last:
-            last, since = now, time.monotonic()
-        elif time.monotonic() - since >= quiet:
-            return
 
 
 def kill_a_worker(server: ApiServer, record: dict[str, Any]) -> Callable[[], None]:
@@ -759,7 +728,7 @@ def warm(dep: Deployment, names: Sequence[str], *, together: bool) -> None:
     cumulative, so every later comparison includes them).
     """
     cfg = dep.cfg
-    clients = dep.home.clients[: cfg.fault_clients]
+    clients = dep.clients[: cfg.fault_clients]
     results: dict[str, ClientRun] = {}
 
     def one(name: str) -> None:
@@ -785,20 +754,6 @@ def warm(dep: Deployment, names: Sequence[str], *, together: bool) -> None:
         dep.otlp_sent += results["otel"].counts()
 
 
-class Stages:
-    """Wall time of each stage of the run, for the page and the progress log."""
-
-    def __init__(self) -> None:
-        self.times: dict[str, float] = {}
-        self._t = time.monotonic()
-
-    def done(self, name: str) -> None:
-        now = time.monotonic()
-        self.times[name] = now - self._t
-        self._t = now
-        log(f"  load: {name}: {self.times[name]:.1f} s")
-
-
 def _start_servers(dep: Deployment, quick: bool) -> tuple[ApiServer, ApiServer]:
     on = dep.server("on", dep.dogstatsd_settings())
     off = dep.server("off", {**dep.dogstatsd_settings(), "AIRFLOW__STORE_METRICS__SERVER_METRICS": "false"})
@@ -809,22 +764,18 @@ def _start_servers(dep: Deployment, quick: bool) -> tuple[ApiServer, ApiServer]:
     return on, off
 
 
-def _measure(dep: Deployment, quick: bool, stages: Stages) -> Measured:
+def _measure(dep: Deployment, quick: bool) -> Measured:
     """Every stage of the run, on a deployment that is ready."""
-    stages.done("database, DAG run, tokens")
     sample = 0.5 if quick else 1.0
     others_at_start = busiest_other_processes(dep.my_pids(), sample)
     on, off = _start_servers(dep, quick)
     startup = {name: s.startup_s for name, s in dep.servers.items()}
-    stages.done("servers started")
+    log("  load: servers started")
     warm(dep, list(dep.servers), together=quick)
     rss_after_warmup = {"on": on.rss(), "off": off.rss()}
-    stages.done("warm-up")
     blocks = [main_block(dep, arm, c, i) for i, (arm, c) in enumerate(schedule(dep.cfg))]
     rss_after_blocks = {"on": on.rss(), "off": off.rss()}
-    stages.done("on/off blocks")
     results = faults(dep)
-    stages.done("faults on the DogStatsD servers")
     off.stop()
     on.stop()
     tracebacks = sum(s.log_text().count("store_metrics/") for s in (on, off))
@@ -834,7 +785,6 @@ def _measure(dep: Deployment, quick: bool, stages: Stages) -> Measured:
         warm(dep, ["otel"], together=False)
     results += otlp_faults(dep)
     tracebacks += dep.servers["otel"].log_text().count("store_metrics/")
-    stages.done("faults on the OTLP server")
     return Measured(
         setup_s=dep.setup_s,
         others_at_start=others_at_start,
@@ -850,22 +800,18 @@ def _measure(dep: Deployment, quick: bool, stages: Stages) -> Measured:
 
 def run(quick: bool) -> Load:
     cfg = QUICK if quick else FULL
-    started = time.monotonic()
-    stages = Stages()
     dep = Deployment(cfg)
     try:
-        measured = _measure(dep, quick, stages)
+        measured = _measure(dep, quick)
     finally:
         dep.close()
     if quick:  # a smoke run leaves nothing behind
-        shutil.rmtree(dep.home.root, ignore_errors=True)
+        shutil.rmtree(dep.home.path, ignore_errors=True)
     else:  # the servers' logs stay, for a second look
-        log(f"  load: server logs in {dep.home.root}")
+        log(f"  load: server logs in {dep.home.path}")
     return Load(
         config=asdict(cfg),
         quick=quick,
         database=dep.database,
-        stages=stages.times,
-        duration_s=time.monotonic() - started,
         **measured,
     )

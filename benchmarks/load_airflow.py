@@ -14,22 +14,21 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import psutil
 
-from testbed.endpoints import HttpPostSink
+from testbed.airflow import AirflowHome
+from testbed.otlp import OtlpReceiver
 from testbed.ports import free_port
-from testbed.waiting import poll
+from testbed.udp import UdpReceiver
+from testbed.waiting import poll, settle
 
 from .common import REPO_ROOT
 
@@ -42,57 +41,30 @@ LONG_STALLS = "airflow.api_server.event_loop.long_stalls"
 JWT_SECRET = "store-metrics-load-benchmark-" + "k" * 35
 
 
-# -- the Airflow home ----------------------------------------------------------------------------
+# -- the Airflow home's task instances ------------------------------------------------------------
 
 
-class AirflowHome:
-    """A throw-away ``AIRFLOW_HOME`` (SQLite) with real task instances and tokens for the clients."""
-
-    def __init__(self, clients: int, db_url: str | None = None, root: Path | None = None) -> None:
-        self.root = root or Path(tempfile.mkdtemp(prefix="store-metrics-load-"))
-        self.dags = self.root / "dags"
-        self.db_url = db_url or f"sqlite:///{self.root / 'airflow.db'}"
-        self.clients_wanted = clients
-        self.clients: list[dict[str, str]] = []
-
-    def env(self, **settings: str) -> dict[str, str]:
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("AIRFLOW__", "AIRFLOW_HOME", "OTEL_", "DD_", "DATADOG_"))
-        }
-        env.update(
-            {
-                "AIRFLOW_HOME": str(self.root),
-                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
-                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.db_url,
-                "AIRFLOW__API_AUTH__JWT_SECRET": JWT_SECRET,
-                "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH")) if p),
-            }
-        )
-        env.update(settings)
-        return env
-
-    def prepare(self) -> float:
-        """db migrate, the DAG, reserialize, trigger, tokens (one subprocess); returns seconds taken."""
-        out = self.root / "clients.json"
-        t0 = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, "-m", "benchmarks.load_setup", "prepare", str(self.clients_wanted), str(out)],
-            cwd=REPO_ROOT,
-            env=self.env(AIRFLOW__STORE_METRICS__BACKEND="none"),
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"load_setup failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        self.clients = json.loads(out.read_text(encoding="utf-8"))["clients"]
-        if len(self.clients) != self.clients_wanted:
-            raise RuntimeError(f"expected {self.clients_wanted} task instances, got {len(self.clients)}")
-        return time.monotonic() - t0
+def prepare_clients(home: AirflowHome, clients: int) -> tuple[list[dict[str, str]], float]:
+    """db migrate, the DAG, reserialize, trigger, tokens (one subprocess: :mod:`testbed.load_setup`):
+    one task instance, asset and token per client, and the seconds it took."""
+    out = home.path / "clients.json"
+    home.path.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "testbed.load_setup", "prepare", str(clients), str(out)],
+        cwd=REPO_ROOT,
+        env=home.env(AIRFLOW__STORE_METRICS__BACKEND="none", AIRFLOW__API_AUTH__JWT_SECRET=JWT_SECRET),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"load_setup failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    made: list[dict[str, str]] = json.loads(out.read_text(encoding="utf-8"))["clients"]
+    if len(made) != clients:
+        raise RuntimeError(f"expected {clients} task instances, got {len(made)}")
+    return made, time.monotonic() - t0
 
 
 # -- airflow api-server -------------------------------------------------------------------------
@@ -106,8 +78,8 @@ class ApiServer:
         self.home = home
         self.workers = workers
         self.port = free_port()
-        self.log_path = home.root / f"api-server-{name}.log"
-        self.env = home.env(**settings)
+        self.log_path = home.path / f"api-server-{name}.log"
+        self.env = home.env(AIRFLOW__API_AUTH__JWT_SECRET=JWT_SECRET, **settings)
         self.proc: subprocess.Popen[bytes] | None = None
         self.started_at = 0.0
         self.startup_s = 0.0
@@ -136,7 +108,7 @@ class ApiServer:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            cwd=self.home.root,
+            cwd=self.home.path,
         )
         log.close()
 
@@ -281,70 +253,43 @@ _LINE = re.compile(
 
 
 class DogStatsdReceiver:
-    """A DogStatsD receiver on a UDP socket of 127.0.0.1, read by a thread of this process.
+    """The API server's DogStatsD lines, tallied as they arrive on a UDP socket of 127.0.0.1.
 
-    Keeps the API server's request counts by (store, operation, outcome) and by worker, the
-    largest ``event_loop.stall.max`` and the long stalls. :meth:`close` closes the socket (the
-    port is then closed: the kernel answers datagrams to it with ICMP port unreachable);
-    :meth:`reopen` binds the same port again.
+    Keeps the request counts by (store, operation, outcome) and by worker, the largest
+    ``event_loop.stall.max`` and the long stalls. :meth:`close` closes the socket (the port is then
+    closed: the kernel answers datagrams to it with ICMP port unreachable); :meth:`reopen` binds the
+    same port again.
     """
 
     def __init__(self) -> None:
-        self.port = 0
         self.lock = threading.Lock()
         self.requests: Counter[tuple[str, str, str]] = Counter()
-        self.by_worker: Counter[str] = Counter()
         #: Per worker, when each of its flushes began to arrive (time.monotonic(); the datagrams of
         #: one flush arrive together, a flush interval after the previous one).
         self.flushes: dict[str, list[float]] = {}
         self._last_line: dict[str, float] = {}
-        self.status_classes: Counter[str] = Counter()
         self.long_stalls = 0
         self.stall_max_ms = 0.0
-        self.lines = 0
-        self.datagrams = 0
-        self.bad: list[str] = []
-        self._sock: socket.socket | None = None
-        self._thread: threading.Thread | None = None
-        self.reopen()
+        self._udp: UdpReceiver | None = UdpReceiver(keep=self._datagram)
+        self.port = self._udp.port
 
     def reopen(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024 * 1024)
-        sock.bind(("127.0.0.1", self.port))
-        sock.settimeout(0.1)
-        self.port = sock.getsockname()[1]
-        self._sock = sock
-        self._thread = threading.Thread(target=self._run, args=(sock,), name="load-dogstatsd", daemon=True)
-        self._thread.start()
+        self._udp = UdpReceiver(self.port, keep=self._datagram)
 
     def close(self) -> None:
-        sock, self._sock = self._sock, None
-        if sock is not None:
-            sock.close()
-        if self._thread is not None:
-            self._thread.join(2)
-            self._thread = None
+        udp, self._udp = self._udp, None
+        if udp is not None:
+            udp.close()
 
-    def _run(self, sock: socket.socket) -> None:
-        while self._sock is sock:
-            try:
-                data = sock.recv(65535)
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with self.lock:
-                self.datagrams += 1
-                for text in data.decode("utf-8", "replace").split("\n"):
-                    if text:
-                        self._take(text)
+    def _datagram(self, data: bytes) -> None:
+        with self.lock:
+            for text in data.decode("utf-8", "replace").split("\n"):
+                if text:
+                    self._take(text)
 
     def _take(self, text: str) -> None:
-        self.lines += 1
         m = _LINE.match(text)
         if m is None:
-            self.bad.append(text[:200])
             return
         name = m["name"]
         if not name.startswith("airflow.api_server."):
@@ -354,9 +299,7 @@ class DogStatsdReceiver:
         if name == REQUESTS:
             n = int(value)
             self.requests[(tags["store"], tags["operation"], tags["outcome"])] += n
-            self.by_worker[tags["worker"]] += n
             self._arrived(tags["worker"])
-            self.status_classes[tags["status_class"]] += n
         elif name == STALL_MAX:
             self.stall_max_ms = max(self.stall_max_ms, value)
         elif name == LONG_STALLS:
@@ -366,12 +309,8 @@ class DogStatsdReceiver:
         with self.lock:
             return {
                 "requests": Counter(self.requests),
-                "by_worker": Counter(self.by_worker),
-                "status_classes": Counter(self.status_classes),
                 "long_stalls": self.long_stalls,
                 "stall_max_ms": self.stall_max_ms,
-                "lines": self.lines,
-                "bad": list(self.bad),
             }
 
     def _arrived(self, worker: str) -> None:
@@ -392,56 +331,23 @@ class DogStatsdReceiver:
 
     def settle(self, quiet: float, timeout: float) -> None:
         """Wait until no request count has changed for ``quiet`` seconds (at most ``timeout``)."""
-        deadline = time.monotonic() + timeout
-        last = self.snapshot()["requests"]
-        since = time.monotonic()
-        while time.monotonic() < deadline:
-            time.sleep(0.1)
-            now = self.snapshot()["requests"]
-            if now != last:
-                last, since = now, time.monotonic()
-            elif time.monotonic() - since >= quiet:
-                return
+        settle(lambda: self.snapshot()["requests"], quiet, timeout)
 
 
-class OtlpReceiver(HttpPostSink):
-    """A real OTLP/HTTP metrics endpoint on a fixed port of 127.0.0.1 that decodes every export.
-
-    Keeps, per worker (``worker`` attribute), the latest cumulative value of every
-    ``api_server.state_store.requests`` series; :meth:`close` and :meth:`reopen` take the port
-    down and bring it back (the same port: the exporter's endpoint does not change).
-    """
-
-    def __init__(self, port: int = 0) -> None:
-        self.lock = threading.Lock()
-        #: (worker, store, operation, outcome, status_class) -> latest cumulative value
-        self.latest: dict[tuple[str, ...], int] = {}
-        super().__init__(port)
-
-    def take(self, path: str, body: bytes) -> None:
-        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-            ExportMetricsServiceRequest,
-        )
-
-        request = ExportMetricsServiceRequest()
-        request.ParseFromString(body)
-        with self.lock:
-            for rm in request.resource_metrics:
-                for sm in rm.scope_metrics:
-                    for metric in sm.metrics:
-                        if metric.name != REQUESTS:
-                            continue
-                        for p in metric.sum.data_points:
-                            a = {kv.key: kv.value.string_value for kv in p.attributes}
-                            key = (a["worker"], a["store"], a["operation"], a["outcome"], a["status_class"])
-                            self.latest[key] = max(self.latest.get(key, 0), int(p.as_int))
-
-    def requests(self) -> Counter[tuple[str, str, str]]:
-        out: Counter[tuple[str, str, str]] = Counter()
-        with self.lock:
-            for (_worker, store, operation, outcome, _klass), value in self.latest.items():
-                out[(store, operation, outcome)] += value
-        return out
+def otlp_requests(receiver: OtlpReceiver) -> Counter[tuple[str, str, str]]:
+    """The API server's request counts by (store, operation, outcome), from what ``receiver`` got:
+    the latest cumulative value of every ``api_server.state_store.requests`` series, summed over the
+    workers (``worker`` attribute) and status classes."""
+    latest: dict[tuple[str, ...], int] = {}
+    for p in receiver.points():
+        if p.name == REQUESTS:
+            a = p.attributes
+            key = (a["worker"], a["store"], a["operation"], a["outcome"], a["status_class"])
+            latest[key] = max(latest.get(key, 0), p.value)
+    out: Counter[tuple[str, str, str]] = Counter()
+    for (_worker, store, operation, outcome, _klass), value in latest.items():
+        out[(store, operation, outcome)] += value
+    return out
 
 
 # -- the machine --------------------------------------------------------------------------------

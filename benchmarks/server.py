@@ -32,9 +32,9 @@ from pydantic import BaseModel, JsonValue
 
 from testbed.ports import free_port
 from testbed.ticker import Ticker
+from testbed.values import COMPACT, SIZES_BYTES, int_array
 
 from .common import log, median
-from .values import COMPACT, SIZES_BYTES, int_array
 
 VARIANTS: tuple[str, ...] = ("bare", "instrumented", "bare_aa")
 TICKS_MS: tuple[float, ...] = (1.0, 5.0, 10.0)
@@ -89,7 +89,7 @@ class Server(TypedDict):
 
 
 def _metrics(tick_ms: float = 10.0) -> Any:
-    from store_metrics.runtime import create_emitter
+    from store_metrics.counting.runtime import create_emitter
     from store_metrics.server import ServerMetrics
 
     emitter = create_emitter("none", flush_interval=60)
@@ -328,7 +328,7 @@ def summarise(case: dict[str, list[tuple[float, float]]]) -> HttpCase:
 
 
 def monitor(quick: bool) -> Monitor:
-    from store_metrics.options import default
+    from store_metrics.config.options import default
     from store_metrics.server import LoopMonitor
 
     seconds, reps = (0.5, 1) if quick else (2.0, 3)

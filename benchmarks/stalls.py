@@ -6,7 +6,7 @@ is in flight (so an idle loop reads about 1 ms, and anything that holds the loop
 The store does real async I/O: each call is a JSON round trip over a loopback TCP connection to
 another process (``benchmarks.echo_server``), which echoes the stored value back on ``aget``, so
 the value's size matters both ways. Values are integer arrays of about 0.4 KB, 59 KB and 689 KB of
-JSON (:mod:`benchmarks.values`).
+JSON (:mod:`testbed.values`).
 
 Per case and round: one cold request per variant is dropped, then 10 warm requests per variant,
 interleaved request by request (bare, wrapped, bare again; the order rotates every round). The
@@ -26,9 +26,9 @@ from functools import partial
 from typing import Any, TypedDict
 
 from testbed.ticker import Ticker, ticking
+from testbed.values import SIZES_BYTES, int_array
 
 from .common import BACKENDS, REPO_ROOT, TAGS, BackendSetup, UdpSink, log, median, median_ci, subprocess_env
-from .values import SIZES_BYTES, int_array
 
 VARIANTS: tuple[str, ...] = ("bare", "wrapped", "bare_aa")
 

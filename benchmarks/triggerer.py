@@ -37,9 +37,10 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
+from testbed.values import SIZES_BYTES
+
 from .common import REPO_ROOT, UdpSink, log, median, median_ci, subprocess_env
 from .stalls import VARIANTS
-from .values import SIZES_BYTES
 
 #: The two smaller sizes: a triggerer's calls are round trips through its supervisor.
 SIZES = SIZES_BYTES[:2]
@@ -202,8 +203,9 @@ def per_trigger_start(quick: bool) -> TriggerStart:
     from airflow.sdk.execution_time.context import AssetStateStoreAccessors
     from airflow.triggers.base import BaseEventTrigger
 
-    from store_metrics import runtime, triggers
-    from store_metrics.accessors import is_instrumented
+    from store_metrics.counting import runtime
+    from store_metrics.counting.accessors import is_instrumented
+    from store_metrics.integration import triggerer
 
     class Probe(BaseEventTrigger):
         def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -228,7 +230,7 @@ def per_trigger_start(quick: bool) -> TriggerStart:
             t0 = time.perf_counter_ns()
             for i, p in enumerate(probes):
                 bound = signature.bind_partial(None, i, p, None, None).arguments
-                triggers._instrument_safely(bound["trigger"], bound.get("trigger_id"), bound.get("context"))
+                triggerer._instrument_safely(bound["trigger"], bound.get("trigger_id"), bound.get("context"))
             per_round.append((time.perf_counter_ns() - t0) / n)
             assert all(is_instrumented(p.asset_state_store) for p in probes)
     finally:

@@ -27,9 +27,9 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from testbed.ticker import ticking
+from testbed.values import int_array
 
 from .stalls import interleaved
-from .values import int_array
 
 
 class StallProbeTrigger(BaseEventTrigger):
@@ -42,7 +42,7 @@ class StallProbeTrigger(BaseEventTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from store_metrics import unwrap
-        from store_metrics.accessors import is_instrumented
+        from store_metrics.counting.accessors import is_instrumented
 
         store: Any = self.asset_state_store
         params = json.loads(os.environ.get("STORE_METRICS_TRIGGER_BENCH", "{}"))

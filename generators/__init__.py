@@ -1,4 +1,5 @@
-"""Development-time generators of the dashboards store-metrics ships (never installed).
+"""Development-time generators: the dashboards store-metrics ships, its provider info, the docs' tables
+(never installed).
 
 The Grafana dashboard and the Datadog dashboard and monitors are hundreds of queries derived from
 the metric catalogue: they are built here, in the repository, and shipped as templates
@@ -13,5 +14,8 @@ the metric catalogue: they are built here, in the repository, and shipped as tem
 * :mod:`.datadog`: the Datadog dashboard and monitors;
 * :mod:`.tokens`: a generated file turned into a template (catalogue names and settings as tokens);
 * :mod:`.templates`: which template each generator writes, the writer and the check;
-* :mod:`.docs`: the generated tables of docs/alerts.md.
+* :mod:`.provider_info`: ``store_metrics/integration/provider_info.json``, from the option table;
+* :mod:`.docs`: the one writer of the docs' generated blocks (``python -m generators.docs``), from
+  :mod:`.reference_tables` (options, metrics, the CLI, versions) and :mod:`.alert_tables`
+  (docs/alerts.md: settings, alerts, panels).
 """

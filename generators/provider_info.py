@@ -1,14 +1,14 @@
-"""Builds ``src/store_metrics/provider_info.json``: what Airflow's providers manager learns about the
-package, its config section and its plugin, from the option table (development time: run
-``python -m generators.provider_info``; tests/test_provider.py checks the shipped file is current).
+"""Builds ``src/store_metrics/integration/provider_info.json``: what Airflow's providers manager learns
+about the package, its config section and its plugin, from the option table (development time: run
+``python -m generators.provider_info``; tests/airflow/test_provider.py checks the shipped file is current).
 
 The ``apache_airflow_provider`` entry point (pyproject.toml) names
-:func:`store_metrics.provider.get_provider_info`, which reads the shipped file, the way Airflow's
-own providers (OpenLineage, for one) declare themselves; Airflow reads it in every process it starts,
-so the wheel ships the result, not the building. From it, ``airflow
+:func:`store_metrics.integration.provider_info.get_provider_info`, which reads the shipped file,
+the way Airflow's own providers (OpenLineage, for one) declare themselves; Airflow reads it in every
+process it starts, so the wheel ships the result, not the building. From it, ``airflow
 providers list`` lists the package, and ``airflow config list`` / ``airflow config get-value
 store_metrics <option>`` know the ``[store_metrics]`` section: every option of
-:data:`store_metrics.options.CONFIG_OPTIONS` with its type, default, description and example.
+:data:`store_metrics.config.options.CONFIG_OPTIONS` with its type, default, description and example.
 
 The plugin is named in the description, not under ``plugins``: it loads through the
 ``airflow.plugins`` entry point in every Airflow process, whatever ``[core]
@@ -18,7 +18,7 @@ registered, skipping" as a plugin import error.
 
 Options whose value falls back to Airflow's ``[metrics]`` section (``host``, ``port``,
 ``prefix``) are declared with an empty default: an empty value is "not set" to
-:mod:`store_metrics.config`, which then reads ``[metrics]``, as it does without this entry point.
+:mod:`store_metrics.config.reader`, which then reads ``[metrics]``, as it does without this entry point.
 """
 
 from __future__ import annotations
@@ -31,14 +31,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from store_metrics.options import CONFIG_OPTIONS, EXAMPLES, Option
-from store_metrics.provider import PACKAGE, PLUGIN
+from store_metrics.config.options import CONFIG_OPTIONS, EXAMPLES, Option
+from store_metrics.integration.provider_info import PACKAGE, PLUGIN
 
 #: The file the wheel ships.
-SHIPPED = Path(__file__).resolve().parent.parent / "src" / "store_metrics" / "provider_info.json"
+SHIPPED = (
+    Path(__file__).resolve().parent.parent / "src" / "store_metrics" / "integration" / "provider_info.json"
+)
 
 SECTION = "store_metrics"
-PLUGIN_CLASS = "store_metrics.plugin.StoreMetricsPlugin"
+PLUGIN_CLASS = "store_metrics.integration.plugin.StoreMetricsPlugin"
 DOCS = "https://store-metrics.github.io/airflow-store-metrics/"
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]+\)")
 
@@ -87,7 +89,8 @@ def config_section() -> dict[str, Any]:
 
 
 def build() -> dict[str, Any]:
-    """The provider info, without the version (:func:`store_metrics.provider.get_provider_info` adds it)."""
+    """The provider info, without the version (added by
+    :func:`store_metrics.integration.provider_info.get_provider_info`)."""
     return {
         "package-name": PACKAGE,
         "name": "store-metrics",
@@ -104,7 +107,9 @@ def text() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write (or check) src/store_metrics/provider_info.json.")
+    parser = argparse.ArgumentParser(
+        description="Write (or check) src/store_metrics/integration/provider_info.json."
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if the shipped file is out of date")
     if parser.parse_args(argv).check:
         if SHIPPED.read_text(encoding="utf-8") != text():

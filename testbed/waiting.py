@@ -24,3 +24,19 @@ def wait_until(condition: Callable[[], object], timeout: float = 10.0, interval:
     """Poll ``condition`` until it is truthy; fail (``AssertionError``) after ``timeout`` seconds."""
     if not poll(condition, timeout, interval):
         raise AssertionError(f"condition not met within {timeout} s: {condition}")
+
+
+def settle(value: Callable[[], T], quiet: float, timeout: float, interval: float = 0.1) -> T:
+    """Poll ``value`` until it has not changed for ``quiet`` seconds, or ``timeout`` seconds have
+    passed; return its last value. (What a receiver does once its senders have delivered everything:
+    nothing more arrives.)"""
+    deadline = time.monotonic() + timeout
+    last, since = value(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(interval)
+        now = value()
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            break
+    return last

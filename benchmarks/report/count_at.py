@@ -16,7 +16,7 @@ READING = (
     "first request's extra time in process is that query's thread sharing the GIL with the end of the "
     "request (httpx's ASGI transport hands the response over only when the app returns); over HTTP, "
     "uvicorn has written the response to the socket before the query starts. Under the CeleryExecutor "
-    "(tests/test_count_at_celery.py, one API server worker) 18 task instances making 156 calls cost "
+    "(tests/airflow/test_count_at_celery.py, one API server worker) 18 task instances making 156 calls cost "
     "exactly 18 queries. The hit rate of a deployment is about `1 - 1 / (calls per task instance)` per "
     "worker."
 )
@@ -69,8 +69,7 @@ def render(results: Results) -> Rendered:
     run = results["sections"]["count_at"]["run"]
     text = join(
         "## 8. `count_at = api_server`: what attribution costs the API server",
-        "Measured by `tests/test_count_at_cost.py` (its full pass: `python -m benchmarks --only count_at`) "
-        "on "
+        "Measured by `benchmarks/count_at.py` (`python -m benchmarks --only count_at`) on "
         f"{run['date']} on this 2-core machine (shared, noisy): Airflow's real API server app (`create_app`, "
         "the plugin's root middleware, backend `none`) in process over httpx's ASGI transport, real task "
         "tokens from Airflow's JWT generator, a SQLite metadata database with "

@@ -6,12 +6,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from testbed.values import SIZES_BYTES, size_label
+
 from ..common import median
 from ..load import WORKERS, Block, Config, FaultResult, Load, schedule
 from ..load_airflow import STALL_REPORT
 from ..results import Results, data_of
 from ..server import Server
-from ..values import SIZES_BYTES, size_label
 from . import targets
 from .markdown import Rendered, join, mib, table
 from .targets import MiB, VerdictRow, judge, judge_ratio
@@ -216,7 +217,7 @@ def _method(lo: Load) -> str:
         f"from its entry point) on {lo['database']}; a real DAG run of `store_metrics_load` (one task and "
         "one "
         "asset per client) made by `airflow dags trigger`, and for each task instance a token from Airflow's "
-        "`JWTGenerator` with the configured `[api_auth] jwt_secret` (`benchmarks/load_setup.py`). Two "
+        "`JWTGenerator` with the configured `[api_auth] jwt_secret` (`testbed/load_setup.py`). Two "
         "servers side by side: *on* (the plugin's server side, `backend = dogstatsd` to a UDP receiver in "
         f"the benchmark process, `flush_interval = {cfg['flush_interval']:g}`) and *off* (`server_metrics = "
         "false`). Two servers and alternating blocks, rather than a restart before each block: every block "
@@ -224,7 +225,7 @@ def _method(lo: Load) -> str:
         "run is not spent starting servers; the idle server's CPU during the other's blocks is in the table "
         f"(it idles, apart from the stall monitor's ticks on *on*). Startup: {starts}; Airflow home, DAG run "
         f"and tokens: {lo['setup_s']:.0f} s.",
-        "**Load.** `benchmarks/load_client.py` in its own process: `httpx.AsyncClient`, one coroutine per "
+        "**Load.** `testbed/load_client.py` in its own process: `httpx.AsyncClient`, one coroutine per "
         "client, each sending its next request when the last one was answered. Each client has its own task "
         "instance and asset and repeats a fixed cycle: task store PUT 0.4 KB, GET (found), GET (absent), "
         "asset store PUT 0.4 KB, GET (found), GET (absent), task PUT 59 KB, GET (found), task DELETE, asset "
@@ -323,7 +324,7 @@ def _exactness(lo: Load) -> str:
         ),
         f"The stall monitor's largest stall per block with the plugin on (long stalls ≥ 100 ms): {stalls}.\n"
         "Task-side counters against the server's for calls made by tasks under load are tested under "
-        "`airflow standalone` (`tests/test_task_faults.py`).",
+        "`airflow standalone` (`tests/airflow/test_task_faults.py`).",
     )
 
 
@@ -402,7 +403,7 @@ def render(results: Results) -> Rendered:
     text = join(
         "## 7. The API server under sustained load, and faults",
         "A real `airflow api-server` driven over HTTP by a real asynchronous load generator; method and "
-        "modules: `benchmarks/load.py`, `load_client.py`, `load_setup.py`, `load_airflow.py`.",
+        "modules: `benchmarks/load.py`, `load_airflow.py`, `testbed/load_client.py`, `load_setup.py`.",
         _method(lo),
         _main_tables(lo, sums),
         _exactness(lo),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from testbed.values import size_label
+
 from ..results import Results, data_of
 from ..server import InProcess, Monitor, OverHttp, Server
-from ..values import size_label
 from . import targets
 from .markdown import Rendered, join, table
 from .targets import STALL_ADDED_MS, VerdictRow, judge

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from testbed.values import size_label
+
 from ..common import BACKENDS
 from ..percall import PerCall
 from ..results import Results, data_of
 from ..stalls import PooledCase, StallCase, Stalls
-from ..values import size_label
 from .markdown import Rendered, join, table
 from .targets import STALL_ADDED_MS, VerdictRow, cell, judge
 

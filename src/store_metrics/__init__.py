@@ -15,21 +15,21 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.2.0"
 
 #: The public API, by name -> the module that holds it. Imported on first use (PEP 562), so that
-#: importing the plugin (store_metrics.plugin, in every Airflow process) loads none of it.
+#: importing the plugin (store_metrics.integration.plugin, in every Airflow process) loads none of it.
 _API = {
-    "instrument_asset_store": "accessors",
-    "instrument_task_store": "accessors",
-    "unwrap": "accessors",
+    "instrument_asset_store": "counting.accessors",
+    "instrument_task_store": "counting.accessors",
+    "unwrap": "counting.accessors",
     "METRICS": "catalogue",
     "Metric": "catalogue",
-    "Counter": "contracts",
-    "Emitter": "contracts",
+    "Counter": "counting.contracts",
+    "Emitter": "counting.contracts",
     "ConfigError": "errors",
     "MissingExtraError": "errors",
-    "configure": "runtime",
-    "get_emitter": "runtime",
-    "set_emitter": "runtime",
-    "shutdown": "runtime",
+    "configure": "counting.runtime",
+    "get_emitter": "counting.runtime",
+    "set_emitter": "counting.runtime",
+    "shutdown": "counting.runtime",
 }
 
 __all__ = [
@@ -50,11 +50,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .accessors import instrument_asset_store, instrument_task_store, unwrap
     from .catalogue import METRICS, Metric
-    from .contracts import Counter, Emitter
+    from .counting.accessors import instrument_asset_store, instrument_task_store, unwrap
+    from .counting.contracts import Counter, Emitter
+    from .counting.runtime import configure, get_emitter, set_emitter, shutdown
     from .errors import ConfigError, MissingExtraError
-    from .runtime import configure, get_emitter, set_emitter, shutdown
 
 
 def __getattr__(name: str) -> Any:

@@ -44,7 +44,7 @@ WORKER = "worker"
 ASSET = "asset"
 
 # Tag values of the state store calls an asset watcher's trigger makes in the triggerer
-# (store_metrics.triggers): a watcher belongs to an asset, not to a DAG or a task.
+# (store_metrics.integration.triggerer): a watcher belongs to an asset, not to a DAG or a task.
 #: ``run_type`` of a watcher's calls (never one of Airflow's DagRunType values).
 RUN_TYPE_ASSET_WATCHER = "asset_watcher"
 #: ``dag_id`` of a watcher's calls: no DAG made them.

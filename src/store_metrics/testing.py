@@ -16,7 +16,7 @@ with :func:`store_metrics.instrument_task_store`) counts into it and nothing is 
 Wrappers made before the block keep counting into the emitter they were made with.
 
 Tag values are compared after the same sanitising the backends apply
-(:func:`store_metrics.wire.sanitize_tag_value`), so ``dag_id="my dag"`` finds the series
+(:func:`store_metrics.naming.sanitize_tag_value`), so ``dag_id="my dag"`` finds the series
 tagged ``my_dag``.
 """
 
@@ -27,11 +27,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from .catalogue import Metric
-from .contracts import Counter
-from .deltas import TagTuple
+from .counting.contracts import Counter
+from .counting.deltas import TagTuple
+from .counting.runtime import set_emitter
 from .emitter.series import CounterSeries, GaugeSeries, HistogramSeries
-from .runtime import set_emitter
-from .wire import normalize_tags, sanitize_tag_value
+from .naming import normalize_tags, sanitize_tag_value
 
 
 class MetricsRecorder:

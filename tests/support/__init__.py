@@ -1,37 +1,37 @@
-"""Helpers the tests share, one job per module; ``tests/conftest.py`` holds only fixtures.
+"""Helpers only the tests use, one job per module; each folder's ``conftest.py`` holds its fixtures.
 
 Importable as ``support`` because ``[tool.pytest.ini_options] pythonpath`` puts ``tests/`` on
-``sys.path``:
+``sys.path`` (and :func:`testbed.repository.python_path` on a fresh process's). What the tests and
+the benchmarks share -- Airflow homes, UDP, OTLP and HTTP receivers, throwaway databases, free ports,
+bounded waits -- is the test bed's (:mod:`testbed`), not here.
 
-* :mod:`support.ports` -- a free port on 127.0.0.1;
-* :mod:`support.cli` -- the ``store-metrics`` command in a fresh process;
-* :mod:`support.waiting` -- :func:`~support.waiting.wait_until`, the bounded wait on a condition;
-* :mod:`support.udp` -- :class:`~support.udp.UdpReceiver`, a real UDP socket that records datagrams;
-* :mod:`support.barriers` -- one last count through the same path, proving every earlier one arrived;
-* :mod:`support.otlp` -- a real OTLP/HTTP receiver, and an endpoint that accepts and never answers;
-* :mod:`support.stores` -- :class:`~support.stores.DictStore`, an in-memory task store accessor;
-* :mod:`support.trigger_runs` -- one trigger run through Airflow's ``TriggerRunner.run_trigger``,
-  its supervisor answering from a dict;
-* :mod:`support.tags` -- the tag sets of the stories, and tag values that would break a line;
-* :mod:`support.lines` -- strict parsers for one StatsD counter line;
-* :mod:`support.totals` -- received lines summed per series;
-* :mod:`support.airflow` -- throwaway Airflow homes, ``dag.test()`` runs and ``airflow standalone``;
+* :mod:`support.airflow` -- ``airflow standalone``, and Airflow's own ``[metrics]`` StatsD;
+* :mod:`support.deploy` -- where the DAGs, plugins and modules the tests deploy into Airflow are;
 * :mod:`support.cluster` -- Airflow's components started one by one (executors other than Local);
 * :mod:`support.celery` -- the CeleryExecutor deployment and the totals its DAG must add up to;
-* :mod:`support.bench` -- one section of the benchmark page, run with ``--quick``;
-* :mod:`support.promtool` -- promtool, for rule and config checks and rule tests;
-* :mod:`support.dashboard` -- the committed Grafana dashboard: layout, queries, queries evaluated.
+* :mod:`support.pod_executor` -- an executor that runs each task the KubernetesExecutor's way;
+* :mod:`support.hostnames` -- hostname callables for the Celery workers;
+* :mod:`support.trigger_runs` -- one trigger run through Airflow's ``TriggerRunner.run_trigger``;
+* :mod:`support.inventory_world` -- the inventory tests' DAG runs, writes and expectations;
+* :mod:`support.ui` / :mod:`support.browser` -- the UI's deployment, and Chromium driving it;
+* :mod:`support.count_at_runs` -- the ``count_at = api_server`` deployments' runs and what they call;
+* :mod:`support.e2e` / :mod:`support.feeder` -- the Prometheus end-to-end tests' model and checks,
+  and their feeder process;
+* :mod:`support.cli` / :mod:`support.exported` -- the ``store-metrics`` command, and its ``export``,
+  in a fresh process;
+* :mod:`support.helm_chart` / :mod:`support.kubernetes_checks` -- Airflow's Helm chart where a
+  checkout is given; Kubernetes' schemas, the Operator's types and ``kubectl kustomize``;
+* :mod:`support.fake_accessors` -- in-memory stand-ins shaped like the Task SDK's accessors;
+* :mod:`support.barriers` -- one last count through the same path, proving every earlier one arrived;
+* :mod:`support.stores` -- :class:`~support.stores.DictStore`, an in-memory task store accessor;
+* :mod:`support.tags` -- the tag sets of the stories, and tag values that would break a line;
+* :mod:`support.lines` / :mod:`support.totals` -- strict StatsD line parsers, lines summed per series;
+* :mod:`support.promtool` / :mod:`support.prometheus` / :mod:`support.servers` -- promtool, and
+  Prometheus and Alertmanager servers;
+* :mod:`support.dashboard` / :mod:`support.dashboard_cost` -- the committed Grafana dashboard, and
+  what its queries cost Prometheus;
+* :mod:`support.bench` -- one section of the benchmark page, run through ``python -m benchmarks``;
+* :mod:`support.matrix_plugin` -- the strict xfails of old Airflow releases (``scripts/matrix``).
 
 Nothing here fakes a metrics backend: receivers are real sockets and servers on 127.0.0.1.
-
-Free ports, bounded waits and the endpoints the benchmarks use too come from :mod:`testbed` at the
-repository root (one copy for both); importing ``support`` puts the root on ``sys.path`` so that
-scripts run from ``tests/`` in a fresh process (feeders, probes) find it as pytest does.
 """
-
-import sys
-from pathlib import Path
-
-_ROOT = str(Path(__file__).resolve().parent.parent.parent)
-if _ROOT not in sys.path:
-    sys.path.append(_ROOT)

@@ -1,124 +1,22 @@
-"""A real, throwaway Airflow installation for tests: temp AIRFLOW_HOME, SQLite, DAG files.
+"""What only the tests run on an Airflow home: ``airflow standalone``, and Airflow's own StatsD.
 
-Each run happens in a fresh subprocess with its own environment, so every test picks its own
-``[store_metrics]`` configuration the way a deployment would (environment variables):
-``dag.test()`` through ``tests/airflow_runner.py`` (:meth:`AirflowHome.run`), or a whole
-``airflow standalone`` (:class:`Standalone`).
+The home itself (:class:`testbed.airflow.AirflowHome`, and :func:`testbed.airflow.make_home` with
+the scenario DAGs) is the test bed's, shared with the benchmarks. :class:`Standalone` runs a whole
+``airflow standalone`` on one; :func:`airflow_statsd_env` sends Airflow's own ``[metrics]`` StatsD
+to a receiver.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from store_metrics import example_dags
-from support.waiting import wait_until
-
-TESTS = Path(__file__).resolve().parent.parent
-#: A script, not a module of this package: run in a fresh process with tests/ as its directory.
-RUNNER = TESTS / "airflow_runner.py"
-
-
-def clean_environ() -> dict[str, str]:
-    """This process's environment without any Airflow or store-metrics settings."""
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("AIRFLOW__", "AIRFLOW_HOME", "OTEL_", "DD_", "DATADOG_"))
-    }
-
-
-@dataclass
-class AirflowHome:
-    path: Path
-
-    @property
-    def dags(self) -> Path:
-        return self.path / "dags"
-
-    def env(self, **settings: str) -> dict[str, str]:
-        env = clean_environ()
-        env.update(
-            {
-                "AIRFLOW_HOME": str(self.path),
-                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
-                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.path / 'airflow.db'}",
-                "AIRFLOW__STORE_METRICS__FLUSH_TIMEOUT": "5",
-            }
-        )
-        env.update(settings)
-        return env
-
-    def query(self, sql: str, *args: object) -> list[tuple[Any, ...]]:
-        """Rows of a read-only query of this home's SQLite metadata database (none before it exists)."""
-        import sqlite3
-
-        db = self.path / "airflow.db"
-        if not db.exists():
-            return []
-        try:
-            with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-                return conn.execute(sql, args).fetchall()
-        except sqlite3.OperationalError:  # not migrated yet, or busy
-            return []
-
-    def columns(self, table: str) -> set[str]:
-        """The column names of ``table`` in this home's metadata database."""
-        return {str(row[1]) for row in self.query(f"pragma table_info({table})")}
-
-    def dag_file(self, module: str) -> Path:
-        path = self.dags / f"{module}.py"
-        assert path.is_file(), path
-        return path
-
-    def run(self, tmp: Path, modules: list[str], env: dict[str, str], timeout: float = 300) -> dict[str, Any]:
-        """Run the DAG modules (in order) with dag.test() in a fresh process; return what it reported."""
-        result = tmp / f"result-{len(list(tmp.glob('result-*.json')))}.json"
-        proc = subprocess.run(
-            [sys.executable, str(RUNNER), str(result), *(str(self.dag_file(m)) for m in modules)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        log = result.with_suffix(".log")
-        log_text = log.read_text() if log.exists() else ""
-        assert proc.returncode == 0, f"runner failed:\n{proc.stdout}\n{proc.stderr}\n{log_text[-5000:]}"
-        data: dict[str, Any] = json.loads(result.read_text())
-        data["log"] = log_text + proc.stdout + proc.stderr
-        return data
-
-
-def map_index_column(columns: set[str]) -> str:
-    """The column of a task instance's (or its task store's) map index: Airflow 3.4 renamed it."""
-    return "region_index" if "region_index" in columns else "map_index"
-
-
-def make_home(root: Path) -> AirflowHome:
-    home = AirflowHome(root)
-    home.dags.mkdir(parents=True)
-    examples = Path(example_dags.__file__).parent
-    for module in example_dags.SCENARIOS:
-        shutil.copy(examples / f"{module}.py", home.dags)
-    for dag_file in (TESTS / "dags").glob("*.py"):
-        shutil.copy(dag_file, home.dags)
-    subprocess.run(
-        [sys.executable, "-m", "airflow", "db", "migrate"],
-        env=home.env(),
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    return home
+from testbed.airflow import SCENARIO_DAGS, AirflowHome
+from testbed.waiting import wait_until
 
 
 class Standalone:
@@ -131,7 +29,7 @@ class Standalone:
     def __init__(self, root: Path, api_port: int, settings: dict[str, str]) -> None:
         self.home = AirflowHome(root)
         self.home.dags.mkdir(parents=True)
-        for dag_file in (TESTS / "dags").glob("*.py"):
+        for dag_file in SCENARIO_DAGS.glob("*.py"):
             shutil.copy(dag_file, self.home.dags)
         self.api_port = api_port
         self.env = self.home.env(

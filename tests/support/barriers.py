@@ -1,7 +1,7 @@
 """Barriers that prove delivery: one last count sent through the same path, whose arrival means every
 count sent before it has arrived too (no "wait a little longer for anything more").
 
-:meth:`support.udp.UdpReceiver.lines_before_marker` is the barrier for senders that have finished
+:meth:`testbed.udp.UdpReceiver.lines_before_marker` is the barrier for senders that have finished
 (exited, or flushed): its marker datagram is queued after theirs. :func:`api_server_marker` is
 the one for a running API server: the server itself counts one more request and sends it.
 """
@@ -13,8 +13,8 @@ import urllib.request
 import uuid
 
 from support.totals import totals
-from support.udp import UdpReceiver
-from support.waiting import wait_until
+from testbed.udp import UdpReceiver
+from testbed.waiting import wait_until
 
 #: The series an unauthenticated task store read is counted on (no task instance to name).
 MARKER_SERIES = (

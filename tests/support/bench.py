@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent.parent
+from testbed.repository import ROOT
 
 
 def run_quick_section(section: str, timeout: float) -> str:
@@ -14,7 +13,7 @@ def run_quick_section(section: str, timeout: float) -> str:
     must exit 0 within ``timeout`` seconds."""
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--quick", "--only", section, "--no-write"],
-        cwd=REPO,
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -1,8 +1,8 @@
-"""The CeleryExecutor deployment of ``tests/test_celery.py`` and ``tests/test_count_at_celery.py``.
+"""The CeleryExecutor deployment of ``tests/airflow/test_celery.py`` and ``test_count_at_celery.py``.
 
 A real ``redis-server`` (broker and result backend) under a :class:`~support.cluster.Cluster`,
 two ``airflow celery worker`` processes with concurrency 2, each with its own host name, and the
-totals the DAG ``store_metrics_celery`` (``dags/store_metrics_celery.py``) must add up to.
+totals the DAG ``store_metrics_celery`` (``tests/deploy/dags/executors/``) must add up to.
 """
 
 from __future__ import annotations

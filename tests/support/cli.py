@@ -11,7 +11,7 @@ def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``store-metrics ARGS`` with this environment minus Airflow/OTel settings, plus ``env``."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "OTEL_"))}
     return subprocess.run(
-        [sys.executable, "-m", "store_metrics.cli", *args],
+        [sys.executable, "-m", "store_metrics.commands.cli", *args],
         env={**base, **env},
         capture_output=True,
         text=True,

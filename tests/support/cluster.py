@@ -4,10 +4,10 @@
 CeleryExecutor, ``airflow celery worker`` processes and a real ``redis-server``) on free ports
 with a throwaway ``AIRFLOW_HOME`` on SQLite. Every process gets its own session (process group)
 and log file; :meth:`Cluster.stop` kills the groups, so nothing outlives the test. Every wait
-polls a condition with a deadline (:func:`support.waiting.wait_until`).
+polls a condition with a deadline (:func:`testbed.waiting.wait_until`).
 
-The DAG files come from ``tests/support/dags/`` (not ``tests/dags/``, which the ``dag.test()``
-and ``airflow standalone`` tests copy whole).
+The DAG files come from ``tests/deploy/dags/executors/`` (not ``.../scenarios/``, which the
+``dag.test()`` and ``airflow standalone`` tests copy whole).
 """
 
 from __future__ import annotations
@@ -27,17 +27,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
 
-from support.airflow import AirflowHome, map_index_column
-from support.ports import free_port
-from support.waiting import wait_until
-
-TESTS = Path(__file__).resolve().parent.parent
-DAGS = Path(__file__).resolve().parent / "dags"
+from support.deploy import EXECUTOR_DAGS
+from testbed.airflow import AirflowHome, map_index_column
+from testbed.ports import free_port
+from testbed.waiting import wait_until
 
 
 def dag_module(dag_id: str) -> ModuleType:
     """The DAG file ``dags/<dag_id>.py`` as a module: its call counts are the expected totals' source."""
-    spec = importlib.util.spec_from_file_location(f"{dag_id}_dag", DAGS / f"{dag_id}.py")
+    spec = importlib.util.spec_from_file_location(f"{dag_id}_dag", EXECUTOR_DAGS / f"{dag_id}.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -117,10 +115,11 @@ class Cluster:
         self.home = AirflowHome(root / "home")
         self.home.dags.mkdir(parents=True)
         for name in dag_files:
-            shutil.copy(DAGS / name, self.home.dags)
+            shutil.copy(EXECUTOR_DAGS / name, self.home.dags)
         self.logs = root / "logs"
         self.logs.mkdir()
         self.api_port = free_port()
+        # The home's PYTHONPATH has tests/: hostname callables and the test executor live in `support`.
         self.env = self.home.env(
             AIRFLOW__API__PORT=str(self.api_port),
             AIRFLOW__API__HOST="127.0.0.1",
@@ -137,8 +136,6 @@ class Cluster:
             AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="1",
             AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
-            # tests/ on the path: hostname callables and the test executor live in `support`.
-            PYTHONPATH=os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH", "")) if p),
             **settings,
         )
         self.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{self.env.get('PATH', '')}"

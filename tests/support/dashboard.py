@@ -7,6 +7,9 @@ series the panels read), and fails the test unless every query returns exactly t
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +17,7 @@ from typing import Any
 import yaml
 
 from support.promtool import promtool
+from testbed.repository import ROOT
 
 #: Grafana's grid: 24 columns.
 GRID_WIDTH = 24
@@ -99,3 +103,53 @@ def evaluate_queries(
     (tmp_path / "panels.test.yml").write_text(yaml.safe_dump(doc, width=10_000))
     tested = promtool("test", "rules", "panels.test.yml", cwd=tmp_path)
     assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+# -- the committed dashboard, and the alerts its thresholds draw ------------------------------------
+
+#: The repository's copy of the export.
+DASHBOARDS = ROOT / "dashboards"
+COLLECTOR = ROOT / "collector"
+JSON_PATH = DASHBOARDS / "store-metrics.json"
+
+
+def dashboard() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(JSON_PATH.read_text())
+    return data
+
+
+def panels() -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = dashboard()["panels"]
+    return found
+
+
+def every_panel() -> list[dict[str, Any]]:
+    """Top-level panels and those inside the collapsed rows."""
+    return [q for p in panels() for q in (p, *p.get("panels", [])) if q["type"] != "row"]
+
+
+def targets() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    return [(p, t) for p in panels() for t in p.get("targets", [])]
+
+
+def alert(name: str) -> dict[str, Any]:
+    for path in COLLECTOR.glob("*rules.yml"):
+        for group in yaml.safe_load(path.read_text())["groups"]:
+            for rule in group["rules"]:
+                if rule.get("alert") == name:
+                    return dict(rule)
+    raise AssertionError(name)
+
+
+def threshold(name: str) -> float:
+    """The number an alert compares against (its first ``> x``)."""
+    match = re.search(r"\) > ([0-9.]+)\n|> ([0-9.]+)$", alert(name)["expr"])
+    assert match, alert(name)["expr"]
+    return float(match.group(1) or match.group(2))
+
+
+def with_rules(tmp_path: Path, *names: str) -> list[str]:
+    """Copy the rule files the panels read into ``tmp_path``, for promtool to evaluate along."""
+    for name in names:
+        shutil.copy(COLLECTOR / name, tmp_path / name)
+    return list(names)

@@ -7,10 +7,10 @@ not loaded) over its default range, as Grafana sends them, and sums Prometheus' 
 ``totalQueryableSamples``. The tests use it on a small data set; docs/alerts.md reports it for the
 shipped dashboard and the previous one:
 
-    .venv/bin/python tests/support/dashboard_cost.py --dashboard dashboards/store-metrics.json \\
-        --rules collector/rules.yml
+    PYTHONPATH=.:tests .venv/bin/python -m support.dashboard_cost \\
+        --dashboard dashboards/store-metrics.json --rules collector/rules.yml
     git show <before>:dashboards/store-metrics.json > /tmp/before.json
-    .venv/bin/python tests/support/dashboard_cost.py --dashboard /tmp/before.json
+    PYTHONPATH=.:tests .venv/bin/python -m support.dashboard_cost --dashboard /tmp/before.json
 """
 
 from __future__ import annotations
@@ -20,15 +20,11 @@ import json
 import random
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-if __name__ == "__main__":  # run as a script: the tests' support package beside it
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store

@@ -37,8 +37,8 @@ _TRIGGERS_USING_AGET = (
 #: node id -> the exception the test fails with where the async asset accessors are missing.
 NEED_ASYNC_ASSET_STORE: dict[str, type[BaseException]] = {
     # Its fakes have 3.3.2's asset accessor shape (with aget/aset/adelete/aclear): the comparison fails.
-    "tests/test_accessors.py::test_fakes_have_the_shape_of_airflows_accessors": AssertionError,
-    **{f"tests/test_triggerer.py::{name}": AttributeError for name in _TRIGGERS_USING_AGET},
+    "tests/airflow/test_accessor_shapes.py::test_fakes_have_the_shape_of_airflows_accessors": AssertionError,
+    **{f"tests/airflow/test_triggerer.py::{name}": AttributeError for name in _TRIGGERS_USING_AGET},
 }
 
 

@@ -32,6 +32,8 @@ from typing import Any
 
 from airflow.executors.base_executor import BaseExecutor
 
+from testbed.waiting import poll
+
 
 class ProcessPerTaskExecutor(BaseExecutor):
     """Runs every ExecuteTask workload as ``python -m airflow.sdk.execution_time.execute_workload``."""
@@ -116,10 +118,11 @@ class ProcessPerTaskExecutor(BaseExecutor):
                 self.fail(key)
 
     def end(self) -> None:
-        deadline = time.monotonic() + 10
-        while self._pods and time.monotonic() < deadline:
+        def done() -> bool:
             self.sync()
-            time.sleep(0.1)
+            return not self._pods
+
+        poll(done, 10, 0.1)  # the pods still running get 10 s to finish, then are killed
         self.terminate()
 
     def terminate(self) -> None:

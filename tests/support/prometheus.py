@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from support.ports import free_port
 from support.servers import ServerProcess
-from support.waiting import wait_until
+from testbed.ports import free_port
+from testbed.waiting import wait_until
 
 __all__ = ["PrometheusServer"]
 

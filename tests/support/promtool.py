@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-COLLECTOR = Path(__file__).resolve().parent.parent.parent / "collector"
+from testbed.repository import ROOT
+
+COLLECTOR = ROOT / "collector"
 
 
 def promtool(*args: str, cwd: Path = COLLECTOR) -> subprocess.CompletedProcess[str]:

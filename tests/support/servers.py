@@ -8,7 +8,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from support.waiting import wait_until
+from testbed.waiting import wait_until
 
 __all__ = ["ServerProcess"]
 

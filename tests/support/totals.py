@@ -42,7 +42,7 @@ def totals(lines: list[str], style: str, prefix: str = "airflow.") -> Counter[Ke
 
     The API server's own lines (``<prefix>api_server.*``: histograms and gauges too, sent to the
     same socket under ``airflow standalone``) are not task counters and are left out; they are
-    checked by tests/test_server_airflow.py.
+    checked by tests/airflow/test_server_airflow.py.
     """
     parse = _parse_dogstatsd if style == "dogstatsd" else _parse_influx
     result: Counter[Key] = Counter()

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from store_metrics.accessors import is_instrumented
+from store_metrics.counting.accessors import is_instrumented
 
 #: The asset the in-process watchers watch.
 ASSET = "store_metrics_test/in_process"

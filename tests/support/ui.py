@@ -7,21 +7,20 @@ API server counting their calls, and a real Prometheus scraping it.
   (``calculate_env`` in ``airflow/cli/commands/standalone_command.py``), and these tests need one
   with per-DAG permissions.
 * Auth: Airflow's Simple auth manager with known passwords, extended with per-DAG refusals
-  (``tests/ui_support/per_dag_auth.py``): ``admin`` reads everything, ``viewer`` every DAG but
+  (``tests/deploy/modules/per_dag_auth.py``): ``admin`` reads everything, ``viewer`` every DAG but
   :data:`SECRET`.
-* DAGs (``tests/ui_support/dags``): :data:`ORDERS` (tasks, a mapped task, two assets),
+* DAGs (``tests/deploy/dags/ui``): :data:`ORDERS` (tasks, a mapped task, two assets),
   :data:`SECRET` (the largest state; shares an asset with ORDERS), :data:`SMALL`.
 * Calls: ``count_at = api_server`` with the OpenTelemetry backend's Prometheus exporter on the API
   server's worker, scraped every second by a real Prometheus (``collector/prometheus.yml``'s
   ``store-metrics-api-server`` job), which the UI queries (``ui_prometheus_url``).
 
-Used by tests/test_ui_standalone.py and scripts/screenshots.
+Used by tests/airflow/test_ui_deployment.py and scripts/screenshots.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import urllib.error
 import urllib.request
@@ -29,14 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from support.airflow import TESTS
 from support.cluster import Cluster
-from support.ports import free_port
+from support.deploy import MODULES, UI_DAGS
+from support.e2e import CALLS as RECORDED
+from support.e2e import export_for_e2e, wait_for
 from support.prometheus import PrometheusServer, scraping_job
-from test_prometheus_e2e import CALLS as RECORDED
-from test_prometheus_e2e import export_for_e2e, wait_for
+from testbed.ports import free_port
+from testbed.repository import python_path
 
-UI_SUPPORT = TESTS / "ui_support"
 ORDERS = "store_metrics_ui_orders"
 SECRET = "store_metrics_ui_secret"
 SMALL = "store_metrics_ui_small"
@@ -194,13 +193,13 @@ def start_deployment(root: Path, cache_ttl: float = 2) -> UiDeployment:
             },
         )
         # Instead of the Cluster's Simple auth manager with everyone an admin: per-DAG permissions, from
-        # tests/ui_support (on the path of every component).
+        # tests/deploy/modules (on the path of every component).
         airflow.env.update(
             AIRFLOW__CORE__AUTH_MANAGER="per_dag_auth.PerDagAuthManager",
             AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS="False",
-            PYTHONPATH=os.pathsep.join([str(UI_SUPPORT), airflow.env["PYTHONPATH"]]),
+            PYTHONPATH=python_path(MODULES),
         )
-        for dag_file in (UI_SUPPORT / "dags").glob("*.py"):
+        for dag_file in UI_DAGS.glob("*.py"):
             shutil.copy(dag_file, airflow.home.dags)
         airflow.start(list(DAG_IDS))
     except BaseException:

@@ -11,9 +11,9 @@ import importlib
 import importlib.util
 from typing import Any
 
-from ..contracts import Backend
+from ..config.options import BACKEND_CHOICES, BACKENDS, backend_options
+from ..counting.contracts import Backend
 from ..errors import ConfigError, MissingExtraError
-from ..options import BACKEND_CHOICES, BACKENDS, backend_options
 
 __all__ = ["BACKENDS", "create_backend"]
 
@@ -35,7 +35,7 @@ def _missing_package(exc: ImportError) -> str:
 def create_backend(name: str, **options: Any) -> Backend:
     """Import the adapter for ``name`` and build it with ``options``.
 
-    ``options`` are the backend's own keywords (:func:`store_metrics.options.split_arguments`
+    ``options`` are the backend's own keywords (:func:`store_metrics.config.options.split_arguments`
     picks them); one the option table does not give this backend is a :class:`ConfigError`.
     Building does no I/O; sockets and providers are made later by ``open()`` on the
     emitter's worker thread.

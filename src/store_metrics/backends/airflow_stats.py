@@ -35,16 +35,15 @@ from typing import Any
 from airflow.sdk.observability import stats
 
 from .. import logs
-from ..airflow_metrics import NONE, AirflowMetrics, read_airflow_metrics
 from ..catalogue import Metric
-from ..contracts import TotalsSource
-from ..deltas import Buckets, CounterDelta, Delta, GaugeValue, HistogramDelta, TagTuple
+from ..config.auto_backend import NONE, AirflowMetrics, read_airflow_metrics
+from ..counting.contracts import TotalsSource
+from ..counting.deltas import Buckets, CounterDelta, Delta, GaugeValue, HistogramDelta, TagTuple, bucket_mean
 from ..errors import PartialExport
-from ..wire import bucket_mean
 
 
 def _airflow_metrics() -> AirflowMetrics:
-    from ..config import airflow_reader
+    from ..config.reader import airflow_reader
 
     return read_airflow_metrics(airflow_reader())
 

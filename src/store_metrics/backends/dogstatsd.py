@@ -10,7 +10,7 @@ gauge line per gauge::
     airflow.api_server.state_store.request.duration:7.25|d|@0.5|#store:task,operation:get,...
     airflow.api_server.event_loop.stall.max:212.5|g|#worker:host-123
 
-Every byte comes from :mod:`store_metrics.wire` and leaves on one socket (:mod:`.udp`), packed
+Every byte comes from :mod:`.statsd_lines` and leaves on one socket (:mod:`.udp`), packed
 into datagrams of at most 1432 bytes (DogStatsD's own limit, which fits a 1500-byte MTU), each
 ended by a newline as datadog's own client ends them. Lines
 carry no client telemetry and no origin-detection field (``|c:<container-id>``), which
@@ -20,8 +20,8 @@ is needed: the ``dogstatsd`` extra stays for compatibility.
 
 from __future__ import annotations
 
-from ..options import default
-from ..wire import Style
+from ..config.options import default
+from .statsd_lines import Style
 from .udp import LineBackend, UdpSender
 
 #: DogStatsD's own UDP payload limit (fits a 1500-byte MTU).

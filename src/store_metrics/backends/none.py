@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..contracts import TotalsSource
-from ..deltas import Delta
+from ..counting.contracts import TotalsSource
+from ..counting.deltas import Delta
 
 
 class NoneBackend:

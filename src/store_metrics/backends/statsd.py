@@ -11,15 +11,15 @@ histograms go as one sampled ``h`` line per non-empty bucket and gauges as ``g``
 
     airflow.api_server.state_store.request.duration,store=task,operation=get,...:7.25|h|@0.5
 
-Every byte comes from :mod:`store_metrics.wire` and leaves on one socket (:mod:`.udp`); a
+Every byte comes from :mod:`store_metrics.backends.statsd_lines` and leaves on one socket (:mod:`.udp`); a
 datagram that fails to send is kept for the next flush, one that was sent is never sent again.
 No client library is needed: the ``statsd`` extra stays for compatibility and installs nothing.
 """
 
 from __future__ import annotations
 
-from ..options import default
-from ..wire import Style
+from ..config.options import default
+from .statsd_lines import Style
 from .udp import LineBackend, UdpSender
 
 

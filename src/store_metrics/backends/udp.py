@@ -1,8 +1,8 @@
 """StatsD lines over one UDP socket: what the ``statsd`` and ``dogstatsd`` backends share.
 
-:class:`LineBackend` formats every delta with :mod:`store_metrics.wire` (so the byte-exact wire
+:class:`LineBackend` formats every delta with :mod:`.statsd_lines` (so the byte-exact wire
 tests cover the bytes sent) and sends them through :class:`UdpSender`; the two backends differ
-only in their :class:`~store_metrics.wire.Style`, datagram size and description.
+only in their :class:`~store_metrics.backends.statsd_lines.Style`, datagram size and description.
 
 The host is resolved and the socket connected in :meth:`UdpSender.open` (on the emitter's
 worker thread; a host that does not resolve fails there, before anything is sent). After that,
@@ -28,10 +28,10 @@ import select
 import socket
 from collections.abc import Sequence
 
-from ..contracts import TotalsSource
-from ..deltas import Delta
+from ..counting.contracts import TotalsSource
+from ..counting.deltas import Delta
 from ..errors import PartialExport
-from ..wire import Line, Style, delta_lines, pack_lines
+from .statsd_lines import Line, Style, delta_lines, pack_lines
 
 #: How long a send waits for the refusal of its probe once the receiver was found down. On the
 #: emitter's worker thread, never the task's; loopback refuses within microseconds, a LAN within

@@ -21,16 +21,16 @@ from typing import Final, cast
 
 from .. import logs
 from ..catalogue import Kind, Metric
-from ..contracts import Backend
-from ..deltas import TagTuple
-from ..options import default
+from ..config.options import default
+from ..counting.contracts import Backend
+from ..counting.deltas import TagTuple
 from . import process
 from .delivery import Delivery
 from .registry import SeriesRegistry
 from .series import CounterSeries, GaugeSeries, HistogramSeries, LiveTarget, Series
 from .worker import FlushWorker
 
-# The option table's defaults (store_metrics.options: each option is written once).
+# The option table's defaults (store_metrics.config.options: each option is written once).
 DEFAULT_FLUSH_INTERVAL: Final[float] = default("flush_interval")
 DEFAULT_FLUSH_TIMEOUT: Final[float] = default("flush_timeout")
 DEFAULT_EXIT_TIMEOUT: Final[float] = default("exit_timeout")

@@ -20,7 +20,7 @@ from typing import cast
 
 from .. import logs
 from ..catalogue import Kind
-from ..contracts import Backend, LiveHistograms
+from ..counting.contracts import Backend, LiveHistograms
 from ..errors import PartialExport
 from .registry import SeriesRegistry
 from .series import LiveTarget

@@ -15,8 +15,8 @@ from typing import Final
 
 from .. import logs
 from ..catalogue import Kind, Metric
-from ..deltas import Delta, TagTuple
-from ..wire import normalize_tags
+from ..counting.deltas import Delta, TagTuple
+from ..naming import normalize_tags
 from .series import CounterSeries, GaugeSeries, HistogramSeries, LiveTarget, Series
 
 OVERFLOW_TAG_VALUE: Final = "overflow"

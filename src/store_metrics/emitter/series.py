@@ -2,7 +2,7 @@
 
 The three kinds share one small interface, which is all the registry and the delivery use:
 
-* ``take()`` returns what was counted since the last push as a :mod:`~store_metrics.deltas`
+* ``take()`` returns what was counted since the last push as a :mod:`~store_metrics.counting.deltas`
   value (``None`` when nothing was) and marks it pushed;
 * ``give_back(delta)`` returns a delta (or the part of it) that could not be sent, to go out
   with the next push;
@@ -24,8 +24,8 @@ from typing import Protocol
 
 from .. import logs
 from ..catalogue import Metric
-from ..contracts import LiveHistograms
-from ..deltas import Buckets, CounterDelta, Delta, GaugeValue, HistogramDelta, TagTuple
+from ..counting.contracts import LiveHistograms
+from ..counting.deltas import Buckets, CounterDelta, Delta, GaugeValue, HistogramDelta, TagTuple
 
 
 class Series(Protocol):

@@ -42,7 +42,7 @@ def _log_to_stderr() -> None:
 
 
 def _say_state_store_backends() -> None:
-    """Say once what Airflow's state store backend settings mean for the figures."""
+    """Say once what Airflow's state store backend configuration means for the figures."""
     from airflow.configuration import conf
 
     server = conf.get("state_store", "backend", fallback=METASTORE_BACKEND) or METASTORE_BACKEND
@@ -66,15 +66,15 @@ def _say_state_store_backends() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..config import load_settings
+    from ..config.reader import read_options
 
     _log_to_stderr()
     try:
-        settings = load_settings()
+        options = read_options()
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    top = settings.inventory_top if args.top is None else args.top
+    top = options.inventory_top if args.top is None else args.top
     if top < 1:
         print("error: --top must be at least 1", file=sys.stderr)
         return EXIT_CONFIG
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         from .collect import Collector
         from .database import Database
 
-        database = Database.from_airflow(settings.inventory_timeout)
+        database = Database.from_airflow(options.inventory_timeout)
         _say_state_store_backends()
     except ImportError as exc:
         print(f"error: store-metrics inventory needs Apache Airflow 3.3+ installed ({exc})", file=sys.stderr)
@@ -94,40 +94,40 @@ def run(args: argparse.Namespace) -> int:
         snapshot = collector.collect()
         sys.stdout.write(render(snapshot, top))
         return EXIT_OK if all(snapshot.up.values()) else EXIT_DATABASE
-    return _serve(args, settings, collector)
+    return _serve(args, options, collector)
 
 
-def _serve(args: argparse.Namespace, settings: Any, collector: Any) -> int:
-    from ..runtime import create_emitter
+def _serve(args: argparse.Namespace, options: Any, collector: Any) -> int:
+    from ..counting.runtime import create_emitter
     from .publish import Publisher, emitter_arguments
     from .serve import ServeLoop
 
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    interval = settings.inventory_interval
+    interval = options.inventory_interval
     close: Any = None
     try:
-        if settings.inventory_export == "prometheus":
+        if options.inventory_export == "prometheus":
             from .prometheus import Endpoint
 
-            port = settings.inventory_port if args.port is None else args.port
-            endpoint = Endpoint(lambda: collector.snapshot, settings.prefix, args.host, port)
+            port = options.inventory_port if args.port is None else args.port
+            endpoint = Endpoint(lambda: collector.snapshot, options.prefix, args.host, port)
             close = endpoint.close
             where = f"serving {endpoint.url}"
             loop = ServeLoop(collector, interval)
         else:
-            emitter = create_emitter(**emitter_arguments(settings))
+            emitter = create_emitter(**emitter_arguments(options))
             close = emitter.close
-            publisher = Publisher(emitter, settings.flush_timeout)
-            where = f"sending to {emitter.backend.describe()} every {settings.flush_interval:g} s"
-            loop = ServeLoop(collector, interval, tick=settings.flush_interval, on_tick=publisher.publish)
+            publisher = Publisher(emitter, options.flush_timeout)
+            where = f"sending to {emitter.backend.describe()} every {options.flush_interval:g} s"
+            loop = ServeLoop(collector, interval, tick=options.flush_interval, on_tick=publisher.publish)
     except (ConfigError, MissingExtraError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_MISSING if isinstance(exc, MissingExtraError) else EXIT_CONFIG
     except OSError as exc:
         print(
-            f"error: cannot serve on {args.host}:{args.port or settings.inventory_port}: {exc}",
+            f"error: cannot serve on {args.host}:{args.port or options.inventory_port}: {exc}",
             file=sys.stderr,
         )
         return EXIT_LISTEN

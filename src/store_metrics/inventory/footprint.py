@@ -4,7 +4,7 @@ A :class:`Group` is one row of an aggregate query (entries, bytes, references, o
 write, expired entries). :func:`footprint_of` turns a query's rows into a :class:`StoreFootprint`:
 
 1. group keys are sanitised by the tag rule of every other metric
-   (:func:`~store_metrics.wire.sanitize_tag_value`), and groups whose keys become equal are
+   (:func:`~store_metrics.naming.sanitize_tag_value`), and groups whose keys become equal are
    merged, so a DAG has the same labels on every path;
 2. the task store keeps the ``top`` DAGs by bytes (then entries, then name), and within each of
    them its ``top`` tasks; the other tasks of a kept DAG are summed under ``task_id="other"``, every
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalogue import OTHER, Store
-from ..wire import sanitize_tag_value
+from ..naming import sanitize_tag_value
 from .queries import KEY_COLUMNS
 
 Key = tuple[str, ...]

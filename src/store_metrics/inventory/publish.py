@@ -6,7 +6,7 @@ series (statsd_exporter's TTL, the Collector's ``metric_expiration``) keep seein
 readings of the database. A series that left the footprint is sent once more as 0 and then no
 longer: push receivers keep a gauge's last value, and a stale non-zero value would be wrong.
 
-The emitter is made like the API server's (:func:`store_metrics.runtime.create_emitter` from
+The emitter is made like the API server's (:func:`store_metrics.counting.runtime.create_emitter` from
 ``[store_metrics]``): cumulative temporality and its own ``service.instance.id`` for ``otel``,
 and for ``otel_exporter = prometheus`` its endpoint on ``inventory_port``.
 """
@@ -16,8 +16,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ..contracts import Emitter
-from ..wire import normalize_tags
+from ..counting.contracts import Emitter
+from ..naming import normalize_tags
 from .collect import Snapshot
 from .gauges import snapshot_series
 
@@ -27,13 +27,13 @@ INSTANCE_ID = "store-metrics-inventory"
 _SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
 
 
-def emitter_arguments(settings: Any) -> dict[str, Any]:
+def emitter_arguments(options: Any) -> dict[str, Any]:
     """``create_emitter`` arguments for the inventory: the tasks' backend, as a long-lived process."""
     return {
-        **settings.configure_kwargs(),
+        **options.configure_kwargs(),
         "temporality": "cumulative",
         "instance_id": INSTANCE_ID,
-        "prometheus_port": settings.inventory_port,
+        "prometheus_port": options.inventory_port,
     }
 
 

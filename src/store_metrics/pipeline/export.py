@@ -1,7 +1,7 @@
 """``store-metrics export``: every shipped pipeline file, for a metric prefix and settings, from the package.
 
 Layout (paths relative to ``--out``; the repository keeps the default prefix's files at the same
-paths, and tests/test_export.py checks they are byte for byte what this writes)::
+paths, and tests/pipeline/test_export.py checks they are byte for byte what this writes)::
 
     collector/otel-collector.yaml                          OpenTelemetry Collector (contrib)
     collector/prometheus.yml                               Prometheus scrape jobs + rule files
@@ -37,14 +37,13 @@ after :data:`FILES`, from what those rendered (:data:`WRAPPERS`).
 
 from __future__ import annotations
 
-import argparse
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from store_metrics import catalogue
-from store_metrics.wire import is_valid_prefix
+from store_metrics.naming import is_valid_prefix
 
 from . import helm, kubernetes, otel_collector, settings, templating
 
@@ -58,10 +57,8 @@ __all__ = [
     "KUBERNETES",
     "TEMPLATES",
     "WRAPPERS",
-    "folder_main",
     "render_all",
     "run",
-    "subtree",
 ]
 
 COLLECTOR = PurePosixPath("collector")
@@ -140,13 +137,6 @@ def render_all(
     return files
 
 
-def subtree(folder: PurePosixPath, prefix: str = catalogue.DEFAULT_PREFIX) -> dict[PurePosixPath, str]:
-    """The files under ``folder`` (one of :data:`FOLDERS`), by path relative to it."""
-    return {
-        path.relative_to(folder): text for path, text in render_all(prefix).items() if folder in path.parents
-    }
-
-
 def _sync(files: Mapping[PurePosixPath, str], out: Path, check: bool) -> list[Path]:
     """Write ``files`` under ``out``; with ``check``, write nothing and return the out-of-date paths."""
     result = []
@@ -190,28 +180,3 @@ def run(
     sets = "".join(f" --set {shlex.quote(a)}" for a in assignments)
     again = f"store-metrics export --out {shlex.quote(str(out))} --prefix {shlex.quote(prefix)}{sets}"
     return _finish(_sync(files, out, check), check, again)
-
-
-def folder_main(folder: PurePosixPath, default_out: Path, argv: Sequence[str] | None = None) -> int:
-    """The repository's ``collector/generate.py`` and ``dashboards/generate.py``: one folder of the export.
-
-    ``--out`` is the folder itself (default: the repository's), as before the files moved into
-    the package; ``store-metrics export --out .`` writes both folders at once.
-    """
-    parser = argparse.ArgumentParser(description=f"Write the {folder}/ files of `store-metrics export`.")
-    parser.add_argument("--check", action="store_true", help="exit 1 if a file is missing or out of date")
-    parser.add_argument(
-        "--prefix", default=catalogue.DEFAULT_PREFIX, help="metric name prefix (default airflow)"
-    )
-    parser.add_argument(
-        "--out", type=Path, default=default_out, help=f"output folder (default {default_out})"
-    )
-    args = parser.parse_args(argv)
-    try:
-        files = subtree(folder, args.prefix)
-    except ValueError as exc:
-        parser.error(str(exc))
-    again = (
-        f"python {folder}/generate.py --prefix {shlex.quote(args.prefix)} --out {shlex.quote(str(args.out))}"
-    )
-    return _finish(_sync(files, args.out, args.check), args.check, again)

@@ -18,7 +18,7 @@ Every file is a template under ``templates/helm/``; this module fills in the val
   values file; this merges values files joining lists instead, for users whose own values set one.
 
 The value names were checked against the chart's ``values.schema.json`` and ``helm template``
-(tests/test_helm.py).
+(tests/pipeline/test_helm.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-from store_metrics import __version__, catalogue, options
+from store_metrics import __version__, catalogue
+from store_metrics.config import options
 
 from . import templating
 

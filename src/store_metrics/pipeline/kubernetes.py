@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-from store_metrics import options
+from store_metrics.config import options
 
 from . import helm, templating
 

@@ -1,11 +1,12 @@
-"""``count_at = api_server``: count each state store request as the task that made it would have.
+"""Who made a state store request: the task instance the Execution API verified, and its tags.
 
-Every state store call of every task, whatever its SDK, arrives at an API server worker as an
-Execution API request. The Execution API has already worked out who is calling: its JWT bearer
-dependency validates the task token and keeps the result on the request's ASGI scope
-(``scope["ti_token"]``, a ``TIToken`` whose ``id`` is the task instance id: the token's ``sub``;
-on the task store routes ``require_auth(scopes=["ti:self"])`` also checks that it equals the
-``{task_instance_id}`` of the path). So, once a request has been answered:
+For ``count_at = api_server``, which counts each state store request as the task that made it would
+have (:mod:`.store_calls` counts). Every state store call of every task, whatever its SDK, arrives
+at an API server worker as an Execution API request. The Execution API has already worked out who is
+calling: its JWT bearer dependency validates the task token and keeps the result on the request's
+ASGI scope (``scope["ti_token"]``, a ``TIToken`` whose ``id`` is the task instance id: the token's
+``sub``; on the task store routes ``require_auth(scopes=["ti:self"])`` also checks that it equals
+the ``{task_instance_id}`` of the path). So, once a request has been answered:
 
 * :func:`requester` reads the task instance id the Execution API verified (or ``None`` for a
   request it refused as unauthenticated, 401/403 with no valid token);

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..catalogue import OPERATION, Operation, Outcome, Store, metric_for
-from ..contracts import Emitter
+from ..counting.contracts import Emitter
 from .attribution import Tags
 from .routes import Route
 

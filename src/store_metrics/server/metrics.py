@@ -245,33 +245,33 @@ def server_metrics() -> ServerMetrics | None:
 
 
 def _build() -> ServerMetrics | None:
-    from ..config import load_settings
+    from ..config.reader import read_options
+    from ..counting.runtime import create_emitter
     from ..errors import ConfigError, MissingExtraError
-    from ..runtime import create_emitter
 
     try:
-        settings = load_settings()
-        count_calls = settings.enabled and settings.counts_at_api_server and not _airflow_counts_itself()
-        if not (settings.enabled and (settings.server_metrics or count_calls)):
+        options = read_options()
+        count_calls = options.enabled and options.counts_at_api_server and not _airflow_counts_itself()
+        if not (options.enabled and (options.server_metrics or count_calls)):
             logs.once("server:off", logging.INFO, "store-metrics: API server metrics are off")
             return None
         worker = worker_identity()
-        emitter = create_emitter(**settings.server_configure_kwargs(worker))
+        emitter = create_emitter(**options.server_configure_kwargs(worker))
     except (ConfigError, MissingExtraError) as exc:
         logs.once("server:config", logging.ERROR, "store-metrics API server metrics are off: %s", exc)
         return None
     except Exception:
         logs.once("server:config", logging.ERROR, "store-metrics API server metrics are off", exc_info=True)
         return None
-    if settings.server_metrics:
+    if options.server_metrics:
         logs.once(
             "server:on",
             logging.INFO,
             "store-metrics: API server worker %s counts state store requests and watches its event loop "
             "(tick %g ms, long stall %g ms), sending to %s",
             worker,
-            settings.stall_tick_ms,
-            settings.stall_threshold_ms,
+            options.stall_tick_ms,
+            options.stall_threshold_ms,
             emitter.backend.describe(),
         )
     if count_calls:
@@ -286,17 +286,17 @@ def _build() -> ServerMetrics | None:
     return ServerMetrics(
         emitter,
         worker,
-        tick_ms=settings.stall_tick_ms,
-        threshold_ms=settings.stall_threshold_ms,
-        log_interval=settings.flush_interval,
+        tick_ms=options.stall_tick_ms,
+        threshold_ms=options.stall_threshold_ms,
+        log_interval=options.flush_interval,
         calls=StoreCalls(emitter) if count_calls else None,
-        route_metrics=settings.server_metrics,
+        route_metrics=options.server_metrics,
     )
 
 
 def _airflow_counts_itself() -> bool:
     """Whether this Airflow counts state store calls itself: then neither side of the plugin does."""
-    from .._native import airflow_emits_state_store_metrics
+    from ..integration.native import airflow_emits_state_store_metrics
 
     if airflow_emits_state_store_metrics():
         logs.once(

@@ -16,7 +16,7 @@ from typing import Final
 from uuid import UUID
 
 from .. import logs
-from ..contracts import Emitter
+from ..counting.contracts import Emitter
 from .attribution import NULL_TI, UNKNOWN_TAGS, WATCHER_TAGS, Lookup, Tags, lookup_task_instance, requester
 from .caller import Caller
 from .lookups import Lookups

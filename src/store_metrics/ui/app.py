@@ -81,7 +81,7 @@ def create_app() -> FastAPI:
     @app.get("/api/dags/{dag_id}/footprint", dependencies=reads_dag)
     def footprint(dag_id: str) -> JSONResponse:
         s = sources()
-        body = dag_payload(dag_id, s.dag(dag_id), s.settings, s.config_problem)
+        body = dag_payload(dag_id, s.dag(dag_id), s.options, s.config_problem)
         return JSONResponse(body, headers=_NO_STORE)
 
     @app.get("/api/dags/{dag_id}/calls", dependencies=reads_dag)
@@ -97,7 +97,7 @@ def create_app() -> FastAPI:
     def deployment(user: Any = Depends(get_user)) -> JSONResponse:  # noqa: B008 - FastAPI's idiom
         s = sources()
         body = deployment_payload(
-            s.deployment(), readable_dag_ids(user), may_read_assets(user), s.inventory_health(), s.settings
+            s.deployment(), readable_dag_ids(user), may_read_assets(user), s.inventory_health(), s.options
         )
         return JSONResponse(body, headers=_NO_STORE)
 

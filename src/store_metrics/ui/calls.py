@@ -37,8 +37,8 @@ from ..catalogue import (
     Outcome,
     Store,
 )
+from ..naming import sanitize_tag_value
 from ..pipeline import RECORDED_CALLS
-from ..wire import sanitize_tag_value
 
 #: The windows the tab offers, and how long each is.
 WINDOWS: Final[dict[str, int]] = {"1h": 3600, "6h": 6 * 3600, "1d": 86400, "7d": 7 * 86400}

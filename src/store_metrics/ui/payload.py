@@ -14,14 +14,14 @@ from collections.abc import Collection
 from typing import Any
 
 from ..catalogue import Store
-from ..config import Settings
+from ..config.reader import OptionValues
 from ..inventory.footprint import Group
+from ..naming import sanitize_tag_value
 from ..pipeline import DASHBOARD_UID
-from ..wire import sanitize_tag_value
 from .calls import DEFAULT_WINDOW, WINDOWS, Calls, InventoryHealth, found_ratio
 from .reading import DagFootprint, Deployment, Named, total
+from .routes import PAGE_ROUTE, TAB_ROUTE
 from .sources import Answer
-from .views import PAGE_ROUTE, TAB_ROUTE
 
 #: How to get the calls, said by the tab when no Prometheus is configured.
 NO_PROMETHEUS = (
@@ -54,32 +54,32 @@ def _rows(groups: tuple[Named, ...], key: str) -> list[dict[str, Any]]:
 
 
 def _freshness(
-    answer: Answer[Any], settings: Settings, read_at: dt.datetime | None, ms: float
+    answer: Answer[Any], options: OptionValues, read_at: dt.datetime | None, ms: float
 ) -> dict[str, Any]:
     return {
         "read_at": _iso(read_at),
         "query_ms": round(ms, 1),
         "age_seconds": round(answer.age, 1),
-        "cache_ttl": settings.ui_cache_ttl,
+        "cache_ttl": options.ui_cache_ttl,
         "problem": answer.problem or None,
     }
 
 
-def grafana_link(settings: Settings, dag_id: str) -> str | None:
+def grafana_link(options: OptionValues, dag_id: str) -> str | None:
     """The dashboard (uid of dashboards/store-metrics.json) filtered on the DAG, as its counters label it."""
-    if not settings.ui_grafana_url:
+    if not options.ui_grafana_url:
         return None
     query = urllib.parse.urlencode({"var-dag_id": sanitize_tag_value(dag_id)})
-    return f"{settings.ui_grafana_url}/d/{DASHBOARD_UID}?{query}"
+    return f"{options.ui_grafana_url}/d/{DASHBOARD_UID}?{query}"
 
 
 def dag_payload(
-    dag_id: str, answer: Answer[DagFootprint], settings: Settings, config_problem: str
+    dag_id: str, answer: Answer[DagFootprint], options: OptionValues, config_problem: str
 ) -> dict[str, Any]:
     fp = answer.value
     return {
         "dag_id": dag_id,
-        **_freshness(answer, settings, fp.read_at if fp else None, fp.duration_ms if fp else 0.0),
+        **_freshness(answer, options, fp.read_at if fp else None, fp.duration_ms if fp else 0.0),
         "config_problem": config_problem or None,
         "tasks": _rows(fp.tasks, "task_id") if fp else [],
         "assets": _rows(fp.assets, "asset") if fp else [],
@@ -88,12 +88,12 @@ def dag_payload(
             "asset": group_json(total(fp.assets)) if fp else None,
         },
         "calls": {
-            "configured": bool(settings.ui_prometheus_url),
+            "configured": bool(options.ui_prometheus_url),
             "windows": list(WINDOWS),
             "default_window": DEFAULT_WINDOW,
-            "how": None if settings.ui_prometheus_url else NO_PROMETHEUS,
+            "how": None if options.ui_prometheus_url else NO_PROMETHEUS,
         },
-        "grafana_url": grafana_link(settings, dag_id),
+        "grafana_url": grafana_link(options, dag_id),
         "page_route": PAGE_ROUTE,
     }
 
@@ -124,18 +124,18 @@ def deployment_payload(
     readable: Collection[str],
     may_read_assets: bool,
     health: Answer[InventoryHealth] | None,
-    settings: Settings,
+    options: OptionValues,
 ) -> dict[str, Any]:
     """The deployment page for one user: only the DAGs in ``readable``; assets if ``may_read_assets``."""
     dep = answer.value
-    top = settings.inventory_top
+    top = options.inventory_top
     dags = tuple((d, g) for d, g in (dep.dags if dep else ()) if d in readable)
     expired = sorted(
         ((d, g) for d, g in dags if g.expired), key=lambda item: (-(item[1].expired or 0), item[0])
     )
     every = total(dags)
     payload: dict[str, Any] = {
-        **_freshness(answer, settings, dep.read_at if dep else None, dep.duration_ms if dep else 0.0),
+        **_freshness(answer, options, dep.read_at if dep else None, dep.duration_ms if dep else 0.0),
         "top": top,
         "dags": _rows(dags[:top], "dag_id"),
         "dag_count": len(dags),

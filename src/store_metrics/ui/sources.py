@@ -1,4 +1,4 @@
-"""Where the pages' numbers come from, per API server worker: the settings, the database, Prometheus.
+"""Where the pages' numbers come from, per API server worker: the options, the database, Prometheus.
 
 One :class:`Sources` per worker (made at the first request, never at import). Each answer is
 cached for ``ui_cache_ttl`` seconds (:class:`~.cache.TtlCache`): a DAG's footprint per DAG, the
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from .. import logs
-from ..config import Settings, load_settings
+from ..config.reader import OptionValues, read_options
 from ..errors import ConfigError
 from ..inventory.database import Database, problem_of, short
 from .cache import TtlCache
@@ -49,36 +49,36 @@ class _Loaded(Generic[T]):
 class Sources:
     """The pages' data for one worker."""
 
-    def __init__(self, settings: Settings, problem: str = "") -> None:
-        self.settings = settings
+    def __init__(self, options: OptionValues, problem: str = "") -> None:
+        self.options = options
         #: Why the configuration did not load (the defaults are used then).
         self.config_problem = problem
         self._database: Database | None = None
-        ttl = settings.ui_cache_ttl
+        ttl = options.ui_cache_ttl
         self._dags: TtlCache[_Loaded[DagFootprint]] = TtlCache(ttl)
         self._deployment: TtlCache[_Loaded[Deployment]] = TtlCache(ttl, size=1)
         self._calls: TtlCache[_Loaded[Calls]] = TtlCache(ttl)
         self._health: TtlCache[_Loaded[InventoryHealth]] = TtlCache(ttl, size=1)
         self._tables = _Source("database", "reading the state store tables")
-        self._prometheus = _Source("prometheus", f"querying Prometheus at {settings.ui_prometheus_url}")
+        self._prometheus = _Source("prometheus", f"querying Prometheus at {options.ui_prometheus_url}")
 
     @classmethod
     def from_config(cls) -> Sources:
         try:
-            return cls(load_settings())
+            return cls(read_options())
         except ConfigError as exc:
             logs.once(f"{LOG_KEY}config", logging.ERROR, "store-metrics UI: %s; using the defaults", exc)
-            return cls(Settings(), problem=str(exc))
+            return cls(OptionValues(), problem=str(exc))
 
     @property
     def database(self) -> Database:
         if self._database is None:
-            self._database = Database.from_airflow(self.settings.ui_timeout)
+            self._database = Database.from_airflow(self.options.ui_timeout)
         return self._database
 
     @property
     def prometheus_url(self) -> str:
-        return self.settings.ui_prometheus_url
+        return self.options.ui_prometheus_url
 
     # -- the metadata database ------------------------------------------------------------------
 
@@ -86,7 +86,7 @@ class Sources:
         return self._answer(self._dags, dag_id, lambda: read_dag(self.database, dag_id), self._tables)
 
     def deployment(self) -> Answer[Deployment]:
-        top = self.settings.inventory_top
+        top = self.options.inventory_top
         return self._answer(
             self._deployment, "all", lambda: read_deployment(self.database, top), self._tables
         )
@@ -97,7 +97,7 @@ class Sources:
         """The DAG's calls in ``window``; ``None`` without ``ui_prometheus_url``."""
         if not self.prometheus_url:
             return None
-        s = self.settings
+        s = self.options
         return self._answer(
             self._calls,
             (dag_id, window),
@@ -108,7 +108,7 @@ class Sources:
     def inventory_health(self) -> Answer[InventoryHealth] | None:
         if not self.prometheus_url:
             return None
-        s = self.settings
+        s = self.options
         return self._answer(
             self._health,
             "all",

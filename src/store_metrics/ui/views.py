@@ -6,7 +6,7 @@
 
 Both hrefs are relative (no leading ``/``): the UI resolves them against its ``<base href>``, i.e.
 the API server's base URL, so they also work behind a path prefix. The pages and their data are
-served by :func:`store_metrics.ui.app.create_app`, mounted by the API server at :data:`URL_PREFIX`.
+served by :func:`store_metrics.ui.app.create_app`, mounted by the API server at :data:`~.routes.URL_PREFIX`.
 
 ``[store_metrics] ui = false`` removes both views and the app. ``enabled`` and ``server_metrics``
 do not: they are about counting calls, and the tab shows the footprint without any counting.
@@ -21,16 +21,10 @@ import logging
 from typing import Any, Final
 
 from .. import logs
-from ..config import load_settings
+from ..config.reader import read_options
 from ..errors import ConfigError
+from .routes import NAME, PAGE_ROUTE, TAB_ROUTE, URL_PREFIX
 
-#: Where the API server mounts the app.
-URL_PREFIX: Final = "/store-metrics"
-#: The ``url_route`` of the DAG tab: a DAG's tab is at ``dags/<dag_id>/plugin/<TAB_ROUTE>`` in the UI.
-TAB_ROUTE: Final = "state-store"
-#: The ``url_route`` of the deployment page: ``plugin/<PAGE_ROUTE>`` in the UI.
-PAGE_ROUTE: Final = "store-metrics"
-NAME: Final = "State store"
 _BASE: Final = URL_PREFIX.lstrip("/")
 
 
@@ -39,7 +33,7 @@ def enabled() -> bool:
     """``[store_metrics] ui``. A configuration that does not load leaves the views on: the pages say
     what is wrong, and the footprint needs none of the other options."""
     try:
-        return load_settings().ui
+        return read_options().ui
     except ConfigError as exc:
         logs.once("ui:views", logging.ERROR, "store-metrics UI: %s; the State store views stay on", exc)
         return True

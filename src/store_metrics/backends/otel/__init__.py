@@ -45,16 +45,15 @@ from opentelemetry import metrics as otel_metrics
 from opentelemetry.sdk.metrics import MeterProvider
 
 from ...catalogue import Metric
-from ...contracts import TotalsSource
-from ...deltas import Delta, GaugeValue, HistogramDelta, TagTuple
+from ...config.options import default
+from ...counting.contracts import TotalsSource
+from ...counting.deltas import Delta, GaugeValue, HistogramDelta, TagTuple, sampled_observations
 from ...errors import PartialExport
-from ...options import default
-from ...wire import sampled_observations
-from . import provider as _provider
+from . import meter_provider as _provider
 from .dependencies import require_exporter
 from .instruments import METER_NAME, Instruments, forget, instruments_for
-from .provider import OwnProvider
-from .settings import (
+from .meter_provider import OwnProvider
+from .options import (
     DEFAULT_FLUSH_INTERVAL,
     DEFAULT_MAX_SERIES,
     DEFAULT_PROMETHEUS_HOST,
@@ -62,7 +61,7 @@ from .settings import (
     EXPORTERS,
     OTLP_PROTOCOLS,
     TEMPORALITIES,
-    Settings,
+    OtelOptions,
 )
 
 __all__ = [
@@ -75,7 +74,7 @@ __all__ = [
     "OTLP_PROTOCOLS",
     "TEMPORALITIES",
     "OtelBackend",
-    "Settings",
+    "OtelOptions",
     "create",
 ]
 
@@ -91,7 +90,7 @@ class OtelBackend:
     live_histograms = True
     sends_nowhere = False
 
-    def __init__(self, settings: Settings, meter_provider: Any = None) -> None:
+    def __init__(self, settings: OtelOptions, meter_provider: Any = None) -> None:
         self.settings = settings
         self._given_provider = meter_provider
         #: Built and used only when no provider is given and no SDK provider is the global one.
@@ -264,7 +263,7 @@ def create(
     When the provider will be our own (none passed in, no SDK provider set as the global one),
     the exporter's packages must be installed: checked and imported now.
     """
-    settings = Settings.checked(
+    settings = OtelOptions.checked(
         exporter=exporter,
         prefix=prefix,
         temporality=temporality,

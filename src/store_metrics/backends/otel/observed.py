@@ -2,7 +2,7 @@
 
 No OpenTelemetry call happens on a state store call: each catalogue counter is an
 ``ObservableCounter`` whose callback reads the emitters' in-memory totals (through
-:class:`~store_metrics.contracts.TotalsSource`) when the SDK collects.
+:class:`~store_metrics.counting.contracts.TotalsSource`) when the SDK collects.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from ... import catalogue
 from ...catalogue import Metric
-from ...contracts import TotalsSource
-from ...deltas import TagTuple
+from ...counting.contracts import TotalsSource
+from ...counting.deltas import TagTuple
 
 
 class Observed:

@@ -1,0 +1,1 @@
+"""The benchmarks' own tests: the page is the render of the saved results, one verdict rule."""

@@ -1,0 +1,132 @@
+"""The reference tables of the docs, each from the one source its facts have.
+
+The ``[store_metrics]`` options and the ``configure()`` arguments (the option table), the metrics
+(the catalogue), the ``store-metrics`` command (its parser), and the supported versions
+(``pyproject.toml``, the tested releases, the dashboard). :mod:`generators.docs` writes them into
+the pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from pathlib import Path
+
+import tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: The width argparse formats help for; fixed, so the CLI page does not depend on a terminal.
+HELP_COLUMNS = "100"
+
+
+def options_table() -> str:
+    from store_metrics.config import options
+
+    return options.markdown_table()
+
+
+def arguments_table() -> str:
+    """The ``configure()`` arguments that are not ``[store_metrics]`` options."""
+    from store_metrics.config import options
+
+    rows = ["| argument | values | default | what it does |", "|---|---|---|---|"]
+    for option in options.OPTIONS:
+        if option.in_config:
+            continue
+        default = "none" if option.default in (None, "") else f"`{option.default}`"
+        rows.append(f"| `{option.keyword}` | {option.accepted} | {default} | {option.doc} |")
+    return "\n".join(rows) + "\n"
+
+
+def catalogue_table() -> str:
+    from store_metrics import catalogue
+
+    return catalogue.markdown_table()
+
+
+def _buckets(metric: object) -> str:
+    from store_metrics import catalogue
+
+    assert isinstance(metric, catalogue.Metric)
+    kind = metric.kind.value
+    if metric.kind is catalogue.Kind.HISTOGRAM:
+        return f"{kind}, {metric.unit}: " + ", ".join(f"{b:g}" for b in metric.buckets)
+    if metric.kind is catalogue.Kind.GAUGE:
+        return f"{kind}, {metric.unit}"
+    return kind
+
+
+def server_table() -> str:
+    """The API server's metrics: :data:`store_metrics.catalogue.SERVER_METRICS`."""
+    from store_metrics import catalogue
+
+    rows = ["| metric | Prometheus series | kind, buckets | tags | description |", "|---|---|---|---|---|"]
+    for m in catalogue.SERVER_METRICS:
+        rows.append(
+            f"| `{m.full_name()}` | `{m.prometheus_name()}` | {_buckets(m)} | {', '.join(m.tags)} "
+            f"| {m.description} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def cli_reference() -> str:
+    """``store-metrics --help`` and every subcommand's ``--help``, as the command prints them."""
+    from store_metrics.commands.cli import build_parser
+
+    previous = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = HELP_COLUMNS
+    try:
+        parser = build_parser()
+        parts = ["```text\n$ store-metrics --help\n" + parser.format_help() + "```\n"]
+        for name, sub in _subcommands(parser).items():
+            parts.append(f"\n## `store-metrics {name}`\n\n```text\n$ store-metrics {name} --help\n")
+            parts.append(sub.format_help() + "```\n")
+        return "".join(parts)
+    finally:
+        if previous is None:
+            os.environ.pop("COLUMNS", None)
+        else:
+            os.environ["COLUMNS"] = previous
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+#: Minimum versions the repository cannot read from a file of its own, each with where it comes from.
+SITE = "https://store-metrics.github.io/airflow-store-metrics/"
+PROMETHEUS = "2.42.0"  # the Prometheus and promtool every test runs (Debian 12's `prometheus`)
+STATSD_EXPORTER = "0.20.0"  # `observer_type` + `histogram_options` (collector/statsd-mapping-server.yml)
+
+
+def versions_table() -> str:
+    """Supported versions: Airflow and Python from pyproject.toml, Grafana from the dashboard."""
+    from store_metrics.integration.compatibility import TESTED
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    (airflow,) = project["optional-dependencies"]["airflow"]
+    low, high = re.findall(r"[<>]=?\s*([\d.]+)", airflow)
+    python = project["requires-python"].lstrip(">=")
+    dashboard = json.loads((ROOT / "dashboards" / "store-metrics.json").read_text())
+    grafana = next(r["version"] for r in dashboard["__requires"] if r["id"] == "grafana")
+    rows = [
+        "| component | minimum | why |",
+        "|---|---|---|",
+        f"| Apache Airflow | {low} (below {high}) | the state store came with 3.3; tested on "
+        f"{', '.join(TESTED)} ([what runs where]({SITE}airflow-versions/)) |",
+        f"| Python | {python} | the package's `requires-python` |",
+        f"| Prometheus | {PROMETHEUS} | the version the rules and their unit tests run on |",
+        f"| statsd_exporter | {STATSD_EXPORTER} | the API server mappings use `observer_type` and "
+        "`histogram_options` |",
+        "| OpenTelemetry Collector (contrib) | the first release with the `statsd` receiver's "
+        "`ignore_host` (PR 46639, March 2026), for DogStatsD through the Collector; OTLP needs "
+        "`deltatocumulative` | the shipped collector config |",
+        f"| Grafana | {grafana} | the dashboard's `__requires` |",
+    ]
+    return "\n".join(rows) + "\n"

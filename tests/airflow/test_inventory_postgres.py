@@ -1,0 +1,153 @@
+"""``store-metrics inventory`` on a real PostgreSQL: exact footprint, a slow database, a stopped one.
+
+The test starts its own PostgreSQL (Debian's ``postgresql`` binaries: ``initdb`` and ``pg_ctl`` on
+a free port, its own data directory under /tmp, as user ``postgres`` when run as root), gives it
+Airflow 3.3's schema with ``airflow db migrate``, fills it with the same real DAG runs and
+Airflow-side writes as the SQLite tests (:mod:`support.inventory_world`), and runs
+``store-metrics inventory --serve`` against it in its own process:
+
+* the scraped gauges equal the hand-computed entries, bytes and expired counts exactly;
+* a slow database (a session holding ``ACCESS EXCLUSIVE`` on ``task_state_store`` through a
+  ``pg_sleep`` of 15 s, against a 1 s statement timeout) costs one log line, the loop keeps
+  serving the last footprint with ``up = 0`` and recovers by itself;
+* a stopped database (``pg_ctl stop``) costs one log line, the loop keeps going, and after
+  ``pg_ctl start`` it reads the same footprint again.
+
+Skipped, with the reason, only when the PostgreSQL binaries (or psycopg2) are not installed.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from support.inventory_world import (
+    EXPECTED_TASKS,
+    FAST,
+    Served,
+    World,
+    a_locked_table_costs_one_line,
+    check_footprint,
+    check_ui_reading,
+    inventory,
+    task_labels,
+)
+from testbed.databases import ThrowawayPostgres
+from testbed.waiting import wait_until
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+#: The inventory's world (``conftest.py``) on PostgreSQL.
+ON_POSTGRES = pytest.mark.parametrize("world", ["postgres"], indirect=True)
+
+WRITER = ("airflow_task_state_store_footprint_entries", task_labels("inventory_footprint", "writer"))
+
+
+@ON_POSTGRES
+def test_the_footprint_on_postgres_equals_the_hand_computed_one(world: World, tmp_path: Path) -> None:
+    with Served(world, tmp_path / "serve.log", **FAST) as served:
+        samples = served.wait_up(1.0)
+        check_footprint(samples, world)
+        assert served.lines("WARNING") == []
+    proc = inventory(world)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
+    assert (
+        "asset state store: 5 entries in 3 assets, 1 entry holds a custom backend's reference" in proc.stdout
+    )
+
+
+def _hold_lock(postgres: ThrowawayPostgres, seconds: float, locked: threading.Event) -> None:
+    conn = postgres.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("LOCK TABLE task_state_store IN ACCESS EXCLUSIVE MODE")
+            locked.set()
+            cur.execute("SELECT pg_sleep(%s)", (seconds,))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+@ON_POSTGRES
+def test_a_slow_database_costs_one_line_and_the_loop_recovers(
+    world: World, postgres: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    warning = a_locked_table_costs_one_line(
+        world, tmp_path / "serve.log", lambda locked: _hold_lock(postgres, 15.0, locked)
+    )
+    assert "QueryCanceled" in warning
+
+
+@ON_POSTGRES
+def test_a_stopped_database_costs_one_line_and_the_loop_recovers(
+    world: World, postgres: ThrowawayPostgres, tmp_path: Path
+) -> None:
+    with Served(world, tmp_path / "serve.log", **FAST) as served:
+        served.wait_up(1.0)
+        postgres.stop()
+        stopped = time.time()
+        door = None
+        try:
+            wait_until(
+                lambda: served.alive() and served.up("task") == 0.0 and served.up("asset") == 0.0, 60, 0.2
+            )
+            # Several more intervals against a database that is not there, counted: each is a
+            # connection attempt to its port, where a listener now shuts each one at once (as a
+            # host with no server there refuses it, and the same kind of failure: unavailable).
+            door = _ShutDoor(postgres.port)
+            wait_until(lambda: served.alive() and door.knocks >= 4, 60, 0.1)
+            scraped = time.time()
+            down = served.samples()
+            assert down[WRITER] == EXPECTED_TASKS[("inventory_footprint", "writer")].entries
+            age = down[("airflow_state_store_inventory_footprint_age_seconds", (("store", "task"),))]
+            # The footprint shown is the last one read (before the stop), and says how old it is.
+            assert age >= scraped - stopped
+            warnings = served.lines("WARNING")
+            assert len(warnings) == 1, served.text()
+            assert "could not reach the database" in warnings[0] and "OperationalError" in warnings[0]
+        finally:
+            if door is not None:
+                door.close()
+            postgres.start()
+        samples = served.wait_up(1.0, timeout=60)
+        check_footprint(samples, world)
+        assert len(served.lines("WARNING")) == 1
+        assert len(served.lines("works again")) == 1, served.text()
+        assert served.lines("ERROR") == []
+
+
+class _ShutDoor:
+    """Listens on ``port`` of 127.0.0.1 (a stopped server's), counts each connection and closes it at once."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(16)
+        self.knocks = 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.knocks += 1
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self._thread.join(5)
+
+
+@ON_POSTGRES
+def test_the_ui_reads_each_dag_and_the_deployment_exactly_on_postgres(world: World) -> None:
+    """The State store tab's one statement per DAG, and the deployment page's, on PostgreSQL."""
+    check_ui_reading(world)

