@@ -122,14 +122,14 @@ PINS: tuple[Pin, ...] = (
     ),
     Pin(
         peer="otelcol",
-        version="0.161.0",
+        version="0.165.0",
         roles=("newest",),
         module=OCB_MODULE,
-        module_version="v0.161.0",
+        module_version="v0.165.0",
         programs=(("otelcol", ""),),
-        why="the newest Collector release at which every component of collector/otel-collector.yaml "
-        "resolves from the module proxy (the contrib filter and transform processors need "
-        "packages that are not served at later releases)",
+        why="the newest Collector release (ocb v0.165.0; contrib's v0.165.1 is a patch of its own "
+        "modules): every component of collector/otel-collector.yaml resolves at v0.165.0, "
+        "ocb's go mod tidy included",
         builder="ocb",
     ),
     Pin(
