@@ -11,8 +11,9 @@ its tests fail (``PeerMissing`` says how to build it), never skip. Checked here:
 * the OpenTelemetry Collector at both releases validates collector/otel-collector.yaml, holds
   exactly the component types the file names, and refuses an unknown key (so a pass means every
   key, ``ignore_host`` among them, is known);
-* promtool of each Prometheus pin checks collector/prometheus.yml and every rule file, and each
-  Prometheus server loads every rule group;
+* promtool of each Prometheus pin (3.x newest and LTS built from their modules, the 2.42 minimum
+  from Debian's package) checks collector/prometheus.yml and every rule file, and each Prometheus
+  server loads every rule group;
 * amtool checks collector/alertmanager-inhibit.yml merged into a minimal config (the file is a
   snippet of ``inhibit_rules``), and Alertmanager serves it.
 """
@@ -114,7 +115,10 @@ def test_a_missing_pin_fails_naming_the_setup_command(
 def test_the_version_check_is_exact() -> None:
     assert peers.reports_version("prometheus, version 3.16.0 (branch: module)", "3.16.0")
     assert not peers.reports_version("prometheus, version 3.16.0-rc.1 (branch: module)", "3.16.0")
+    assert not peers.reports_version("prometheus, version 3.16.0.1 (branch: module)", "3.16.0")
     assert not peers.reports_version("otelcol-store-metrics version 0.161.0", "0.16.0")
+    # build metadata is not part of the version: Debian's package of 2.42.0
+    assert peers.reports_version("prometheus, version 2.42.0+ds (branch: debian/sid)", "2.42.0")
 
 
 # --- statsd_exporter ------------------------------------------------------------------------
@@ -244,7 +248,8 @@ def test_prometheus_reports_its_build_and_loads_every_rule_group(pin: peers.Pin,
     ]
     with serving(command, tmp_path / "prometheus.log", f"{url}/-/ready"):
         build = json.loads(get(f"{url}/api/v1/status/buildinfo") or b"{}")
-        assert build["data"]["version"] == pin.version
+        # exactly the pinned release (Debian's build metadata, 2.42.0+ds, aside)
+        assert peers.reports_version(f"version {build['data']['version']}", pin.version), build
         groups = json.loads(get(f"{url}/api/v1/rules") or b"{}")["data"]["groups"]
     shipped = [g["name"] for path in RULE_FILES for g in yaml.safe_load(path.read_text())["groups"]]
     assert sorted(g["name"] for g in groups) == sorted(shipped)
