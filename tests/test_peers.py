@@ -21,6 +21,7 @@ its tests fail (``PeerMissing`` says how to build it), never skip. Checked here:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import socket
 import subprocess
@@ -110,6 +111,25 @@ def test_a_missing_pin_fails_naming_the_setup_command(
     monkeypatch.setenv(peers.ENV_CACHE, str(tmp_path))
     with pytest.raises(peers.PeerMissing, match=r"scripts/setup dev.*build prometheus:lts"):
         peers.binary("promtool", "lts")
+
+
+def test_building_without_go_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(peers.shutil, "which", lambda name: None)
+    monkeypatch.setattr(peers, "GO_INSTALL", "/nonexistent/go")
+    with pytest.raises(peers.PeerBuildError, match=r"install Go 1\.26"):
+        peers.find_go()
+
+
+def test_a_failed_build_names_its_command_and_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(peers.ENV_CACHE, str(tmp_path))
+    pin = peers.pin_for("statsd_exporter", "chart")
+    unknown = dataclasses.replace(pin, version="0.0.1", module_version="v0.0.1")
+    with pytest.raises(
+        peers.PeerBuildError, match=r"go mod download -json .*statsd_exporter@v0\.0\.1.*log: "
+    ):
+        peers.ensure(unknown)
+    assert not peers.cached(unknown)
+    assert not list(tmp_path.glob(".staging-*"))
 
 
 def test_the_version_check_is_exact() -> None:
