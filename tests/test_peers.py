@@ -114,7 +114,7 @@ def test_a_missing_pin_fails_naming_the_setup_command(
 
 
 def test_building_without_go_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(peers.shutil, "which", lambda name: None)
+    monkeypatch.setattr("shutil.which", lambda name: None)
     monkeypatch.setattr(peers, "GO_INSTALL", "/nonexistent/go")
     with pytest.raises(peers.PeerBuildError, match=r"install Go 1\.26"):
         peers.find_go()
@@ -181,7 +181,7 @@ def test_statsd_exporter_serves_the_exported_mappings(pin: peers.Pin, mapping: P
     payload, expected = _expected_lines(mappings)
     assert expected, f"{mapping.name} has no counter, gauge or histogram mapping to check"
     udp, web = free_port(socket.SOCK_DGRAM), free_port()
-    command = [
+    command: list[str | Path] = [
         program(pin, "statsd_exporter"),
         f"--statsd.mapping-config={mapping}",
         f"--statsd.listen-udp=127.0.0.1:{udp}",
@@ -260,7 +260,7 @@ def test_prometheus_reports_its_build_and_loads_every_rule_group(pin: peers.Pin,
     config.write_text(yaml.safe_dump({"rule_files": [str(path) for path in RULE_FILES]}))
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    command = [
+    command: list[str | Path] = [
         program(pin, "prometheus"),
         f"--config.file={config}",
         f"--storage.tsdb.path={tmp_path / 'tsdb'}",
@@ -299,7 +299,7 @@ def test_alertmanager_serves_the_inhibit_rules(tmp_path: Path) -> None:
     assert f" - {len(INHIBIT['inhibit_rules'])} inhibit rules" in checked.stdout, checked.stdout
     port = free_port()
     url = f"http://127.0.0.1:{port}/api/v2/status"
-    command = [
+    command: list[str | Path] = [
         program(pin, "alertmanager"),
         f"--config.file={config}",
         f"--storage.path={tmp_path / 'data'}",
