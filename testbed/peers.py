@@ -1,0 +1,635 @@
+"""The real programs users run beside store-metrics ("peers"), built from their Go modules.
+
+statsd_exporter, the OpenTelemetry Collector, Prometheus (with promtool) and Alertmanager (with
+amtool) are not packaged where the tests run, and their code may not be committed here. This
+module holds, in one place:
+
+* the pin table (:data:`PINS`): each peer's Go module, version and the reason for that version,
+  with the roles the tests ask for (``chart``, ``minimum``, ``lts``, ``newest``, ``current``);
+* the builder: a small ``go.mod`` of our own, written at build time in a temporary directory, that
+  requires the pinned module (``go install module@version`` refuses modules whose ``go.mod`` has
+  ``replace``/``exclude`` directives; ours copies those directives, so the build resolves the same
+  dependencies the project's own build does), then ``go build`` of the command packages with the
+  project's own flags (``CGO_ENABLED=0``, tag ``netgo``, the version through ``-ldflags``) -- or, for
+  the Collector, its own builder (ocb) from ``testbed/otelcol-builder.yaml``;
+* the cache, outside the repository: ``$STORE_METRICS_PEERS`` or ``~/.cache/store-metrics/peers``,
+  one ``<peer>-<version>/`` per pin with ``bin/`` and a ``stamp.json``; a warm run only checks it;
+* the locator the tests and benchmarks use: ``binary("promtool", "lts")`` -> :class:`~pathlib.Path`,
+  raising :class:`PeerMissing` (naming ``scripts/setup dev``) when a pin is not built.
+
+What differs from the projects' release builds: no web UI assets (Prometheus is built without its
+``builtinassets`` tag, so its UI pages are not served; Alertmanager's embedded UI is a placeholder
+page); Prometheus 3 with its ``remove_all_sd`` tag (static, file and http service discovery only:
+the cloud and Kubernetes SDKs nearly double a cold build's CPU time and triple its peak memory);
+no ``-a`` (a full rebuild of the standard library gives the same program); the revision reported is
+the module version (there is no git checkout). The APIs, PromQL, the TSDB, ``promtool`` and
+``amtool`` are the projects' own code at the pinned version. The minimum Prometheus is Debian's 2.42
+package (``builder="system"``).
+
+Command line (stdlib only, so ``scripts/setup`` can run it with any Python 3.10+)::
+
+    python -m testbed.peers build [PEER | PEER-VERSION | PEER:ROLE ...] [-j N] [--no-system]
+    python -m testbed.peers list
+    python -m testbed.peers path PROGRAM ROLE
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV_CACHE = "STORE_METRICS_PEERS"
+DEFAULT_CACHE = Path("~/.cache/store-metrics/peers")
+SETUP_HINT = "scripts/setup dev"
+# Bump when the way a pin is built changes: every cached build is then rebuilt once.
+RECIPE_REVISION = 1
+VERSION_PACKAGE = "github.com/prometheus/common/version"
+OCB_MODULE = "go.opentelemetry.io/collector/cmd/builder"
+OCB_TEMPLATE = Path(__file__).with_name("otelcol-builder.yaml")
+OTELCOL_DIST = "otelcol-store-metrics"
+BUILD_TIMEOUT = 3600.0
+ROLES = ("chart", "minimum", "lts", "newest", "current")
+PLACEHOLDER_PAGE = "<!doctype html><title>UI not built</title><p>Built without UI assets.</p>\n"
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One peer at one version, and how it is built.
+
+    ``builder`` is ``go`` (``go build``, as promu builds), ``ocb`` (the Collector's builder) or
+    ``system`` (a program the machine's packages provide: ``programs`` then names its path).
+    ``programs`` pairs each binary's name with its Go package (empty for the ocb-built Collector);
+    ``embed_placeholders`` are directories (relative to the module) that a ``//go:embed`` needs but
+    the module's zip does not ship (built UI assets): the build copies the module and puts a
+    placeholder page there.
+    """
+
+    peer: str
+    version: str
+    roles: tuple[str, ...]
+    module: str
+    module_version: str
+    programs: tuple[tuple[str, str], ...]
+    why: str
+    builder: str = "go"
+    tags: tuple[str, ...] = ("netgo",)
+    embed_placeholders: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.peer}-{self.version}"
+
+    @property
+    def program_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.programs)
+
+
+_PROM = "github.com/prometheus/prometheus"
+_PROM_PROGRAMS = (("prometheus", f"{_PROM}/cmd/prometheus"), ("promtool", f"{_PROM}/cmd/promtool"))
+# remove_all_sd (Prometheus' own tag, README "Service discovery plugins"): only the static, file and
+# http service discoveries are compiled in, not the cloud and Kubernetes ones (their SDKs are most
+# of the build: 377 instead of 729 CPU-seconds, 1.1 instead of 3.4 GB at the peak, cold, per release).
+# The tests scrape static targets.
+_PROM_TAGS = ("netgo", "remove_all_sd")
+_STATSD = "github.com/prometheus/statsd_exporter"
+_AM = "github.com/prometheus/alertmanager"
+
+PINS: tuple[Pin, ...] = (
+    Pin(
+        peer="statsd_exporter",
+        version="0.28.0",
+        roles=("chart",),
+        module=_STATSD,
+        module_version="v0.28.0",
+        programs=(("statsd_exporter", _STATSD),),
+        why="images.statsd.tag (v0.28.0) in the values.yaml of the official Airflow Helm chart 1.19.0: "
+        "the statsd_exporter the chart deploys",
+    ),
+    Pin(
+        peer="statsd_exporter",
+        version="0.20.0",
+        roles=("minimum",),
+        module=_STATSD,
+        module_version="v0.20.0",
+        programs=(("statsd_exporter", _STATSD),),
+        why="the README's minimum: its mapper already reads every key the exported mappings use "
+        "(match_metric_type, observer_type, histogram_options.buckets, ttl, help)",
+    ),
+    Pin(
+        peer="otelcol",
+        version="0.165.0",
+        roles=("newest",),
+        module=OCB_MODULE,
+        module_version="v0.165.0",
+        programs=(("otelcol", ""),),
+        why="the newest Collector release (ocb v0.165.0; contrib's v0.165.1 is a patch of its own "
+        "modules): every component of collector/otel-collector.yaml resolves at v0.165.0, "
+        "ocb's go mod tidy included",
+        builder="ocb",
+    ),
+    Pin(
+        peer="otelcol",
+        version="0.152.0",
+        roles=("minimum",),
+        module=OCB_MODULE,
+        module_version="v0.152.0",
+        programs=(("otelcol", ""),),
+        why="the oldest release whose statsd receiver has ignore_host (contrib PR 46639), which the "
+        "shipped config sets: v0.148.0 refuses the key; v0.149.0-v0.151.0 are not served",
+        builder="ocb",
+    ),
+    Pin(
+        peer="prometheus",
+        version="3.16.0",
+        roles=("newest",),
+        module=_PROM,
+        module_version="v0.316.0",
+        programs=_PROM_PROGRAMS,
+        why="the newest Prometheus release (module v0.316.0)",
+        tags=_PROM_TAGS,
+    ),
+    Pin(
+        peer="prometheus",
+        version="3.13.5",
+        roles=("lts",),
+        module=_PROM,
+        module_version="v0.313.5",
+        programs=_PROM_PROGRAMS,
+        why="the current long-term support line, 3.13 (supported until July 2027; 3.5 LTS ended "
+        "2026-07-31), at its newest patch release",
+        tags=_PROM_TAGS,
+    ),
+    Pin(
+        peer="prometheus",
+        version="2.42.0",
+        roles=("minimum",),
+        module="debian:prometheus",
+        module_version="2.42.0+ds",
+        programs=(("prometheus", "/usr/bin/prometheus"), ("promtool", "/usr/bin/promtool")),
+        why="the README's minimum, as Debian 12 packages it (scripts/setup installs it): module "
+        "v0.42.0 also builds with Go 1.26, but costs 3.3 min more of a cold setup for the same release",
+        builder="system",
+    ),
+    Pin(
+        peer="alertmanager",
+        version="0.35.0",
+        roles=("current",),
+        module=_AM,
+        module_version="v0.35.0",
+        programs=(("alertmanager", f"{_AM}/cmd/alertmanager"), ("amtool", f"{_AM}/cmd/amtool")),
+        why="the current Alertmanager release",
+        embed_placeholders=("ui/app/dist/elm", "ui/app/dist/mantine"),
+    ),
+)
+
+PROGRAMS: dict[str, str] = {name: pin.peer for pin in PINS for name in pin.program_names}
+
+
+class PeerMissing(RuntimeError):
+    """A pinned peer is not in the cache: the tests fail with this (never skip)."""
+
+
+class PeerBuildError(RuntimeError):
+    """Building a peer failed; the message ends with the tail of the build log."""
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache
+
+
+def cache_root() -> Path:
+    """Where built peers live: ``$STORE_METRICS_PEERS`` or ``~/.cache/store-metrics/peers``."""
+    configured = os.environ.get(ENV_CACHE)
+    return Path(configured).expanduser() if configured else DEFAULT_CACHE.expanduser()
+
+
+def pin_dir(pin: Pin) -> Path:
+    return cache_root() / pin.key
+
+
+def recipe_digest(pin: Pin) -> str:
+    """What the build of ``pin`` depends on (not its reason or roles): a change rebuilds it."""
+    fields = dataclasses.asdict(pin)
+    fields.pop("why")
+    fields.pop("roles")
+    fields["revision"] = RECIPE_REVISION
+    if pin.builder == "ocb":
+        fields["manifest"] = OCB_TEMPLATE.read_text()
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cached(pin: Pin) -> bool:
+    """True when ``pin`` is built with its current recipe and every program is there."""
+    directory = pin_dir(pin)
+    try:
+        stamp = json.loads((directory / "stamp.json").read_text())
+    except (OSError, ValueError):
+        return False
+    if stamp.get("recipe") != recipe_digest(pin):
+        return False
+    return all(os.access(directory / "bin" / name, os.X_OK) for name in pin.program_names)
+
+
+# ---------------------------------------------------------------------------------------------
+# The locator
+
+
+def pins_for(peer: str) -> list[Pin]:
+    """Every pin of ``peer`` (``statsd_exporter``, ``otelcol``, ``prometheus``, ``alertmanager``)."""
+    found = [pin for pin in PINS if pin.peer == peer]
+    if not found:
+        raise ValueError(f"unknown peer {peer!r}; known: {', '.join(sorted({p.peer for p in PINS}))}")
+    return found
+
+
+def pin_for(peer: str, role: str) -> Pin:
+    """The pin of ``peer`` that plays ``role`` (``chart``, ``minimum``, ``lts``, ``newest``, ``current``)."""
+    candidates = pins_for(peer)
+    for pin in candidates:
+        if role in pin.roles:
+            return pin
+    roles = sorted({r for pin in candidates for r in pin.roles})
+    raise ValueError(f"{peer} has no pin with role {role!r}; its roles: {', '.join(roles)}")
+
+
+def binary(program: str, role: str) -> Path:
+    """Path of ``program`` (e.g. ``promtool``) in the pin of its peer that plays ``role``.
+
+    Raises :class:`PeerMissing` when that pin is not built, saying how to build it.
+    """
+    if program not in PROGRAMS:
+        raise ValueError(f"unknown program {program!r}; known: {', '.join(sorted(PROGRAMS))}")
+    pin = pin_for(PROGRAMS[program], role)
+    path = pin_dir(pin) / "bin" / program
+    if not cached(pin):
+        raise PeerMissing(
+            f"{program} from {pin.peer} {pin.version} (role {role}) is not built in {pin_dir(pin)}. "
+            f"Run `{SETUP_HINT}` (it builds every pinned peer; needs Go {_go_hint()} and the Go "
+            f"module proxy), or `python -m testbed.peers build {pin.peer}:{role}`. The cache is "
+            f"${ENV_CACHE} or {DEFAULT_CACHE}."
+        )
+    return path
+
+
+def _go_hint() -> str:
+    return "1.26+ on PATH or in /usr/local/go/bin"
+
+
+# ---------------------------------------------------------------------------------------------
+# Running Go
+
+
+GO_INSTALL = "/usr/local/go/bin/go"
+
+
+def find_go() -> str:
+    """The ``go`` command: on ``PATH``, else the official install location."""
+    found = shutil.which("go") or (GO_INSTALL if os.access(GO_INSTALL, os.X_OK) else None)
+    if not found:
+        raise PeerBuildError(f"no `go` command: install Go {_go_hint()} to build the peers")
+    return found
+
+
+def build_env(go: str) -> dict[str, str]:
+    """The environment of every build command: the projects' static, cgo-free builds; the module
+    graph may be completed in our own throwaway go.mod (``-mod=mod``); Go's own caches stay where
+    Go keeps them (outside the repository)."""
+    env = dict(os.environ)
+    env["CGO_ENABLED"] = "0"
+    env["GOFLAGS"] = (env.get("GOFLAGS", "") + " -mod=mod").strip()
+    env["PATH"] = os.pathsep.join([str(Path(go).parent), env.get("PATH", "")])
+    return env
+
+
+@dataclass
+class GoWork:
+    """One build's temporary directory, ``go`` command, environment and log."""
+
+    work: Path
+    log: Path
+    go: str = dataclasses.field(default_factory=find_go)
+    env: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.env = self.env or build_env(self.go)
+
+    def run(self, *cmd: str) -> str:
+        """Run a build command at low priority (the machine is shared), its stderr appended to
+        the log; return its stdout; raise :class:`PeerBuildError` with the log's tail on failure."""
+        nice = ["nice", "-n", "10"] if shutil.which("nice") else []
+        with self.log.open("a") as out:
+            out.write(f"$ {' '.join(cmd)}\n")
+            out.flush()
+            try:
+                done = subprocess.run(
+                    [*nice, *cmd],
+                    cwd=self.work,
+                    env=self.env,
+                    stdout=subprocess.PIPE,
+                    stderr=out,
+                    text=True,
+                    timeout=BUILD_TIMEOUT,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise PeerBuildError(
+                    f"{cmd[0]} timed out after {BUILD_TIMEOUT:.0f} s; log: {self.log}"
+                ) from exc
+            out.write(done.stdout)
+        if done.returncode != 0:
+            tail = self.log.read_text(errors="replace")[-3000:]
+            raise PeerBuildError(f"`{' '.join(cmd)}` failed ({done.returncode}); log: {self.log}\n{tail}")
+        return done.stdout
+
+    def module_info(self, module: str, version: str) -> dict[str, str]:
+        """``go mod download -json`` of one module: its source ``Dir`` and ``GoMod`` file."""
+        info: dict[str, str] = json.loads(
+            self.run(self.go, "mod", "download", "-json", f"{module}@{version}")
+        )
+        return info
+
+    def upstream_directives(self, gomod: str) -> list[str]:
+        """The ``replace`` and ``exclude`` directives of the module's own go.mod, as lines for
+        ours. Replacements by a local path only make sense inside that repository: left out."""
+        edit = json.loads(self.run(self.go, "mod", "edit", "-json", gomod))
+        lines = []
+        for rep in edit.get("Replace") or []:
+            old, new = rep["Old"], rep["New"]
+            if not new.get("Version"):
+                continue
+            left = old["Path"] + (f" {old['Version']}" if old.get("Version") else "")
+            lines.append(f"replace {left} => {new['Path']} {new['Version']}")
+        lines.extend(f"exclude {ex['Path']} {ex['Version']}" for ex in edit.get("Exclude") or [])
+        return lines
+
+
+def write_gomod(work: Path, pin: Pin, directives: Sequence[str]) -> None:
+    """Our own go.mod: requires the pinned module, with the upstream directives."""
+    head = [f"module peerbuild.invalid/{pin.peer}", "", "go 1.26", ""]
+    text = "\n".join([*head, f"require {pin.module} {pin.module_version}", "", *directives, ""])
+    (work / "go.mod").write_text(text)
+
+
+def _local_copy(info: dict[str, str], pin: Pin, work: Path) -> str:
+    """Copy the module (Go's module cache is read-only and may not be overlaid) and put a
+    placeholder page where its ``//go:embed`` expects built UI assets; return the replace line."""
+    source = work / "src"
+    shutil.copytree(info["Dir"], source)
+    for path in source.rglob("*"):
+        path.chmod(path.stat().st_mode | 0o200)
+    for relative in pin.embed_placeholders:
+        target = source / relative
+        target.mkdir(parents=True, exist_ok=True)
+        (target / "index.html").write_text(PLACEHOLDER_PAGE)
+    return f"replace {pin.module} => ./src"
+
+
+def ldflags(pin: Pin) -> str:
+    """The version variables promu sets, so ``--version`` and ``/api/v1/status/buildinfo`` report
+    the pinned release."""
+    values = {
+        "Version": pin.version,
+        "Revision": pin.module_version,
+        "Branch": "module",
+        "BuildUser": "store-metrics@peers",
+        "BuildDate": time.strftime("%Y%m%d-%H:%M:%S", time.gmtime()),
+    }
+    return " ".join(f"-X {VERSION_PACKAGE}.{name}={value}" for name, value in values.items())
+
+
+def build_go(pin: Pin, go: GoWork, out: Path) -> None:
+    """The promu way: ``go build`` of the command packages with the project's tags and ldflags."""
+    write_gomod(go.work, pin, [])
+    info = go.module_info(pin.module, pin.module_version)
+    directives = go.upstream_directives(info["GoMod"])
+    if pin.embed_placeholders:
+        directives.append(_local_copy(info, pin, go.work))
+    write_gomod(go.work, pin, directives)
+    packages = [package for _, package in pin.programs]
+    tags = ",".join(pin.tags)
+    go.run(go.go, "build", "-trimpath", "-tags", tags, "-ldflags", ldflags(pin), "-o", f"{out}/", *packages)
+
+
+def build_ocb(pin: Pin, go: GoWork, out: Path) -> None:
+    """The Collector's way: build its builder (ocb) at the pinned release, then let ocb generate
+    and compile a distribution from ``testbed/otelcol-builder.yaml`` (ocb sets ``CGO_ENABLED=0``,
+    ``-trimpath`` and strips the binary, as the official distributions are built).
+
+    ocb's own ``go mod tidy`` also resolves the test-only modules of every component, and at some
+    releases the module proxy does not serve all of those (0.152.0: service/telemetry/telemetrytest,
+    extension/zpagesextension ...). Then the go.mod ocb generated before tidying (every component
+    at its pinned version) is compiled as it stands (``--skip-generate --skip-get-modules``):
+    ``go build -mod=mod`` resolves exactly the modules the program imports, by the same minimal
+    version selection; only tidy's extra checks are lost. The log says which way was taken.
+    """
+    write_gomod(go.work, pin, [])
+    go.run(go.go, "build", "-trimpath", "-o", str(go.work / "ocb"), OCB_MODULE)
+    manifest = OCB_TEMPLATE.read_text().format(
+        name=OTELCOL_DIST, output_path=go.work / "dist", version=pin.version, release=pin.module_version
+    )
+    (go.work / "manifest.yaml").write_text(manifest)
+    ocb = [str(go.work / "ocb"), "--config", str(go.work / "manifest.yaml")]
+    try:
+        go.run(*ocb)
+    except PeerBuildError:
+        if not (go.work / "dist" / "go.mod").exists():
+            raise
+        with go.log.open("a") as log:
+            log.write("ocb's go mod tidy failed: compiling its generated go.mod without tidying\n")
+        go.run(*ocb, "--skip-generate", "--skip-get-modules")
+    shutil.copy2(go.work / "dist" / OTELCOL_DIST, out / "otelcol")
+
+
+# ---------------------------------------------------------------------------------------------
+# Building into the cache
+
+
+def reported_version(path: Path) -> str:
+    """What ``<program> --version`` prints (stdout and stderr: kingpin used both over time)."""
+    done = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60, check=False)
+    return (done.stdout + done.stderr).strip()
+
+
+def reports_version(text: str, version: str) -> bool:
+    """True when ``text`` says ``version <version>`` exactly: ``3.1.0`` is not ``3.1.0-rc.1`` nor
+    ``3.1.0.1``; build metadata after ``+`` (Debian's ``2.42.0+ds``) is not part of the version."""
+    return re.search(rf"\bversion {re.escape(version)}(?![\w.-])", text) is not None
+
+
+@contextlib.contextmanager
+def _locked(pin: Pin) -> Iterator[None]:
+    """One build of a pin at a time on this machine (several worktrees share the cache)."""
+    locks = cache_root() / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with (locks / f"{pin.key}.lock").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def link_system(pin: Pin, out: Path) -> None:
+    """A pin the machine's packages already provide (``programs`` name absolute paths): linked
+    into the cache, so the locator and the version check treat it like a built one."""
+    for name, path in pin.programs:
+        if not os.access(path, os.X_OK):
+            raise PeerBuildError(f"{path} is not installed (scripts/setup dev installs it from Debian)")
+        (out / name).symlink_to(path)
+
+
+def _build_into(pin: Pin, staging: Path, log: Path) -> None:
+    """Build ``pin`` into ``staging/bin`` and check each program reports the pinned version."""
+    out = staging / "bin"
+    out.mkdir(parents=True)
+    if pin.builder == "system":
+        link_system(pin, out)
+    else:
+        with tempfile.TemporaryDirectory(prefix=f"store-metrics-peer-{pin.key}-") as tmp:
+            (build_ocb if pin.builder == "ocb" else build_go)(pin, GoWork(Path(tmp), log), out)
+    for name in pin.program_names:
+        text = reported_version(out / name)
+        if not reports_version(text, pin.version):
+            raise PeerBuildError(f"{out / name} --version does not report {pin.version}: {text[:300]}")
+
+
+def ensure(pin: Pin) -> tuple[str, float]:
+    """Build ``pin`` unless the cache has it; return (``"cached"`` or ``"built"``, seconds)."""
+    started = time.monotonic()
+    if cached(pin):
+        return "cached", time.monotonic() - started
+    root = cache_root()
+    with _locked(pin):
+        if cached(pin):  # another process built it while this one waited
+            return "cached", time.monotonic() - started
+        logs = root / ".logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        log = logs / f"{pin.key}.log"
+        log.write_text(f"building {pin.key} from {pin.module}@{pin.module_version}\n")
+        staging = root / f".staging-{pin.key}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            _build_into(pin, staging, log)
+            seconds = time.monotonic() - started
+            stamp = {
+                "peer": pin.peer,
+                "version": pin.version,
+                "module": f"{pin.module}@{pin.module_version}",
+                "recipe": recipe_digest(pin),
+                "go": _go_version(),
+                "seconds": round(seconds, 1),
+                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+            (staging / "stamp.json").write_text(json.dumps(stamp, indent=2) + "\n")
+            shutil.rmtree(pin_dir(pin), ignore_errors=True)
+            staging.rename(pin_dir(pin))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return "built", time.monotonic() - started
+
+
+def _go_version() -> str:
+    """The Go that built the peers (empty for a pin taken from the system's packages without Go)."""
+    try:
+        go = find_go()
+    except PeerBuildError:
+        return ""
+    done = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, timeout=60, check=False)
+    return done.stdout.strip()
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+def select(names: Sequence[str]) -> list[Pin]:
+    """Pins named ``peer`` (all of its pins), ``peer-version`` or ``peer:role``; all when empty."""
+    if not names:
+        return list(PINS)
+    chosen: list[Pin] = []
+    for name in names:
+        if ":" in name:
+            found = [pin_for(*name.split(":", 1))]
+        elif any(pin.key == name for pin in PINS):
+            found = [pin for pin in PINS if pin.key == name]
+        else:
+            found = pins_for(name)
+        chosen.extend(pin for pin in found if pin not in chosen)
+    return chosen
+
+
+def build(pins: Sequence[Pin], jobs: int = 1) -> bool:
+    """Build what is missing, ``jobs`` pins at a time; print one line per pin; True if all are there."""
+
+    def one(pin: Pin) -> bool:
+        label = f"{pin.peer} {pin.version} ({', '.join(pin.roles)})"
+        try:
+            state, seconds = ensure(pin)
+        except PeerBuildError as exc:
+            print(f"peers: {label}: FAILED: {exc}", file=sys.stderr, flush=True)
+            return False
+        print(f"peers: {label}: {state} in {seconds:.1f} s -> {pin_dir(pin)}", flush=True)
+        return True
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return all(list(pool.map(one, pins)))
+
+
+def list_pins() -> None:
+    """Print the pin table: peer, version, roles, module, whether it is built, and why."""
+    for pin in PINS:
+        state = "built" if cached(pin) else "missing"
+        roles = ",".join(pin.roles)
+        print(f"{pin.peer:16} {pin.version:8} {roles:8} {state:8} {pin.module}@{pin.module_version}")
+        print(f"{'':16} {pin.why}")
+    print(f"cache: {cache_root()}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m testbed.peers", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    build_cmd = commands.add_parser("build", help="build the pinned peers that are missing")
+    build_cmd.add_argument("names", nargs="*", help="peer, peer-version or peer:role (default: all)")
+    build_cmd.add_argument("-j", "--jobs", type=int, default=1, help="pins built at once (default 1)")
+    build_cmd.add_argument(
+        "--no-system", action="store_true", help="leave out the pins the system's packages provide"
+    )
+    commands.add_parser("list", help="the pin table and what is built")
+    path_cmd = commands.add_parser("path", help="print the path of a built program")
+    path_cmd.add_argument("program", choices=sorted(PROGRAMS))
+    path_cmd.add_argument("role", choices=ROLES)
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        list_pins()
+        return 0
+    if args.command == "path":
+        try:
+            print(binary(args.program, args.role))
+        except (PeerMissing, ValueError) as exc:
+            print(f"peers: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    try:
+        pins = [pin for pin in select(args.names) if not (args.no_system and pin.builder == "system")]
+    except ValueError as exc:
+        parser.error(str(exc))
+    return 0 if build(pins, args.jobs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
