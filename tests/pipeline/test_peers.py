@@ -35,9 +35,9 @@ import yaml
 
 from testbed import peers
 from testbed.ports import free_port
+from testbed.repository import ROOT
 from testbed.waiting import poll, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
 COLLECTOR = ROOT / "collector"
 MAPPINGS = sorted(COLLECTOR.glob("statsd-mapping*.yml"))
 RULE_FILES = sorted(COLLECTOR.glob("*rules.yml"))
