@@ -36,6 +36,7 @@ from support.e2e import (
     assert_exact_groups,
     assert_groups,
     dashboard,
+    dashboard_rows,
     dashboard_targets,
     demo_model,
     expected,
@@ -140,18 +141,6 @@ def test_demo_every_dashboard_query(demo: DemoSource, variables: dict[str, list[
             assert_exact_groups(actual, wanted, what)  # no group expected: none returned
             rate_groups += len(wanted)
     assert rate_groups > 0
-
-
-def dashboard_rows(exported: Path) -> dict[str, list[dict[str, Any]]]:
-    """Row title -> its panels, collapsed rows (panels nested in the row) and open ones alike."""
-    rows: dict[str, list[dict[str, Any]]] = {}
-    current: list[dict[str, Any]] = []
-    for panel in dashboard(exported)["panels"]:
-        if panel["type"] == "row":
-            current = rows.setdefault(panel["title"], list(panel.get("panels", [])))
-        else:
-            current.append(panel)
-    return rows
 
 
 #: The panels that have no data on the demo, and why.

@@ -282,6 +282,18 @@ def dashboard_targets(exported: Path) -> list[tuple[str, dict[str, Any], Any]]:
     return out
 
 
+def dashboard_rows(exported: Path) -> dict[str, list[dict[str, Any]]]:
+    """Row title -> its panels, collapsed rows (panels nested in the row) and open ones alike."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    current: list[dict[str, Any]] = []
+    for panel in dashboard(exported)["panels"]:
+        if panel["type"] == "row":
+            current = rows.setdefault(panel["title"], list(panel.get("panels", [])))
+        else:
+            current.append(panel)
+    return rows
+
+
 def grafana_value(values: list[str] | None) -> str:
     """A variable's value as Grafana's Prometheus data source writes it into a regex matcher."""
     if values is None:

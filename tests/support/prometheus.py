@@ -1,4 +1,5 @@
-"""A real Prometheus (Debian's ``prometheus``) on a free port, with a config a test writes.
+"""A real Prometheus on a free port, with a config a test writes: Debian's ``prometheus`` (2.42, the
+minimum), or a pinned build of :mod:`testbed.peers` (``role="newest"`` or ``"lts"``: Prometheus 3).
 
 Queries go through its HTTP API, as Grafana sends them; ``stats=all`` returns Prometheus' own
 query statistics (samples read), which the dashboard cost measurement reads.
@@ -20,13 +21,16 @@ import pytest
 import yaml
 
 from support.servers import ServerProcess
+from testbed import peers
 from testbed.ports import free_port
 from testbed.waiting import wait_until
 
 __all__ = ["PrometheusServer"]
 
 
-def _binary() -> str:
+def _binary(role: str | None) -> str:
+    if role is not None:
+        return str(peers.binary("prometheus", role))
     path = shutil.which("prometheus")
     if path is None:
         pytest.fail("prometheus is not installed (Debian: apt-get install -y prometheus)")
@@ -34,16 +38,17 @@ def _binary() -> str:
 
 
 class PrometheusServer(ServerProcess):
-    """``prometheus --config.file=<config>`` in ``tmp``, stopped by :meth:`stop`."""
+    """``prometheus --config.file=<config>`` in ``tmp``, stopped by :meth:`stop`; ``role`` picks the
+    pinned build of :mod:`testbed.peers` that plays it, Debian's ``prometheus`` when ``None``."""
 
-    def __init__(self, tmp: Path, config: dict[str, Any], *extra: str) -> None:
+    def __init__(self, tmp: Path, config: dict[str, Any], *extra: str, role: str | None = None) -> None:
         self.config = tmp / "prometheus.yml"
         self.config.write_text(yaml.safe_dump(config, sort_keys=False))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.started = time.time()
         command = [
-            _binary(),
+            _binary(role),
             f"--config.file={self.config}",
             f"--storage.tsdb.path={tmp / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{self.port}",
