@@ -1,5 +1,6 @@
-"""End to end, source 1: ``store-metrics demo`` scraped by a real Prometheus that evaluates the rules;
-every dashboard query and every rule expression is checked against the calls the scenarios made.
+"""End to end, source 1: ``store-metrics demo`` scraped by a real Prometheus 3 (the newest pin of
+:mod:`testbed.peers`) that evaluates the rules; every dashboard query and every rule expression is
+checked against the calls the scenarios made.
 
 ``store-metrics demo --serve --runs 2``: the upstream proposal's four scenarios as real DAGs under
 ``dag.test()`` through the plugin (OpenTelemetry backend, Prometheus exporter). Every series first
@@ -65,7 +66,7 @@ class DemoSource:
 def demo(tmp_path_factory: pytest.TempPathFactory, e2e_export: Path) -> Iterator[DemoSource]:
     tmp = tmp_path_factory.mktemp("demo")
     port = free_port()
-    prom = Prometheus(tmp, f"127.0.0.1:{port}", e2e_export)
+    prom = Prometheus(tmp, f"127.0.0.1:{port}", e2e_export, role="newest")
     command = Path(sys.executable).with_name("store-metrics")
     log = (tmp / "demo.out").open("w+")
     proc = subprocess.Popen(

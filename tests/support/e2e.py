@@ -231,9 +231,10 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
 
 class Prometheus(PrometheusServer):
     """Prometheus with collector/prometheus-demo.yml's job aimed at ``target``, scraping every second,
-    and the exported rules."""
+    and the exported rules; ``role`` picks a pinned Prometheus (:mod:`testbed.peers`), Debian's 2.42
+    when ``None``."""
 
-    def __init__(self, tmp: Path, target: str, exported: Path) -> None:
+    def __init__(self, tmp: Path, target: str, exported: Path, role: str | None = None) -> None:
         collector = exported / "collector"
         base = yaml.safe_load((collector / "prometheus-demo.yml").read_text())
         (scrape,) = [dict(j) for j in base["scrape_configs"] if j["job_name"] == JOB]
@@ -248,7 +249,7 @@ class Prometheus(PrometheusServer):
             "rule_files": [str(collector / name) for name in base["rule_files"]],
             "scrape_configs": [scrape],
         }
-        super().__init__(tmp, config, "--storage.tsdb.retention.time=1h")
+        super().__init__(tmp, config, "--storage.tsdb.retention.time=1h", role=role)
 
     def recorded_total(self) -> float:
         """Every call the rules have recorded so far."""

@@ -102,9 +102,12 @@ class PrometheusServer(ServerProcess):
         ]
 
 
-def scraping_job(tmp: Path, exported: Path, job: str, targets: list[str]) -> PrometheusServer:
+def scraping_job(
+    tmp: Path, exported: Path, job: str, targets: list[str], role: str | None = None
+) -> PrometheusServer:
     """Prometheus with the exported ``prometheus.yml``'s ``job`` aimed at ``targets``, scraping and
-    evaluating every second, with the exported task-side rules (``rules.yml``) loaded."""
+    evaluating every second, with the exported task-side rules (``rules.yml``) loaded; ``role`` as
+    :class:`PrometheusServer`'s."""
     collector = exported / "collector"
     base = yaml.safe_load((collector / "prometheus.yml").read_text())
     (scrape,) = [j for j in base["scrape_configs"] if j["job_name"] == job]
@@ -118,4 +121,4 @@ def scraping_job(tmp: Path, exported: Path, job: str, targets: list[str]) -> Pro
         "rule_files": [str(collector / "rules.yml")],
         "scrape_configs": [{**scrape, "static_configs": [{"targets": targets}]}],
     }
-    return PrometheusServer(tmp, config, "--storage.tsdb.retention.time=1h")
+    return PrometheusServer(tmp, config, "--storage.tsdb.retention.time=1h", role=role)

@@ -3,7 +3,7 @@
 * ``switching``: one ``airflow standalone`` with DogStatsD to one UDP socket, restarted with
   ``count_at = tasks``, then ``api_server``, then ``tasks`` again, the same runs in each phase;
 * ``scraped``: ``count_at = api_server`` with the OpenTelemetry backend's Prometheus exporter on
-  each of two API server workers, scraped directly by a real Prometheus.
+  each of two API server workers, scraped directly by a real Prometheus 3 (the newest pin).
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def scraped(tmp_path_factory: pytest.TempPathFactory, e2e_export: Path) -> Itera
             "AIRFLOW__API__WORKERS": str(WORKERS),
         },
     )
-    prom = scraping_job(root, exported, JOB, [f"127.0.0.1:{port}" for port in range(first, first + WORKERS)])
+    targets = [f"127.0.0.1:{port}" for port in range(first, first + WORKERS)]
+    prom = scraping_job(root, exported, JOB, targets, role="newest")  # Prometheus 3
     try:
         airflow.start(DAG_IDS)
         calls = Calls()
