@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from support.servers import ServerProcess
 from testbed import peers
@@ -34,7 +35,9 @@ __all__ = [
     "StatsdExporter",
     "UdpFanout",
     "collector_config",
+    "metric_names",
     "scrape",
+    "send_lines",
 ]
 
 
@@ -43,6 +46,32 @@ def scrape(url: str, accept: str | None = None) -> str:
     request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
     with urllib.request.urlopen(request, timeout=10) as response:
         return str(response.read().decode())
+
+
+def send_lines(port: int, lines: Sequence[str], size: int = 1432) -> None:
+    """StatsD ``lines`` to 127.0.0.1:``port``, newline-joined into datagrams of at most ``size``
+    bytes (a longer line alone), as the backends pack them."""
+    datagrams: list[bytes] = []
+    for line in (text.encode() for text in lines):
+        if datagrams and len(datagrams[-1]) + 1 + len(line) <= size:
+            datagrams[-1] += b"\n" + line
+        else:
+            datagrams.append(line)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for datagram in datagrams:
+            sock.sendto(datagram, ("127.0.0.1", port))
+
+
+def metric_names(text: str, start: str = "", labelled: str | None = None) -> set[str]:
+    """The metric names an exposition serves that begin with ``start`` (a counter's with ``_total``,
+    a histogram by its family's name); with ``labelled``, only those of which some series has a
+    label of that value."""
+    return {
+        family.name + ("_total" if family.type == "counter" else "")
+        for family in text_string_to_metric_families(text)
+        if family.name.startswith(start)
+        and (labelled is None or any(labelled in sample.labels.values() for sample in family.samples))
+    }
 
 
 class StatsdExporter(ServerProcess):
