@@ -13,6 +13,10 @@ instead of every 10 s, so a test waits less; nothing else changed), each built b
 * the datagrams the backends send for the proposal's calls add up to the calls, and to exactly the
   series the OpenTelemetry backend's own Prometheus endpoint shows for the same calls.
 
+* the one rule of statsd_exporter the unit tests model (:mod:`support.statsd_observations`: a sampled
+  histogram line is ``int(1/rate)`` observations) gives the buckets, sum and count the real exporter
+  serves for the same lines, sample rates down to ~1e-5, in both tag styles.
+
 The mapping file's shape is checked as data (one exact counter mapping per catalogue metric).
 """
 
@@ -31,7 +35,9 @@ from prometheus_client.parser import text_string_to_metric_families
 import store_metrics
 from store_metrics import catalogue, naming
 from store_metrics.backends import statsd_lines
+from store_metrics.counting.deltas import Buckets
 from support.peer_servers import Collector, StatsdExporter, scrape, send_lines
+from support.statsd_observations import exporter_buckets
 from support.stores import DictStore
 from support.tags import HOSTILE_VALUES
 from testbed.ports import free_port
@@ -312,3 +318,67 @@ def test_the_opentelemetry_endpoint_serves_the_series_statsd_exporter_serves(
     # An empty label value is no label to Prometheus (the exporter writes team_name="" on series
     # without a team when others of the metric have one): series() leaves it out.
     assert series(endpoint() or "") == series(scrape(statsd_exporter.url)) == EXPECTED
+
+
+# -- the ported observation rule, held equal to the real exporter ------------------------------------
+
+
+def sampled_histogram_lines(style: str, worker: str) -> list[str]:
+    """The lines the ``style`` backend writes for one request-duration histogram series whose buckets
+    hold from one to 99,991 observations each (sample rates down to ~1e-5), and one above the last
+    bound."""
+    bounds = catalogue.SERVER_DURATION.buckets
+    counts = tuple((1, 3, 7, 1000, 99_991, 2, 0, 5)[i % 8] for i in range(len(bounds) + 1))
+    means = [*(b * 0.9 for b in bounds), bounds[-1] * 2]
+    buckets = Buckets(bounds, counts, tuple(n * m for n, m in zip(counts, means, strict=True)))
+    tags = naming.normalize_tags({**SERVER_TAGS, "worker": worker})
+    write = (
+        statsd_lines.dogstatsd_histogram_lines
+        if style == "dogstatsd"
+        else statsd_lines.influx_histogram_lines
+    )
+    return write("airflow", catalogue.SERVER_DURATION.name, tags, buckets)
+
+
+SERVER_TAGS = {"store": "task", "operation": "get", "status_class": "2xx", "value_size": "le_1KiB"}
+
+
+def exporter_histogram(text: str, worker: str) -> tuple[list[int], float, int]:
+    """The request-duration histogram statsd_exporter serves for ``worker``: per-bucket counts (not
+    cumulative, the overflow last), its sum and its count."""
+    name = catalogue.SERVER_DURATION.prometheus_name()
+    cumulative: list[tuple[float, int]] = []
+    total, count = 0.0, 0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.labels.get("worker") != worker:
+                continue
+            if sample.name == f"{name}_bucket":
+                cumulative.append((float(sample.labels["le"]), int(sample.value)))
+            elif sample.name == f"{name}_sum":
+                total = sample.value
+            elif sample.name == f"{name}_count":
+                count = int(sample.value)
+    running = [n for _, n in sorted(cumulative)]
+    return [b - a for a, b in zip([0, *running], running, strict=False)], total, count
+
+
+@pytest.mark.prometheus
+def test_the_ported_observation_rule_agrees_with_the_real_exporter(statsd_exporter: StatsdExporter) -> None:
+    """support.statsd_observations (the unit tests' quick model of statsd_exporter: ``int(1/rate)``
+    observations per sampled line) gives the buckets, sum and count the real exporter serves for the
+    same lines, in both tag styles."""
+    sent = {style: sampled_histogram_lines(style, style) for style in ("dogstatsd", "statsd")}
+    send_lines(statsd_exporter.udp_port, [line for lines in sent.values() for line in lines])
+    bounds = catalogue.SERVER_DURATION.buckets
+    for style, lines in sent.items():
+        counts, total = exporter_buckets(lines, bounds)
+        wanted = sum(counts)
+
+        def arrived(worker: str = style, n: int = wanted) -> bool:
+            return exporter_histogram(scrape(statsd_exporter.url), worker)[2] == n
+
+        poll(arrived, 20, 0.2)
+        got_counts, got_total, got_count = exporter_histogram(scrape(statsd_exporter.url), style)
+        assert (got_counts, got_count) == (counts, wanted), style
+        assert got_total == pytest.approx(total, rel=1e-12), style
