@@ -101,6 +101,8 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 #: Where the docs live (the versions table links to the page that says what runs where).
 SITE = "https://store-metrics.github.io/airflow-store-metrics/"
+#: The section of docs/airflow-versions.md that names the stand-ins (Grafana among them).
+STAND_INS = "#the-programs-beside-airflow-real-ones-and-the-two-stand-ins"
 
 
 def _peer_versions(peer: str, *roles: str) -> str:
@@ -149,6 +151,6 @@ def versions_table() -> str:
         f"| Alertmanager | | {_peer_versions('alertmanager', 'current')} | receives the alerts in the "
         "end-to-end tests; the rules need nothing of a particular release |",
         f"| Grafana | {grafana} | | the dashboard's `__requires`; no Grafana runs in the tests "
-        f"([what is a stand-in]({SITE}airflow-versions/)) |",
+        f"([the stand-ins]({SITE}airflow-versions/{STAND_INS})) |",
     ]
     return "\n".join(rows) + "\n"
