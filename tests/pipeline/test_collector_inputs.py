@@ -15,13 +15,18 @@ instead of every 10 s, so a test waits less; nothing else changed), each built b
 
 * the one rule of statsd_exporter the unit tests model (:mod:`support.statsd_observations`: a sampled
   histogram line is ``int(1/rate)`` observations) gives the buckets, sum and count the real exporter
-  serves for the same lines, sample rates down to ~1e-5, in both tag styles.
+  serves for the same lines, sample rates down to ~1e-5, in both tag styles;
+* UDP: what a burst the chart's exporter cannot read at once keeps, with the kernel's default
+  receive buffer and with ``--statsd.read-buffer`` (the exporter stopped while the burst is sent, so
+  what counts is the socket's buffer, not how fast the exporter reads).
 
 The mapping file's shape is checked as data (one exact counter mapping per catalogue metric).
 """
 
 from __future__ import annotations
 
+import signal
+import socket
 import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
@@ -382,3 +387,71 @@ def test_the_ported_observation_rule_agrees_with_the_real_exporter(statsd_export
         got_counts, got_total, got_count = exporter_histogram(scrape(statsd_exporter.url), style)
         assert (got_counts, got_count) == (counts, wanted), style
         assert got_total == pytest.approx(total, rel=1e-12), style
+
+
+# -- UDP: what a burst the exporter cannot read at once keeps ---------------------------------------
+
+#: A read buffer the tests ask statsd_exporter for (``--statsd.read-buffer``): 4 MiB.
+READ_BUFFER = 4 * 1024 * 1024
+#: Full datagrams (the backends' 1432 bytes) sent while the exporter is stopped.
+BURST = 1000
+
+
+def rmem_max() -> int:
+    """The largest receive buffer a process may ask for (Linux ``net.core.rmem_max``)."""
+    return int(Path("/proc/sys/net/core/rmem_max").read_text())
+
+
+def packets_read(url: str) -> int:
+    """statsd_exporter's own count of the UDP datagrams it has read."""
+    for family in text_string_to_metric_families(scrape(url)):
+        for sample in family.samples:
+            if sample.name == "statsd_exporter_udp_packets_total":
+                return int(sample.value)
+    return 0
+
+
+def kept_of_a_burst(exporter: StatsdExporter) -> int:
+    """Stop the exporter, send it BURST full datagrams (loopback UDP never blocks the sender: what
+    the socket cannot hold is dropped), resume it, and count what it reads: a last line, sent after
+    the burst, is served only once everything before it in the socket has been read."""
+    before = packets_read(exporter.url)
+    line = statsd_lines.influx_counter_line("airflow", "task_state_store.write", (("dag_id", "d" * 40),), 1)
+    datagram = "\n".join([line] * (1432 // (len(line) + 1))).encode()
+    assert 1400 < len(datagram) <= 1432
+    exporter.proc.send_signal(signal.SIGSTOP)
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            for _ in range(BURST):
+                sock.sendto(datagram, ("127.0.0.1", exporter.udp_port))
+    finally:
+        exporter.proc.send_signal(signal.SIGCONT)
+    last = statsd_lines.influx_counter_line("airflow", "task_state_store.clear", (("dag_id", "last"),), 1)
+    send_lines(exporter.udp_port, [last])
+    poll(lambda: "airflow_task_state_store_clear_total" in scrape(exporter.url), 20, 0.1)
+    return packets_read(exporter.url) - before - 1
+
+
+@pytest.mark.prometheus
+def test_a_burst_is_bounded_by_the_exporter_s_socket_buffer(tmp_path: Path) -> None:
+    """What a burst the chart's exporter cannot read at once keeps: with the kernel's default receive
+    buffer only a small part of 1,000 full datagrams (~1.4 MB) is kept; ``--statsd.read-buffer``
+    keeps them all, where ``net.core.rmem_max`` allows the size (the kernel caps the request there)."""
+    mappings = yaml.safe_load(MAPPING.read_text())["mappings"]
+    for name in ("default", "raised"):
+        (tmp_path / name).mkdir()
+    default = StatsdExporter(tmp_path / "default", "chart", mappings)
+    try:
+        kept_by_default = kept_of_a_burst(default)
+    finally:
+        default.stop()
+    assert 0 < kept_by_default < BURST
+    raised = StatsdExporter(tmp_path / "raised", "chart", mappings, [f"--statsd.read-buffer={READ_BUFFER}"])
+    try:
+        kept_raised = kept_of_a_burst(raised)
+    finally:
+        raised.stop()
+    if rmem_max() >= READ_BUFFER:
+        assert kept_raised == BURST, (kept_by_default, kept_raised)
+    else:
+        assert kept_by_default <= kept_raised < BURST, (rmem_max(), kept_by_default, kept_raised)

@@ -75,9 +75,12 @@ def metric_names(text: str, start: str = "", labelled: str | None = None) -> set
 
 
 class StatsdExporter(ServerProcess):
-    """statsd_exporter of the pin playing ``role`` (``chart``, ``minimum``) with ``mappings``."""
+    """statsd_exporter of the pin playing ``role`` (``chart``, ``minimum``) with ``mappings``, and
+    ``extra`` flags."""
 
-    def __init__(self, tmp: Path, role: str, mappings: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(
+        self, tmp: Path, role: str, mappings: Sequence[Mapping[str, Any]], extra: Sequence[str] = ()
+    ) -> None:
         self.pin = peers.pin_for("statsd_exporter", role)
         self.udp_port = free_port(socket.SOCK_DGRAM)
         self.web_port = free_port()
@@ -89,6 +92,7 @@ class StatsdExporter(ServerProcess):
             f"--statsd.listen-udp=127.0.0.1:{self.udp_port}",
             "--statsd.listen-tcp=",
             f"--web.listen-address=127.0.0.1:{self.web_port}",
+            *extra,
         ]
         super().__init__(command, tmp / f"{self.pin.key}.log", f"{self.url}")
 
