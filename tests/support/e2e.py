@@ -213,6 +213,9 @@ E2E_SETTINGS = {
     "error_min_calls": "1",
     "failing_min_calls": "1",
 }
+#: :data:`E2E_SETTINGS`, and the error alerts firing one second after their condition holds: the
+#: end-to-end tests that wait for an alert (through the peers, ``count_at = api_server`` scraped).
+ALERTING_SETTINGS = {**E2E_SETTINGS, "error_for": "1s", "failing_for": "1s"}
 #: The job prometheus-demo.yml scrapes the demo as; the dashboard's $job.
 JOB = "store-metrics-demo"
 CALLS = "task:store_metrics_calls:increase"

@@ -68,7 +68,7 @@ TOPOLOGIES = ("statsd", "dogstatsd", "otlp")
 PROMETHEUS_ROLES = ("newest", "lts")
 #: The export the topologies load: the e2e settings (rules every second), and alerts that fire as
 #: soon as their condition holds.
-EXPORT_SETTINGS = {**e2e.E2E_SETTINGS, "error_for": "1s", "failing_for": "1s"}
+EXPORT_SETTINGS = e2e.ALERTING_SETTINGS
 ERRORS_DAG = "store_metrics_errors"
 #: The errors DAG's calls, all refused before any request: (task_id, store, operation).
 ERRORS = (("refuse", "task", "set"), ("refuse", "asset", "get"), ("fail_on_none", "task", "set"))
