@@ -128,7 +128,11 @@ def _prefix(prefix: str) -> dict[str, str]:
 def render(files: Mapping[PurePosixPath, str], prefix: str) -> dict[PurePosixPath, str]:
     """Every file of ``helm/``; the StatsD values copy the mappings of ``files``' mapping files."""
     mappings = "\n".join(_indent(list_items(files[path], "mappings"), 2) for path in STATSD_MAPPINGS)
-    versions = {"airflow_version": AIRFLOW_VERSION, "requirement": requirement(), "merge_script": MERGE_SCRIPT}
+    versions = {
+        "airflow_version": AIRFLOW_VERSION,
+        "requirement": requirement(),
+        "merge_script": MERGE_SCRIPT,
+    }
     return {
         FOLDER / FILENAME: templating.render(
             f"helm/{FILENAME}",
