@@ -116,7 +116,7 @@ def _listening_inodes(port: int) -> set[str]:
 
 def _links(fds: Path) -> set[str]:
     """What a process's file descriptors point at (none for another user's process)."""
-    links = set()
+    links: set[str] = set()
     try:
         entries = list(fds.iterdir())
     except OSError:
