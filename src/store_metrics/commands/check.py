@@ -106,7 +106,7 @@ def standing_down() -> str:
         return "native counting: unknown (Airflow is not installed here)"
     if airflow_emits_state_store_metrics():
         return (
-            "native counting: this Airflow counts state store calls itself, so the plugin stands down in "
+            "native counting: this Airflow counts state store calls itself, so the plugin counts nothing in "
             "tasks and triggerers (Airflow's own series carry the same names)"
         )
     return "native counting: none in this Airflow; the plugin counts"

@@ -143,7 +143,7 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         ),
         formatter_class=_Formatter,
     )
-    demo.add_argument("--runs", type=int, default=1, help="repeat the proposal's runs N times (default 1)")
+    demo.add_argument("--runs", type=int, default=1, help="repeat the example DAGs' runs N times (default 1)")
     demo.add_argument("--serve", action="store_true", help="keep the scrape endpoint up until Ctrl-C")
     demo.add_argument(
         "--keep", action="store_true", help="keep the temporary AIRFLOW_HOME (removed by default)"
@@ -171,7 +171,7 @@ def _add_check(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Reads [store_metrics] (airflow.cfg or AIRFLOW__STORE_METRICS__* variables) exactly as the "
             "plugin would in the given kind of process, and prints the options that apply to it with "
-            "where each value came from, whether the plugin stands down because Airflow counts state "
+            "where each value came from, whether the plugin stays out of the way because Airflow counts state "
             "store calls itself, and the series cap. Then it opens the backend, sends one "
             "store_metrics.check increment, flushes it, and says what 'sent' proves for that backend "
             "(over UDP: handed to the kernel, not received). Run it where that process runs, with its "
