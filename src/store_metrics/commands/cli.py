@@ -124,9 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = commands.add_parser(
         "demo",
-        help="run the upstream proposal's four scenarios on a throwaway Airflow and print the series",
+        help="run four shipped example DAGs on a throwaway Airflow and print the series",
         description=(
-            "Runs the upstream proposal's scenarios (01, 02 twice, 03, example_resumable_job) with "
+            "Runs the example DAGs shipped in store_metrics/example_dags (state_store_metrics_01, _02 "
+            "twice, _03, example_resumable_job: the scenarios of the upstream proposal that defines "
+            "these metrics, apache/airflow#75729) with "
             "dag.test() on a temporary Airflow home with SQLite, through the plugin with the "
             "OpenTelemetry backend and its Prometheus exporter, then prints the series a scrape returns."
         ),
