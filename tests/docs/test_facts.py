@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-
 from store_metrics.commands.check import EXIT_CODES
 from store_metrics.config.options import BY_NAME
 from store_metrics.errors import ConfigError
@@ -34,9 +33,7 @@ from testbed.repository import ROOT
 DOCS = ROOT / "docs"
 SITE = "https://store-metrics.github.io/airflow-store-metrics/"
 #: The pages a user reads: every page of the site and the README, but the contributors' page.
-USER_PAGES = sorted(
-    [p for p in DOCS.rglob("*.md") if p.name != "contributing.md"] + [ROOT / "README.md"]
-)
+USER_PAGES = sorted([p for p in DOCS.rglob("*.md") if p.name != "contributing.md"] + [ROOT / "README.md"])
 
 
 def page_id(page: Path) -> str:
@@ -71,7 +68,12 @@ def test_quoted_airflow_config_values_are_what_airflow_prints(
     del env["AIRFLOW__STORE_METRICS__FLUSH_TIMEOUT"]  # a fresh home sets nothing of ours
     airflow = Path(sys.executable).with_name("airflow")
     done = subprocess.run(
-        [str(airflow), *command.split()[1:]], env=env, capture_output=True, text=True, timeout=180
+        [str(airflow), *command.split()[1:]],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == quoted, f"{page} quotes {quoted!r}"
@@ -99,8 +101,8 @@ def test_quoted_configuration_errors_are_what_the_option_raises(
 
 # -- exit codes -------------------------------------------------------------------------------------------
 
-#: "exit codes 0–4", "exit codes 0 to 5".
-CODE_RANGE = re.compile(r"exit codes? (\d) ?(?:–|-|to) ?(\d)")
+#: "exit codes 0-4" (hyphen or en dash), "exit codes 0 to 5".
+CODE_RANGE = re.compile(r"exit codes? (\d) ?(?:\u2013|-|to) ?(\d)")
 #: "exits 0", "with exit 3", "(3 if the send failed, 1 on a bad option: its exit codes)".
 CODE_NAMED = re.compile(r"\bexits? (?:code )?(\d)\b|\((\d) if [^()]*?, (\d) on [^()]*?exit codes")
 
@@ -146,7 +148,8 @@ def site_page_exists(path: str) -> bool:
 
 def file_exists(name: str, export: Path) -> bool:
     """A path relative to the export, the repository, the package or its templates."""
-    roots = (export, ROOT, ROOT / "src", ROOT / "src" / "store_metrics", ROOT / "src/store_metrics/pipeline/templates")
+    package = ROOT / "src" / "store_metrics"
+    roots = (export, ROOT, ROOT / "src", package, package / "pipeline" / "templates")
     return any((root / name).exists() for root in roots)
 
 
@@ -191,8 +194,6 @@ TESTED_ON = re.compile(r"tested on (?:Airflow )?3\.\d")
 
 def test_only_the_versions_pages_say_which_airflow_releases_are_tested() -> None:
     stated = [
-        page_id(p)
-        for p in USER_PAGES
-        if p.name not in {"airflow-versions.md"} and TESTED_ON.search(prose(p))
+        page_id(p) for p in USER_PAGES if p.name not in {"airflow-versions.md"} and TESTED_ON.search(prose(p))
     ]
     assert not stated, "link to airflow-versions.md instead of repeating the tested releases"

@@ -173,8 +173,8 @@ def _add_check(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Reads [store_metrics] (airflow.cfg or AIRFLOW__STORE_METRICS__* variables) exactly as the "
             "plugin would in the given kind of process, and prints the options that apply to it with "
-            "where each value came from, whether the plugin stays out of the way because Airflow counts state "
-            "store calls itself, and the series cap. Then it opens the backend, sends one "
+            "where each value came from, whether the plugin stays out of the way because Airflow counts "
+            "state store calls itself, and the series cap. Then it opens the backend, sends one "
             "store_metrics.check increment, flushes it, and says what 'sent' proves for that backend "
             "(over UDP: handed to the kernel, not received). Run it where that process runs, with its "
             "environment."
