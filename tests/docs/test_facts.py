@@ -197,3 +197,13 @@ def test_only_the_versions_pages_say_which_airflow_releases_are_tested() -> None
         page_id(p) for p in USER_PAGES if p.name not in {"airflow-versions.md"} and TESTED_ON.search(prose(p))
     ]
     assert not stated, "link to airflow-versions.md instead of repeating the tested releases"
+
+
+# -- generated text ---------------------------------------------------------------------------------------
+
+
+def test_the_panels_table_keeps_whole_sentences() -> None:
+    from generators.alert_tables import panels_table
+
+    cut = [row for row in panels_table().splitlines() if re.search(r"\b(?:i\.e|e\.g)\.\s*\|$", row)]
+    assert not cut, "a panel's description cut after an abbreviation"
