@@ -207,3 +207,34 @@ def test_the_panels_table_keeps_whole_sentences() -> None:
 
     cut = [row for row in panels_table().splitlines() if re.search(r"\b(?:i\.e|e\.g)\.\s*\|$", row)]
     assert not cut, "a panel's description cut after an abbreviation"
+
+
+# -- user pages read as a guide ---------------------------------------------------------------------------
+
+#: Pages that say what is tested where, by design: contributing, the Airflow versions page and the
+#: benchmarks' report. alerts.md still cites its tests: issue 28 (the rules and dashboards) owns that
+#: page; its proof moves to contributing.md with that work.
+PROOF_PAGES = {"contributing.md", "airflow-versions.md", "performance.md", "alerts.md"}
+TEST_CITATION = re.compile(r"\btests/\w|\btest_\w+\.py\b")
+#: Words of the lab notebook a reader has no key to (the topologies are named on how-it-works.md).
+JARGON = re.compile(r"\bstand(?:s|ing)? down\b|\bscenarios? [0-9]|\btopolog(?:y|ies) [0-9]", re.IGNORECASE)
+
+
+def test_user_pages_cite_no_tests() -> None:
+    cited = [
+        f"{page_id(p)}: {m.group(0)}"
+        for p in USER_PAGES
+        if p.name not in PROOF_PAGES
+        for m in TEST_CITATION.finditer(prose(p))
+    ]
+    assert not cited, "say what is tested where in contributing.md, not on a user page"
+
+
+def test_user_pages_use_no_lab_notebook_words() -> None:
+    used = [
+        f"{page_id(p)}: {m.group(0)}"
+        for p in USER_PAGES
+        if p.name != "how-it-works.md"
+        for m in JARGON.finditer(prose(p))
+    ]
+    assert not used
