@@ -36,14 +36,15 @@ def _binary() -> str:
 class PrometheusServer(ServerProcess):
     """``prometheus --config.file=<config>`` in ``tmp``, stopped by :meth:`stop`."""
 
-    def __init__(self, tmp: Path, config: dict[str, Any], *extra: str) -> None:
+    def __init__(self, tmp: Path, config: dict[str, Any], *extra: str, binary: str | None = None) -> None:
+        """``binary``: another Prometheus than Debian's (a peer's: ``testbed.peers.binary``)."""
         self.config = tmp / "prometheus.yml"
         self.config.write_text(yaml.safe_dump(config, sort_keys=False))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.started = time.time()
         command = [
-            _binary(),
+            binary or _binary(),
             f"--config.file={self.config}",
             f"--storage.tsdb.path={tmp / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{self.port}",
