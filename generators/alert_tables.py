@@ -7,6 +7,7 @@ page never drifts from it; :mod:`generators.docs` writes them into the page.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -81,7 +82,8 @@ def alerts_table() -> str:
 
 
 def _first_sentence(text: str) -> str:
-    return text.split(". ", 1)[0].rstrip(".") + "."
+    # A full stop inside an abbreviation ("i.e.", "e.g.") does not end the sentence.
+    return re.split(r"(?<!\bi\.e)(?<!\be\.g)\. ", text, maxsplit=1)[0].rstrip(".") + "."
 
 
 def panels_table() -> str:

