@@ -40,7 +40,7 @@ from . import scale
 from .common import REPO_ROOT, log
 from .load_airflow import JWT_SECRET, ApiServer
 
-REAL_SIZES: tuple[int, ...] = (100, 250, 500)
+REAL_SIZES: tuple[int, ...] = (100, 250)
 PROBE_SIZES: tuple[int, ...] = (100, 250, 500, 1_000, 2_000, 5_000)
 QUICK_REAL: tuple[int, ...] = (20,)
 QUICK_PROBE: tuple[int, ...] = (20, 50)

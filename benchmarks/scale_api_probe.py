@@ -111,7 +111,7 @@ async def _measure(metrics: Any, url: str, dags: int, warnings: Warnings) -> dic
     return {
         "dags": dags,
         "rss": scale.rss_of(os.getpid()),
-        "emitter_series": metrics.emitter.series_count(),
+        "emitter_series": metrics.emitter.series_count,
         "named_series": named,
         "overflow_series": overflow,
         "overflow_calls": overflow_calls,

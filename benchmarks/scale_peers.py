@@ -42,18 +42,22 @@ class ScalePeers(TypedDict):
     rmem_max: int
     exporter_idle_rss: int
     paced: list[Paced]
+    paced_repeat: list[Paced]  # the same feed to a second fresh exporter: the run's own spread
     bursts: list[Burst]
     evaluated: list[Evaluated]
+    evaluated_load: list[float]  # the 1-min load average as each size's evaluations were read
     rule_interval_s: float
     load_average: list[float]
 
 
 def _exporter_part(
     collector: Path, work: Path, sizes: tuple[int, ...]
-) -> tuple[int, list[Paced], dict[int, str], list[Burst]]:
+) -> tuple[int, list[Paced], list[Paced], dict[int, str], list[Burst]]:
     with Exporter("chart", collector / "statsd-mapping.yml", work / "exporter.log") as exporter:
         idle = scale.rss_of(exporter.pid)
         paced, bodies = scale_statsd.grow(exporter, sizes)
+    with Exporter("chart", collector / "statsd-mapping.yml", work / "exporter-2.log") as exporter:
+        repeat, _ = scale_statsd.grow(exporter, sizes)
     for entry in paced:
         counts = entry["counts"]
         log(
@@ -69,7 +73,7 @@ def _exporter_part(
                 f"{burst['counts']['lines']:,} of {burst['lines_sent']:,} lines"
             )
             bursts.append(burst)
-    return idle, paced, bodies, bursts
+    return idle, paced, repeat, bodies, bursts
 
 
 def run(quick: bool) -> ScalePeers:
@@ -80,8 +84,8 @@ def run(quick: bool) -> ScalePeers:
         settings = {"rule_interval": "5s"} if quick else {}
         collector = scale.exported(work / "export", **settings)
         log(f"  scale: statsd_exporter, {', '.join(f'{s:,}' for s in sizes)} DAGs")
-        idle, paced, bodies, bursts = _exporter_part(collector, work, sizes)
-        evaluated = []
+        idle, paced, repeat, bodies, bursts = _exporter_part(collector, work, sizes)
+        evaluated, loads = [], []
         for dags in sizes:
             log(f"  scale: Prometheus 3 over {dags * scale.SERIES_PER_DAG:,} series: filling the rules' hour")
             result = scale_prometheus.evaluate(collector, bodies[dags], dags, work, interval)
@@ -91,6 +95,7 @@ def run(quick: bool) -> ScalePeers:
                 f"{result['samples_in_window']} samples in the window, head {result['head_series']:,} series"
             )
             evaluated.append(result)
+            loads.append(round(os.getloadavg()[0], 2))
     return ScalePeers(
         quick=quick,
         sizes=list(sizes),
@@ -104,8 +109,10 @@ def run(quick: bool) -> ScalePeers:
         rmem_max=scale_statsd.rmem_max(),
         exporter_idle_rss=idle,
         paced=paced,
+        paced_repeat=repeat,
         bursts=bursts,
         evaluated=evaluated,
+        evaluated_load=loads,
         rule_interval_s=interval,
         load_average=list(os.getloadavg()),
     )

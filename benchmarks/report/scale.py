@@ -1,0 +1,359 @@
+"""Sections 11 and 12 of the page: a large deployment's series through the real peers
+(statsd_exporter, Prometheus 3 and the exported rules), and through ``count_at = api_server``."""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from ..results import Results, data_of
+from ..scale_api import ScaleApi
+from ..scale_peers import ScalePeers
+from ..scale_prometheus import RECORDING_GROUP
+from ..scale_statsd import Burst, Paced
+from .markdown import Rendered, join, mib, table
+
+
+def _spread(values: list[float], unit: str = "s", digits: int = 3) -> str:
+    """Median and the range of a few repeats."""
+    if not values:
+        return "-"
+    return (
+        f"{statistics.median(values):.{digits}f} {unit} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+    )
+
+
+def _run_line(results: Results, name: str) -> str:
+    run = results["sections"][name]["run"]
+    return (
+        f"Measured on {run['date']} ({run['seconds']:,.0f} s) on this 2-core machine shared with other "
+        f"engineers' work: load average (1, 5, 15 min) {run['load_start']} at the start, "
+        f"{run['load_end']} at the end."
+    )
+
+
+def _paced_row(p: Paced, again: Paced | None) -> list[str]:
+    c = p["counts"]
+    repeat = f"{mib(again['rss'])} / {_spread(again['scrape_seconds'])}" if again else "-"
+    return [
+        f"{p['dags']:,}",
+        f"{p['series']:,}",
+        f"{c['lines']:,} of {p['lines_sent']:,}",
+        f"{c['exporter_drops']:,} / {c['kernel_drops']:,}",
+        f"{p['series_exported']:,}",
+        mib(p["rss"]),
+        f"{mib(p['metrics_bytes'], 1)} ({mib(p['metrics_gzip_bytes'], 1)} gzip)",
+        _spread(p["scrape_seconds"]),
+        repeat,
+    ]
+
+
+def _burst_rows(bursts: list[Burst]) -> list[list[str]]:
+    by_size: dict[int, dict[int, Burst]] = {}
+    for b in bursts:
+        by_size.setdefault(b["dags"], {})[b["read_buffer"]] = b
+    rows = []
+    for dags, arms in by_size.items():
+        default, larger = arms.get(0), next((b for k, b in arms.items() if k), None)
+        assert default is not None
+        cells = [f"{dags:,}", f"{default['lines_sent']:,} in {default['datagrams_sent']:,}"]
+        for arm in (default, larger):
+            if arm is None:
+                cells += ["-"]
+                continue
+            lost = arm["lines_sent"] - arm["counts"]["lines"]
+            cells.append(
+                f"{arm['counts']['lines']:,} ({lost / arm['lines_sent']:.0%} lost; "
+                f"{arm['counts']['kernel_drops']:,} datagrams dropped by the kernel; flush "
+                f"{arm['flush_seconds']:.2f} s)"
+            )
+        rows.append(cells)
+    return rows
+
+
+def _evaluated_rows(r: ScalePeers) -> list[list[str]]:
+    rows = []
+    for e, load in zip(r["evaluated"], r.get("evaluated_load", [None] * len(r["evaluated"])), strict=False):
+        recording = e["durations"].get(RECORDING_GROUP, [])
+        others = [
+            sum(v[i] for g, v in e["durations"].items() if g != RECORDING_GROUP)
+            for i in range(len(recording))
+        ]
+        rows.append(
+            [
+                f"{e['dags']:,}",
+                f"{e['series']:,}",
+                f"{e['samples_in_window']}",
+                ", ".join(f"{s:.2f}" for s in recording) + " s",
+                ", ".join(f"{s:.2f}" for s in others) + " s",
+                f"{e['recorded_series']:,}",
+                f"{e['head_series']:,}",
+                mib(e["rss"]),
+                f"{load:.1f}" if load is not None else "-",
+            ]
+        )
+    return rows
+
+
+def _per_series(r: ScalePeers) -> tuple[float, float]:
+    """The exporter's RSS and ``/metrics`` bytes per series, from the smallest size to the largest."""
+    lo, hi = r["paced"][0], r["paced"][-1]
+    series = max(1, hi["series"] - lo["series"])
+    return (hi["rss"] - lo["rss"]) / series, (hi["metrics_bytes"] - lo["metrics_bytes"]) / series
+
+
+def _peers_advice(r: ScalePeers) -> str:
+    rss_per, bytes_per = _per_series(r)
+    top = r["paced"][-1]
+    top_eval = r["evaluated"][-1]
+    recording = max(top_eval["durations"].get(RECORDING_GROUP, [0.0]))
+    return (
+        "What to set at that size. **statsd_exporter**: memory grows by about "
+        f"{rss_per / 1024:.1f} KiB and `/metrics` by about {bytes_per:.0f} bytes per series (from "
+        f"{r['paced'][0]['series']:,} to {top['series']:,} series): size the exporter's memory limit for "
+        f"the series you have with room to spare (here {mib(top['rss'])} MiB at {top['series']:,} "
+        "series), and "
+        "set Prometheus' `scrape_timeout` above the scrape time in the table. The exporter drops a series "
+        "nothing updated for the mappings' `ttl` (export setting `statsd_ttl`, 25 h by default, so a daily "
+        "DAG keeps its series): `/metrics` holds the DAGs that ran within that time, not every DAG ever "
+        "seen. "
+        "Lines lost on the way in are the one silent failure: a steady task-by-task feed arrives whole, "
+        "but a "
+        "burst (one process flushing many series at once, as an API server worker with `count_at = "
+        "api_server` and `backend = statsd` does every `flush_interval`) overflows the socket's default "
+        f"receive buffer ({r['rmem_default']:,} bytes here); give statsd_exporter "
+        "`--statsd.read-buffer` (bytes, up to the kernel's `net.core.rmem_max`, "
+        f"{r['rmem_max']:,} here; raise that sysctl on the node for more) and watch "
+        "`statsd_exporter_udp_packet_drops_total` and the node's UDP receive errors; at these sizes "
+        "prefer `backend = otel` for `count_at = api_server`. **Prometheus**: the recording group took "
+        f"{recording:.2f} s at {top_eval['series']:,} input series, well inside a `rule_interval` of "
+        f"{r['rule_interval_s']:.0f} s; raise `rule_interval` (export setting) only if "
+        "`prometheus_rule_group_last_duration_seconds` nears it, and count on the head series in the table "
+        "(input, recorded and the exporter's own) for the TSDB's memory."
+    )
+
+
+def peers(results: Results) -> Rendered:
+    r: ScalePeers = data_of(results, "scale_peers")
+    sizes = ", ".join(f"{s:,}" for s in r["sizes"])
+    repeat = r.get("paced_repeat") or []
+    again = {p["dags"]: p for p in repeat}
+    text = join(
+        "## 11. Scale: a large deployment's series through statsd_exporter and Prometheus 3",
+        f"A deployment of {sizes} DAGs x {r['tasks']} tasks, each task calling its task state store "
+        "three ways "
+        f"({', '.join(r['outcomes'])}): {len(r['outcomes']) * r['tasks']} counter series per DAG, "
+        f"{r['sizes'][-1] * len(r['outcomes']) * r['tasks']:,} at the largest size, each with the task "
+        "side's "
+        "tags (`dag_id`, `task_id`, `run_type`, `operator`). Method (`benchmarks/scale_peers.py`, "
+        "`scale_statsd.py`, `scale_prometheus.py`): the real programs a user runs, built from their Go "
+        f"modules: statsd_exporter {r['statsd_exporter']} (the Airflow chart's pinned version) with the "
+        "exported `statsd-mapping.yml`, fed over UDP on 127.0.0.1 the `statsd` backend's exact "
+        "InfluxDB-tagged "
+        f"lines packed in its {r['datagram']}-byte datagrams, at a bounded {r['rate']:,.0f} lines/s, one DAG "
+        "range after another, measured at each size (what it counted, what it and the kernel dropped, its "
+        "RSS, `/metrics` fetched 5 times with gzip as Prometheus asks). The same feed went to a second "
+        "fresh exporter: the repeat column is the run's own spread. Then one flush of every series from "
+        "the product's emitter (`statsd` backend) into a fresh exporter, with the default socket buffer "
+        f"and with `--statsd.read-buffer={r['rmem_max']}`. Then Prometheus {r['prometheus']} (newest pin) "
+        "over that exporter's output at each size with every exported rule file, after an hour of samples "
+        "15 s apart was filled in (the recording rules read each counter's last hour, so one evaluation's "
+        "cost depends on the samples an hour holds); then two evaluations read from "
+        "`prometheus_rule_group_last_duration_seconds`.",
+        _run_line(results, "scale_peers"),
+        "statsd_exporter, paced feed (cumulative: each size adds its DAGs to the same exporter):",
+        table(
+            [
+                "DAGs",
+                "series",
+                "lines counted",
+                "drops: exporter / kernel",
+                "series exported",
+                "RSS MiB",
+                "`/metrics` MiB",
+                "scrape (median, range of 5)",
+                "repeat: RSS MiB / scrape",
+            ],
+            [_paced_row(p, again.get(p["dags"])) for p in r["paced"]],
+            "rrrrrrrrr",
+        ),
+        f"Idle exporter: {mib(r['exporter_idle_rss'])} MiB RSS.",
+        "One flush of every series (the product's emitter, `statsd` backend, at its own speed) into a fresh "
+        "exporter:",
+        table(
+            [
+                "DAGs",
+                "lines sent",
+                "counted, default buffer",
+                f"counted, `--statsd.read-buffer={r['rmem_max']}`",
+            ],
+            _burst_rows(r["bursts"]),
+            "rrll",
+        ),
+        "Prometheus 3 and the exported rules over the exporter's series (each size a fresh TSDB; "
+        f"`{RECORDING_GROUP}` is the recording group, the other groups' durations are summed; load is the "
+        "1-min load average when the evaluations were read):",
+        table(
+            [
+                "DAGs",
+                "input series",
+                "samples / series / hour",
+                "recording group",
+                "other groups",
+                "recorded series",
+                "head series",
+                "RSS MiB",
+                "load",
+            ],
+            _evaluated_rows(r),
+            "rrrrrrrrr",
+        ),
+        _peers_advice(r),
+    )
+    return Rendered(text)
+
+
+def _real_rows(r: ScaleApi) -> list[list[str]]:
+    rows = []
+    for s in r["real"]:
+        failed = sum(s["failures"].values())
+        rows.append(
+            [
+                f"{s['dags']:,}",
+                f"{s['requests']:,} ({failed} failed)",
+                f"{s['server_cpu_ms_per_request']:.1f} ms",
+                f"{s['named_series']:,} / {s['overflow_series']:,}",
+                mib(s["rss"]),
+                f"{mib(s['metrics_bytes'], 2)}",
+                _spread(s["scrape_seconds"]),
+                f"{s['wait_idle_ms']:.1f} ms / {max(s['wait_during_scrape_ms']):.0f} ms",
+            ]
+        )
+    return rows
+
+
+def _probe_rows(r: ScaleApi) -> list[list[str]]:
+    rows = []
+    for s in r["probe"]:
+        rows.append(
+            [
+                f"{s['dags']:,}",
+                f"{s['dags'] * 30:,}",
+                f"{s['named_series']:,} / {s['overflow_series']:,}",
+                f"{s['overflow_calls']:,}",
+                mib(s["rss"]),
+                f"{mib(s['metrics_bytes'], 2)}",
+                _spread(s["scrape_seconds"]),
+                _spread(s["stall_ms"], "ms", 0),
+            ]
+        )
+    return rows
+
+
+def _capped(r: ScaleApi) -> dict[str, Any] | None:
+    return next((s for s in r["probe"] if s["overflow_series"]), None)
+
+
+def _cap_warning(r: ScaleApi) -> str:
+    capped = _capped(r)
+    if capped is None:
+        return f"No size reached `max_series` ({r['max_series']:,})."
+    lines = [w for w in capped["warnings"] if "max_series" in w or "series" in w.lower()]
+    said = f'store-metrics\' log line: "{lines[0]}"' if lines else "no store-metrics log line named the cap"
+    return (
+        f"Where `max_series` ({r['max_series']:,}) bites: at {capped['dags']:,} DAGs "
+        f"({capped['dags'] * 30:,} task series) the worker exported {capped['named_series']:,} named "
+        "series and "
+        f'{capped["overflow_series"]:,} `dag_id="overflow"` series holding {capped["overflow_calls"]:,} '
+        "calls "
+        f"(counted, not attributed); {said}."
+    )
+
+
+def _api_advice(r: ScaleApi) -> str:
+    probe = [s for s in r["probe"] if s["dags"]]
+    uncapped = [s for s in probe if not s["overflow_series"]] or probe
+    lo, hi = uncapped[0], uncapped[-1]
+    series = max(1, hi["named_series"] - lo["named_series"])
+    per_rss = (hi["rss"] - lo["rss"]) / series
+    per_bytes = (hi["metrics_bytes"] - lo["metrics_bytes"]) / series
+    return (
+        f"How it grows: about {per_rss / 1024:.1f} KiB of worker memory and {per_bytes:.0f} bytes of "
+        "`/metrics` "
+        f"per series (from {lo['named_series']:,} to {hi['named_series']:,} series), in every API server "
+        "worker "
+        "that has seen those task instances (each worker counts what it serves; Prometheus sums the "
+        "workers). "
+        f"What to set: `max_series` (default {r['max_series']:,} per process) at least the series your "
+        "deployment makes (DAGs x tasks per DAG x the operations they use, 30 per DAG here), else the "
+        "rest are "
+        'counted under `dag_id="overflow"`; raise the worker\'s memory limit by the figure above per '
+        "series; above a few thousand DAGs, or when "
+        "`/metrics` takes more than a second to scrape, prefer `count_at = tasks` (each task process sends "
+        "its own few series) or spread the calls over more workers. The attribution cache holds "
+        f"{r['cache_size']:,} task instances per worker: beyond that, a task instance's first call after "
+        "eviction costs one metadata query again."
+    )
+
+
+def api(results: Results) -> Rendered:
+    r: ScaleApi = data_of(results, "scale_api")
+    real_sizes = ", ".join(f"{s['dags']:,}" for s in r["real"])
+    text = join(
+        "## 12. Scale with `count_at = api_server`: one API server worker holding the series",
+        "The same deployment (30 series per DAG) counted where its calls arrive: `count_at = api_server`, "
+        "`backend = otel`, `otel_exporter = prometheus` (the recommended Prometheus path). Method "
+        "(`benchmarks/scale_api.py`, `scale_setup.py`, `scale_client.py`, `scale_api_probe.py`): a throwaway "
+        "Airflow home (SQLite) with one real DAG made by Airflow (`db migrate`, `dags reserialize`, `dags "
+        "trigger`), its run and task instance rows copied in SQL for the other DAGs, and a real task "
+        "token per "
+        "task instance from Airflow's JWT generator "
+        f"(setup {r['setup_seconds']:.0f} s). **Real**: `airflow api-server --workers 1` with the plugin "
+        f"(started in {r['real_startup_seconds']:.0f} s, {mib(r['real_idle_rss'])} MiB idle), each task "
+        f"instance's three calls over HTTP (8 at a time), {real_sizes} DAGs (each size adds its DAGs); "
+        "at the "
+        "measured server CPU per request a 5,000-DAG pass (150,000 requests) would take most of an hour "
+        "here, "
+        "so the real worker stops there. **Probe** (up to the largest size): the worker's own counting stack "
+        "as an API server worker builds it (the plugin's root middleware, `server_metrics()` with the OTel "
+        "backend and its Prometheus endpoint, the attribution with its lookup threads querying the real "
+        "database), with Airflow's route replaced by a stand-in that leaves the validated token on the "
+        "request as Airflow's JWT dependency does and answers as the route does; memory and series are the "
+        "counting's, not Airflow's (add the real worker's idle RSS). A 1 ms ticker on the probe's event loop "
+        "measures how long a scrape blocks it.",
+        _run_line(results, "scale_api"),
+        "Real API server worker (wait: a `/api/v2/monitor/health` request to the same worker, median idle / "
+        "longest while a scrape ran):",
+        table(
+            [
+                "DAGs",
+                "requests",
+                "server CPU / request",
+                "series named / overflow",
+                "RSS MiB",
+                "`/metrics` MiB",
+                "scrape (median, range of 3)",
+                "wait idle / during scrape",
+            ],
+            _real_rows(r),
+            "rrrrrrrr",
+        ),
+        "Probe (the worker's counting stack, cumulative):",
+        table(
+            [
+                "DAGs",
+                "task series",
+                "series named / overflow",
+                "calls under overflow",
+                "RSS MiB",
+                "`/metrics` MiB",
+                "scrape (median, range of 3)",
+                "event loop blocked per scrape",
+            ],
+            _probe_rows(r),
+            "rrrrrrrr",
+        ),
+        _cap_warning(r),
+        _api_advice(r),
+    )
+    return Rendered(text)
