@@ -102,34 +102,76 @@ def _per_series(r: ScalePeers) -> tuple[float, float]:
     return (hi["rss"] - lo["rss"]) / series, (hi["metrics_bytes"] - lo["metrics_bytes"]) / series
 
 
+def _largest_whole(bursts: list[Burst], buffer_set: bool) -> str:
+    """The largest flush the exporter counted whole with (or without) the larger read buffer."""
+    whole = [
+        b for b in bursts if bool(b["read_buffer"]) == buffer_set and b["counts"]["lines"] >= b["lines_sent"]
+    ]
+    if not whole:
+        return "none of the sizes measured"
+    best = max(whole, key=lambda b: b["lines_sent"])
+    return f"{best['lines_sent']:,} lines ({best['dags']:,} DAGs)"
+
+
+def _loss_advice(r: ScalePeers) -> str:
+    lost = [p for p in r["paced"] if p["counts"]["lines"] < p["lines_sent"]]
+    if lost:
+        first = lost[0]
+        paced = (
+            f"the paced feed ({r['rate']:,.0f} lines/s) arrived whole up to the size before "
+            f"{first['dags']:,} DAGs; there the exporter had counted {first['counts']['lines']:,} of "
+            f"{first['lines_sent']:,} lines (kernel drops {first['counts']['kernel_drops']:,} datagrams, "
+            "while the machine's other work held the CPU its one reader needs)"
+        )
+    else:
+        paced = f"the paced feed ({r['rate']:,.0f} lines/s) arrived whole at every size"
+    top = max(r["bursts"], key=lambda b: (b["dags"], b["read_buffer"]))
+    top_lost = 1 - top["counts"]["lines"] / max(1, top["lines_sent"])
+    return (
+        "**Lines lost on the way in** are what nothing upstream reports: "
+        f"{paced}. One flush of many series at once (what an API server worker with `count_at = api_server` "
+        "and `backend = statsd` sends every `flush_interval`) is another matter: with the socket's default "
+        f"receive buffer ({r['rmem_default']:,} bytes here) the exporter counted a flush whole up to "
+        f"{_largest_whole(r['bursts'], False)}; with `--statsd.read-buffer={r['rmem_max']}` (the kernel's "
+        f"`net.core.rmem_max` here) up to {_largest_whole(r['bursts'], True)}, and at {top['dags']:,} "
+        f"DAGs it still lost {top_lost:.0%}. So: give statsd_exporter `--statsd.read-buffer` (raise "
+        "`net.core.rmem_max` on the node to allow more), alert on `statsd_exporter_udp_packet_drops_total` "
+        "and the node's UDP receive errors, and with `count_at = api_server` past a few hundred DAGs use "
+        "`backend = otel` rather than `statsd` (each task process under `count_at = tasks` sends its own "
+        "few lines, the paced case)."
+    )
+
+
+def _prometheus_advice(r: ScalePeers) -> str:
+    top = r["evaluated"][-1]
+    recording = statistics.median(top["durations"].get(RECORDING_GROUP, [0.0]))
+    per_10k = recording / max(1, top["series"]) * 10_000
+    fits = r["rule_interval_s"] / max(per_10k, 1e-9) * 10_000 / 2
+    return (
+        f"**Prometheus**: the recording group took {recording:.2f} s at {top['series']:,} input series "
+        f"(about {per_10k:.2f} s per 10,000 series with an hour of 15 s samples each), against a "
+        f"`rule_interval` of {r['rule_interval_s']:.0f} s: at that rate the group stays under half its "
+        f"interval up to about {fits:,.0f} series on a machine like this one. Past that, or when "
+        "`prometheus_rule_group_last_duration_seconds` nears the interval (the rule group then misses "
+        "evaluations: `prometheus_rule_group_iterations_missed_total`), raise `rule_interval` (export "
+        "setting) or drop series at the exporter. Memory: Prometheus' RSS in the table for its head series "
+        "(input, recorded and the exporter's own)."
+    )
+
+
 def _peers_advice(r: ScalePeers) -> str:
     rss_per, bytes_per = _per_series(r)
     top = r["paced"][-1]
-    top_eval = r["evaluated"][-1]
-    recording = max(top_eval["durations"].get(RECORDING_GROUP, [0.0]))
-    return (
-        "What to set at that size. **statsd_exporter**: memory grows by about "
+    return join(
+        "**statsd_exporter**: memory grows by about "
         f"{rss_per / 1024:.1f} KiB and `/metrics` by about {bytes_per:.0f} bytes per series (from "
-        f"{r['paced'][0]['series']:,} to {top['series']:,} series): size the exporter's memory limit for "
-        f"the series you have with room to spare (here {mib(top['rss'])} MiB at {top['series']:,} "
-        "series), and "
-        "set Prometheus' `scrape_timeout` above the scrape time in the table. The exporter drops a series "
-        "nothing updated for the mappings' `ttl` (export setting `statsd_ttl`, 25 h by default, so a daily "
-        "DAG keeps its series): `/metrics` holds the DAGs that ran within that time, not every DAG ever "
-        "seen. "
-        "Lines lost on the way in are the one silent failure: a steady task-by-task feed arrives whole, "
-        "but a "
-        "burst (one process flushing many series at once, as an API server worker with `count_at = "
-        "api_server` and `backend = statsd` does every `flush_interval`) overflows the socket's default "
-        f"receive buffer ({r['rmem_default']:,} bytes here); give statsd_exporter "
-        "`--statsd.read-buffer` (bytes, up to the kernel's `net.core.rmem_max`, "
-        f"{r['rmem_max']:,} here; raise that sysctl on the node for more) and watch "
-        "`statsd_exporter_udp_packet_drops_total` and the node's UDP receive errors; at these sizes "
-        "prefer `backend = otel` for `count_at = api_server`. **Prometheus**: the recording group took "
-        f"{recording:.2f} s at {top_eval['series']:,} input series, well inside a `rule_interval` of "
-        f"{r['rule_interval_s']:.0f} s; raise `rule_interval` (export setting) only if "
-        "`prometheus_rule_group_last_duration_seconds` nears it, and count on the head series in the table "
-        "(input, recorded and the exporter's own) for the TSDB's memory."
+        f"{r['paced'][0]['series']:,} to {top['series']:,} series): give the exporter a memory limit well "
+        f"above that (here {mib(top['rss'])} MiB at {top['series']:,} series) and Prometheus a "
+        "`scrape_timeout` above the scrape time in the table. The exporter drops a series nothing updated "
+        "for the mappings' `ttl` (export setting `statsd_ttl`, 25 h by default, so a daily DAG keeps its "
+        "series): `/metrics` holds the DAGs that ran within that time, not every DAG ever seen.",
+        _loss_advice(r),
+        _prometheus_advice(r),
     )
 
 
@@ -277,22 +319,28 @@ def _api_advice(r: ScaleApi) -> str:
     series = max(1, hi["named_series"] - lo["named_series"])
     per_rss = (hi["rss"] - lo["rss"]) / series
     per_bytes = (hi["metrics_bytes"] - lo["metrics_bytes"]) / series
-    return (
+    top = probe[-1]
+    real = r["real"][-1]
+    return join(
         f"How it grows: about {per_rss / 1024:.1f} KiB of worker memory and {per_bytes:.0f} bytes of "
-        "`/metrics` "
-        f"per series (from {lo['named_series']:,} to {hi['named_series']:,} series), in every API server "
-        "worker "
-        "that has seen those task instances (each worker counts what it serves; Prometheus sums the "
-        "workers). "
+        f"`/metrics` per series (from {lo['named_series']:,} to {hi['named_series']:,} series), in every "
+        "API server worker that has served those task instances (each worker counts what it serves; "
+        "Prometheus sums the workers). A scrape is the cost that grows fastest: the OTel SDK builds the "
+        f"whole text on each scrape, {statistics.median(real['scrape_seconds']):.2f} s for the real worker "
+        f"at {real['named_series']:,} series and {statistics.median(top['scrape_seconds']):.2f} s for the probe "
+        f"at {top['named_series'] + top['overflow_series']:,}, holding the interpreter meanwhile (the real "
+        f"worker's health request waited up to {max(real['wait_during_scrape_ms']):.0f} ms during a scrape "
+        f"against {real['wait_idle_ms']:.1f} ms idle; the probe's event loop was blocked up to "
+        f"{max(top['stall_ms']):,.0f} ms per scrape).",
         f"What to set: `max_series` (default {r['max_series']:,} per process) at least the series your "
-        "deployment makes (DAGs x tasks per DAG x the operations they use, 30 per DAG here), else the "
-        "rest are "
-        'counted under `dag_id="overflow"`; raise the worker\'s memory limit by the figure above per '
-        "series; above a few thousand DAGs, or when "
-        "`/metrics` takes more than a second to scrape, prefer `count_at = tasks` (each task process sends "
-        "its own few series) or spread the calls over more workers. The attribution cache holds "
-        f"{r['cache_size']:,} task instances per worker: beyond that, a task instance's first call after "
-        "eviction costs one metadata query again."
+        "deployment makes (DAGs x tasks per DAG x the operations they use, 30 per DAG here, plus a few of "
+        "the API server's own), else the rest are counted under `dag_id=\"overflow\"`; the worker's memory "
+        "limit raised by the figure above per series; Prometheus' `scrape_timeout` above the scrape time. "
+        "Past a thousand DAGs or so, where a scrape takes seconds and stalls the worker's requests, prefer "
+        "`count_at = tasks` (each task process sends its own few series, and statsd_exporter or the "
+        "Collector holds them: section 11). The attribution cache holds "
+        f"{r['cache_size']:,} task instances per worker: a task instance's first call after eviction costs "
+        "one metadata query again.",
     )
 
 
