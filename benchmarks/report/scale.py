@@ -327,11 +327,11 @@ def _api_advice(r: ScaleApi) -> str:
         "API server worker that has served those task instances (each worker counts what it serves; "
         "Prometheus sums the workers). A scrape is the cost that grows fastest: the OTel SDK builds the "
         f"whole text on each scrape, {statistics.median(real['scrape_seconds']):.2f} s for the real worker "
-        f"at {real['named_series']:,} series and {statistics.median(top['scrape_seconds']):.2f} s for the probe "
-        f"at {top['named_series'] + top['overflow_series']:,}, holding the interpreter meanwhile (the real "
-        f"worker's health request waited up to {max(real['wait_during_scrape_ms']):.0f} ms during a scrape "
-        f"against {real['wait_idle_ms']:.1f} ms idle; the probe's event loop was blocked up to "
-        f"{max(top['stall_ms']):,.0f} ms per scrape).",
+        f"at {real['named_series']:,} series and {statistics.median(top['scrape_seconds']):.2f} s for the "
+        f"probe at {top['named_series'] + top['overflow_series']:,}, holding the interpreter meanwhile "
+        f"(the real worker's health request waited up to {max(real['wait_during_scrape_ms']):.0f} ms "
+        f"during a scrape against {real['wait_idle_ms']:.1f} ms idle; the probe's event loop was "
+        f"blocked up to {max(top['stall_ms']):,.0f} ms per scrape).",
         f"What to set: `max_series` (default {r['max_series']:,} per process) at least the series your "
         "deployment makes (DAGs x tasks per DAG x the operations they use, 30 per DAG here, plus a few of "
         "the API server's own), else the rest are counted under `dag_id=\"overflow\"`; the worker's memory "
