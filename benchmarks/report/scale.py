@@ -159,6 +159,36 @@ def _prometheus_advice(r: ScalePeers) -> str:
     )
 
 
+def _gap(a: float, b: float) -> str:
+    return f"{abs(a - b) / max(a, b, 1e-12):.0%}"
+
+
+def _peers_noise(r: ScalePeers) -> str:
+    """How far the run's own repeats are apart, at the largest size."""
+    parts = []
+    repeat = r.get("paced_repeat") or []
+    if repeat:
+        one, two = r["paced"][-1], repeat[-1]
+        parts.append(
+            f"the two exporters fed the same lines differ by {_gap(one['rss'], two['rss'])} in RSS and "
+            f"{_gap(statistics.median(one['scrape_seconds']), statistics.median(two['scrape_seconds']))} in "
+            f"median scrape time at {one['dags']:,} DAGs"
+        )
+    recording = r["evaluated"][-1]["durations"].get(RECORDING_GROUP, [])
+    if len(recording) > 1:
+        parts.append(f"the recording group's evaluations differ by {_gap(max(recording), min(recording))}")
+    loads = r.get("evaluated_load") or []
+    if loads:
+        parts.append(f"the 1-min load average was {min(loads):.1f} to {max(loads):.1f} while they ran")
+    return (
+        "How noisy: "
+        + "; ".join(parts)
+        + ". The one-flush rows are one trial each: how much of a burst is lost depends on how soon the "
+        "exporter's reader gets a CPU, so on the other work on the machine; read them as orders of "
+        "magnitude."
+    )
+
+
 def _peers_advice(r: ScalePeers) -> str:
     rss_per, bytes_per = _per_series(r)
     top = r["paced"][-1]
@@ -250,6 +280,7 @@ def peers(results: Results) -> Rendered:
             _evaluated_rows(r),
             "rrrrrrrrr",
         ),
+        _peers_noise(r),
         _peers_advice(r),
     )
     return Rendered(text)
@@ -309,6 +340,16 @@ def _cap_warning(r: ScaleApi) -> str:
         f'{capped["overflow_series"]:,} `dag_id="overflow"` series holding {capped["overflow_calls"]:,} '
         "calls "
         f"(counted, not attributed); {said}."
+    )
+
+
+def _api_noise(r: ScaleApi) -> str:
+    real, probe = r["real"][-1], r["probe"][-1]
+    return (
+        f"How noisy: the three scrapes of the real worker at {real['dags']:,} DAGs span "
+        f"{min(real['scrape_seconds']):.2f}-{max(real['scrape_seconds']):.2f} s, the probe's at "
+        f"{probe['dags']:,} DAGs {min(probe['scrape_seconds']):.2f}-{max(probe['scrape_seconds']):.2f} s; "
+        "memory and series counts do not depend on the machine's load, times do (the load averages above)."
     )
 
 
@@ -402,6 +443,7 @@ def api(results: Results) -> Rendered:
             "rrrrrrrr",
         ),
         _cap_warning(r),
+        _api_noise(r),
         _api_advice(r),
     )
     return Rendered(text)
