@@ -331,7 +331,9 @@ def _cap_warning(r: ScaleApi) -> str:
     capped = _capped(r)
     if capped is None:
         return f"No size reached `max_series` ({r['max_series']:,})."
-    lines = [w for w in capped["warnings"] if "max_series" in w or "series" in w.lower()]
+    lines = [w for w in capped["warnings"] if "its limit" in w]
+    first = next(s for s in r["probe"] if s["dags"])
+    own = first["emitter_series"] - first["named_series"]
     said = f'store-metrics\' log line: "{lines[0]}"' if lines else "no store-metrics log line named the cap"
     return (
         f"Where `max_series` ({r['max_series']:,}) bites: at {capped['dags']:,} DAGs "
@@ -339,7 +341,11 @@ def _cap_warning(r: ScaleApi) -> str:
         "series and "
         f'{capped["overflow_series"]:,} `dag_id="overflow"` series holding {capped["overflow_calls"]:,} '
         "calls "
-        f"(counted, not attributed); {said}."
+        f"(counted, not attributed); {said}. With {own} series of the API server's own, the cap is reached "
+        f"at about {(r['max_series'] - own) // 30:,} DAGs of this shape. The stall monitor's warnings are "
+        "the other thing the user sees at this size: "
+        f'{sum(1 for w in capped["warnings"] if "stalled" in w)} "event loop ... stalled" lines over 100 ms '
+        "by then (the scrapes block the loop; see below)."
     )
 
 
@@ -349,8 +355,16 @@ def _api_noise(r: ScaleApi) -> str:
         f"How noisy: the three scrapes of the real worker at {real['dags']:,} DAGs span "
         f"{min(real['scrape_seconds']):.2f}-{max(real['scrape_seconds']):.2f} s, the probe's at "
         f"{probe['dags']:,} DAGs {min(probe['scrape_seconds']):.2f}-{max(probe['scrape_seconds']):.2f} s; "
-        "memory and series counts do not depend on the machine's load, times do (the load averages above)."
+        "memory and series counts hardly depend on the machine's load, times do (the load averages above)."
     )
+
+
+def _slow(r: ScaleApi) -> str:
+    """The first size whose median scrape took more than a second."""
+    slow = next((s for s in r["probe"] if statistics.median(s["scrape_seconds"]) > 1.0), None)
+    if slow is None:
+        return "a size beyond those measured"
+    return f"about {slow['dags']:,} DAGs ({slow['named_series']:,} series) on this machine"
 
 
 def _api_advice(r: ScaleApi) -> str:
@@ -377,7 +391,7 @@ def _api_advice(r: ScaleApi) -> str:
         "deployment makes (DAGs x tasks per DAG x the operations they use, 30 per DAG here, plus a few of "
         "the API server's own), else the rest are counted under `dag_id=\"overflow\"`; the worker's memory "
         "limit raised by the figure above per series; Prometheus' `scrape_timeout` above the scrape time. "
-        "Past a thousand DAGs or so, where a scrape takes seconds and stalls the worker's requests, prefer "
+        f"From {_slow(r)}, where a scrape takes more than a second and stalls the worker's requests, prefer "
         "`count_at = tasks` (each task process sends its own few series, and statsd_exporter or the "
         "Collector holds them: section 11). The attribution cache holds "
         f"{r['cache_size']:,} task instances per worker: a task instance's first call after eviction costs "
