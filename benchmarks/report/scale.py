@@ -42,7 +42,7 @@ def _paced_row(p: Paced, again: Paced | None) -> list[str]:
         f"{c['exporter_drops']:,} / {c['kernel_drops']:,}",
         f"{p['series_exported']:,}",
         mib(p["rss"]),
-        f"{mib(p['metrics_bytes'], 1)} ({mib(p['metrics_gzip_bytes'], 1)} gzip)",
+        f"{mib(p['metrics_bytes'], 1)} ({mib(p['metrics_gzip_bytes'], 2)} gzip)",
         _spread(p["scrape_seconds"]),
         repeat,
     ]
@@ -108,18 +108,25 @@ def _largest_whole(bursts: list[Burst], buffer_set: bool) -> str:
         b for b in bursts if bool(b["read_buffer"]) == buffer_set and b["counts"]["lines"] >= b["lines_sent"]
     ]
     if not whole:
-        return "none of the sizes measured"
+        lost = [
+            1 - b["counts"]["lines"] / max(1, b["lines_sent"])
+            for b in bursts
+            if bool(b["read_buffer"]) == buffer_set
+        ]
+        return f"no flush whole (each lost {min(lost):.0%} to {max(lost):.0%})"
     best = max(whole, key=lambda b: b["lines_sent"])
-    return f"{best['lines_sent']:,} lines ({best['dags']:,} DAGs)"
+    return f"a flush whole up to {best['lines_sent']:,} lines ({best['dags']:,} DAGs)"
 
 
 def _loss_advice(r: ScalePeers) -> str:
     lost = [p for p in r["paced"] if p["counts"]["lines"] < p["lines_sent"]]
     if lost:
         first = lost[0]
+        whole = [p["dags"] for p in r["paced"] if p["dags"] < first["dags"]]
+        upto = f"up to {max(whole):,} DAGs" if whole else "at no size"
         paced = (
-            f"the paced feed ({r['rate']:,.0f} lines/s) arrived whole up to the size before "
-            f"{first['dags']:,} DAGs; there the exporter had counted {first['counts']['lines']:,} of "
+            f"the paced feed ({r['rate']:,.0f} lines/s) arrived whole {upto}; at "
+            f"{first['dags']:,} DAGs the exporter had counted {first['counts']['lines']:,} of "
             f"{first['lines_sent']:,} lines (kernel drops {first['counts']['kernel_drops']:,} datagrams, "
             "while the machine's other work held the CPU its one reader needs)"
         )
@@ -131,9 +138,9 @@ def _loss_advice(r: ScalePeers) -> str:
         "**Lines lost on the way in** are what nothing upstream reports: "
         f"{paced}. One flush of many series at once (what an API server worker with `count_at = api_server` "
         "and `backend = statsd` sends every `flush_interval`) is another matter: with the socket's default "
-        f"receive buffer ({r['rmem_default']:,} bytes here) the exporter counted a flush whole up to "
+        f"receive buffer ({r['rmem_default']:,} bytes here) the exporter counted "
         f"{_largest_whole(r['bursts'], False)}; with `--statsd.read-buffer={r['rmem_max']}` (the kernel's "
-        f"`net.core.rmem_max` here) up to {_largest_whole(r['bursts'], True)}, and at {top['dags']:,} "
+        f"`net.core.rmem_max` here) {_largest_whole(r['bursts'], True)}, and at {top['dags']:,} "
         f"DAGs it still lost {top_lost:.0%}. So: give statsd_exporter `--statsd.read-buffer` (raise "
         "`net.core.rmem_max` on the node to allow more), alert on `statsd_exporter_udp_packet_drops_total` "
         "and the node's UDP receive errors, and with `count_at = api_server` past a few hundred DAGs use "
@@ -144,18 +151,20 @@ def _loss_advice(r: ScalePeers) -> str:
 
 def _prometheus_advice(r: ScalePeers) -> str:
     top = r["evaluated"][-1]
-    recording = statistics.median(top["durations"].get(RECORDING_GROUP, [0.0]))
-    per_10k = recording / max(1, top["series"]) * 10_000
-    fits = r["rule_interval_s"] / max(per_10k, 1e-9) * 10_000 / 2
+    slowest = max(top["durations"].get(RECORDING_GROUP, [0.0]))
+    interval = r["rule_interval_s"]
+    limit = top["series"] * interval / 2 / max(slowest, 1e-9)
+    per_head = top["rss"] / max(1, top["head_series"])
     return (
-        f"**Prometheus**: the recording group took {recording:.2f} s at {top['series']:,} input series "
-        f"(about {per_10k:.2f} s per 10,000 series with an hour of 15 s samples each), against a "
-        f"`rule_interval` of {r['rule_interval_s']:.0f} s: at that rate the group stays under half its "
-        f"interval up to about {fits:,.0f} series on a machine like this one. Past that, or when "
-        "`prometheus_rule_group_last_duration_seconds` nears the interval (the rule group then misses "
-        "evaluations: `prometheus_rule_group_iterations_missed_total`), raise `rule_interval` (export "
-        "setting) or drop series at the exporter. Memory: Prometheus' RSS in the table for its head series "
-        "(input, recorded and the exporter's own)."
+        f"**Prometheus**: the recording group's slowest evaluation took {slowest:.1f} s at "
+        f"{top['series']:,} input series with an hour of 15 s samples each, {slowest / interval:.0%} of a "
+        f"`rule_interval` of {interval:.0f} s; it grows about in proportion to the series, so on a machine "
+        f"like this one the group stays under half its interval up to about {round(limit, -3):,.0f} series. "
+        "Keep `rule_interval` (export setting) at least twice the slowest "
+        "`prometheus_rule_group_last_duration_seconds` you see (past the interval the group skips "
+        "evaluations: `prometheus_rule_group_iterations_missed_total`), or give Prometheus more CPU. "
+        f"Memory: about {per_head / 1024:.1f} KiB of Prometheus RSS per head series at that size (input "
+        "series, the recorded ones and the exporter's own), an hour of samples each."
     )
 
 
