@@ -89,6 +89,7 @@ def _evaluated_rows(r: ScalePeers) -> list[list[str]]:
                 f"{e['recorded_series']:,}",
                 f"{e['head_series']:,}",
                 mib(e["rss"]),
+                f"{e['fill_seconds']:,.0f} s",
                 f"{load:.1f}" if load is not None else "-",
             ]
         )
@@ -189,6 +190,14 @@ def _peers_noise(r: ScalePeers) -> str:
     loads = r.get("evaluated_load") or []
     if loads:
         parts.append(f"the 1-min load average was {min(loads):.1f} to {max(loads):.1f} while they ran")
+    short = [e for e in r["evaluated"] if e["samples_in_window"] < 240]
+    if short:
+        parts.append(
+            "fewer than 240 samples per series in the hour at "
+            + ", ".join(f"{e['dags']:,}" for e in short)
+            + " DAGs: a replayed scrape that outran the fill's 2 s scrape timeout lost its steps, so those "
+            "evaluations read a little less"
+        )
     return (
         "How noisy: "
         + "; ".join(parts)
@@ -272,8 +281,9 @@ def peers(results: Results) -> Rendered:
             "rrll",
         ),
         "Prometheus 3 and the exported rules over the exporter's series (each size a fresh TSDB; "
-        f"`{RECORDING_GROUP}` is the recording group, the other groups' durations are summed; load is the "
-        "1-min load average when the evaluations were read):",
+        f"`{RECORDING_GROUP}` is the recording group, the other groups' durations are summed; \"hour filled "
+        'in" is the wall time to replay the hour of samples; load is the 1-min '
+        "load average when the evaluations were read):",
         table(
             [
                 "DAGs",
@@ -284,10 +294,11 @@ def peers(results: Results) -> Rendered:
                 "recorded series",
                 "head series",
                 "RSS MiB",
+                "hour filled in",
                 "load",
             ],
             _evaluated_rows(r),
-            "rrrrrrrrr",
+            "rrrrrrrrrr",
         ),
         _peers_noise(r),
         _peers_advice(r),
