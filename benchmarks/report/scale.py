@@ -96,6 +96,25 @@ def _evaluated_rows(r: ScalePeers) -> list[list[str]]:
     return rows
 
 
+def _evaluated_table(r: ScalePeers) -> str:
+    return table(
+        [
+            "DAGs",
+            "input series",
+            "samples / series / hour",
+            "recording group",
+            "other groups",
+            "recorded series",
+            "head series",
+            "RSS MiB",
+            "hour filled in",
+            "load",
+        ],
+        _evaluated_rows(r),
+        "rrrrrrrrrr",
+    )
+
+
 def _per_series(r: ScalePeers) -> tuple[float, float]:
     """The exporter's RSS and ``/metrics`` bytes per series, from the smallest size to the largest."""
     lo, hi = r["paced"][0], r["paced"][-1]
@@ -284,22 +303,7 @@ def peers(results: Results) -> Rendered:
         f"`{RECORDING_GROUP}` is the recording group, the other groups' durations are summed; \"hour filled "
         'in" is the wall time to replay the hour of samples; load is the 1-min '
         "load average when the evaluations were read):",
-        table(
-            [
-                "DAGs",
-                "input series",
-                "samples / series / hour",
-                "recording group",
-                "other groups",
-                "recorded series",
-                "head series",
-                "RSS MiB",
-                "hour filled in",
-                "load",
-            ],
-            _evaluated_rows(r),
-            "rrrrrrrrrr",
-        ),
+        _evaluated_table(r),
         _peers_noise(r),
         _peers_advice(r),
     )
