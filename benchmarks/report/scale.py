@@ -429,8 +429,9 @@ def api(results: Results) -> Rendered:
     text = join(
         "## 12. Scale with `count_at = api_server`: one API server worker holding the series",
         "The same deployment (30 series per DAG) counted where its calls arrive: `count_at = api_server`, "
-        "`backend = otel`, `otel_exporter = prometheus` (as [Count at the API server](count-at-api-server.md) "
-        "sets it up: each worker serves its own `/metrics`). Method "
+        "`backend = otel`, `otel_exporter = prometheus` (as "
+        "[Count at the API server](count-at-api-server.md) sets it up: each worker serves its own "
+        "`/metrics`). Method "
         "(`benchmarks/scale_api.py`, `scale_setup.py`, `scale_client.py`, `scale_api_probe.py`): a throwaway "
         "Airflow home (SQLite) with one real DAG made by Airflow (`db migrate`, `dags reserialize`, `dags "
         "trigger`), its run and task instance rows copied in SQL for the other DAGs, and a real task "
