@@ -373,13 +373,27 @@ def _cap_warning(r: ScaleApi) -> str:
     )
 
 
+def _same_series(r: ScaleApi) -> str:
+    """Two capped sizes hold the same series: their scrape times differ only by the machine."""
+    capped = [s for s in r["probe"] if s["overflow_series"]]
+    if len(capped) < 2:
+        return ""
+    one, two = capped[0], capped[-1]
+    return (
+        f"; at {one['dags']:,} and {two['dags']:,} DAGs the capped worker holds the same "
+        f"{one['named_series'] + one['overflow_series']:,} series, and its median scrapes took "
+        f"{statistics.median(one['scrape_seconds']):.2f} and {statistics.median(two['scrape_seconds']):.2f} s"
+    )
+
+
 def _api_noise(r: ScaleApi) -> str:
     real, probe = r["real"][-1], r["probe"][-1]
     return (
         f"How noisy: the three scrapes of the real worker at {real['dags']:,} DAGs span "
         f"{min(real['scrape_seconds']):.2f}-{max(real['scrape_seconds']):.2f} s, the probe's at "
-        f"{probe['dags']:,} DAGs {min(probe['scrape_seconds']):.2f}-{max(probe['scrape_seconds']):.2f} s; "
-        "memory and series counts hardly depend on the machine's load, times do (the load averages above)."
+        f"{probe['dags']:,} DAGs {min(probe['scrape_seconds']):.2f}-{max(probe['scrape_seconds']):.2f} s"
+        f"{_same_series(r)}. Memory and series counts hardly depend on the machine's load; times do (the "
+        "load averages above)."
     )
 
 
