@@ -217,6 +217,18 @@ def _peers_noise(r: ScalePeers) -> str:
             + " DAGs: a replayed scrape that outran the fill's 2 s scrape timeout lost its steps, so those "
             "evaluations read a little less"
         )
+    unsettled = [
+        b for b in r["bursts"] if b["counts"]["lines"] < b["lines_sent"] and not b["counts"]["kernel_drops"]
+    ]
+    if unsettled:
+        parts.append(
+            "at "
+            + ", ".join(
+                f"{b['dags']:,} DAGs (read buffer {b['read_buffer'] or 'default'})" for b in unsettled
+            )
+            + " a flush lost lines the kernel did not drop: the exporter was still behind when its count "
+            "settled (no new line for 0.5 s), so that row may overstate the loss"
+        )
     return (
         "How noisy: "
         + "; ".join(parts)
