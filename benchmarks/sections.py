@@ -46,6 +46,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("count_at", "benchmarks.count_at:run", "benchmarks.report.count_at:render", plain_quick=False),
     Section("import_cost", "benchmarks.import_cost:run", "benchmarks.report.import_cost:render"),
     Section("ui", "benchmarks.ui:run", "benchmarks.report.ui:render", plain_quick=False),
+    Section("scale_peers", "benchmarks.scale_peers:run", "benchmarks.report.scale:peers", plain_quick=False),
+    Section("scale_api", "benchmarks.scale_api:run", "benchmarks.report.scale:api", plain_quick=False),
 )
 # fmt: on
 
