@@ -99,15 +99,30 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     return {}
 
 
-#: Minimum versions the repository cannot read from a file of its own, each with where it comes from.
+#: Where the docs live (the versions table links to the page that says what runs where).
 SITE = "https://store-metrics.github.io/airflow-store-metrics/"
-PROMETHEUS = "2.42.0"  # the Prometheus and promtool every test runs (Debian 12's `prometheus`)
-STATSD_EXPORTER = "0.20.0"  # `observer_type` + `histogram_options` (collector/statsd-mapping-server.yml)
+#: The section of docs/airflow-versions.md that names the stand-ins (Grafana among them).
+STAND_INS = "#the-programs-beside-airflow-real-ones-and-the-two-stand-ins"
+
+
+def _peer_versions(peer: str, *roles: str) -> str:
+    """The pinned versions of ``peer`` (testbed/peers.py) playing ``roles``, each with its role."""
+    from testbed import peers
+
+    said = {"chart": "the Airflow chart 1.19.0's", "lts": "LTS", "newest": "newest", "minimum": "minimum"}
+    parts = []
+    for role in roles:
+        pin = peers.pin_for(peer, role)
+        parts.append(f"{pin.version} ({said[role]})" if role in said else pin.version)
+    return ", ".join(parts)
 
 
 def versions_table() -> str:
-    """Supported versions: Airflow and Python from pyproject.toml, Grafana from the dashboard."""
+    """Supported versions: Airflow and Python from pyproject.toml, Grafana from the dashboard, the
+    peers (statsd_exporter, the Collector, Prometheus, Alertmanager) from testbed/peers.py's pins:
+    the minimum is the pin playing ``minimum``, and every pin is a version the tests run."""
     from store_metrics.integration.compatibility import TESTED
+    from testbed import peers
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     (airflow,) = project["optional-dependencies"]["airflow"]
@@ -115,18 +130,27 @@ def versions_table() -> str:
     python = project["requires-python"].lstrip(">=")
     dashboard = json.loads((ROOT / "dashboards" / "store-metrics.json").read_text())
     grafana = next(r["version"] for r in dashboard["__requires"] if r["id"] == "grafana")
+    prometheus = peers.pin_for("prometheus", "minimum").version
+    statsd_exporter = peers.pin_for("statsd_exporter", "minimum").version
+    collector = peers.pin_for("otelcol", "minimum").version
     rows = [
-        "| component | minimum | why |",
-        "|---|---|---|",
-        f"| Apache Airflow | {low} (below {high}) | the state store came with 3.3; tested on "
-        f"{', '.join(TESTED)} ([what runs where]({SITE}airflow-versions/)) |",
-        f"| Python | {python} | the package's `requires-python` |",
-        f"| Prometheus | {PROMETHEUS} | the version the rules and their unit tests run on |",
-        f"| statsd_exporter | {STATSD_EXPORTER} | the API server mappings use `observer_type` and "
-        "`histogram_options` |",
-        "| OpenTelemetry Collector (contrib) | the first release with the `statsd` receiver's "
-        "`ignore_host` (PR 46639, March 2026), for DogStatsD through the Collector; OTLP needs "
-        "`deltatocumulative` | the shipped collector config |",
-        f"| Grafana | {grafana} | the dashboard's `__requires` |",
+        "| component | minimum | tested on | why |",
+        "|---|---|---|---|",
+        f"| Apache Airflow | {low} (below {high}) | {', '.join(TESTED)} | the state store came with 3.3 "
+        f"([what runs where]({SITE}airflow-versions/)) |",
+        f"| Python | {python} | | the package's `requires-python` |",
+        f"| Prometheus | {prometheus} | {_peer_versions('prometheus', 'newest', 'lts', 'minimum')} | "
+        "the rules' promtool tests run on the minimum; every topology's rules, alerts and dashboard "
+        "run end to end on the 3.x pins (the OTLP one on the minimum too) |",
+        f"| statsd_exporter | {statsd_exporter} | {_peer_versions('statsd_exporter', 'chart', 'minimum')} | "
+        "the API server mappings use `observer_type` and `histogram_options` |",
+        f"| OpenTelemetry Collector (contrib components) | {collector} | "
+        f"{_peer_versions('otelcol', 'newest', 'minimum')} | the shipped collector config: the `statsd` "
+        "receiver's `ignore_host` (0.148.0 refuses it; 0.149.0 to 0.151.0 could not be tried) and "
+        "`deltatocumulative` |",
+        f"| Alertmanager | | {_peer_versions('alertmanager', 'current')} | receives the alerts in the "
+        "end-to-end tests; the rules need nothing of a particular release |",
+        f"| Grafana | {grafana} | | the dashboard's `__requires`; no Grafana runs in the tests "
+        f"([the stand-ins]({SITE}airflow-versions/{STAND_INS})) |",
     ]
     return "\n".join(rows) + "\n"

@@ -118,7 +118,7 @@ def test_demo_reproduces_the_proposal_series_exactly(home: AirflowHome, tmp_path
 
 
 def test_mapped_two_assets_and_errors(home: AirflowHome, udp_receiver: UdpReceiver, tmp_path: Path) -> None:
-    # The async accessors are exercised under `airflow standalone` (test_airflow_standalone.py):
+    # The async accessors are exercised under `airflow standalone` (test_through_the_peers.py):
     # under dag.test() Airflow 3.3.2's in-process comms have no `asend`, wrapped or not.
     caught_file = tmp_path / "caught.json"
     env = dogstatsd_env(home, udp_receiver, STORE_METRICS_TEST_OUT=str(caught_file))

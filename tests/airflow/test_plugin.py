@@ -3,7 +3,7 @@
 
 The task instance here is a stand-in with the attributes the plugin reads (``stats_tags``,
 ``dag_id``, ``task_id``, ``task``, ``get_template_context``); the real RuntimeTaskInstance is
-exercised end to end in test_airflow_scenarios.py and test_airflow_standalone.py. Multi-team
+exercised end to end in test_airflow_scenarios.py and test_through_the_peers.py. Multi-team
 deployments cannot be set up under dag.test() here, which is why team_name is checked at this
 level. The listener tests run in a fresh process each (Airflow's configuration is read from its
 environment, and "say it once" is per process), through the real backends.

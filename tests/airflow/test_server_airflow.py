@@ -21,6 +21,7 @@ import pytest
 
 from support.airflow import Standalone
 from support.deploy import SERVER_PLUGINS
+from support.statsd_observations import observations
 from testbed.airflow import SCENARIO_DAGS
 from testbed.ports import free_port
 from testbed.udp import UdpReceiver
@@ -54,7 +55,7 @@ class Line:
         self.value = float(match["value"])
         self.kind = match["kind"]
         # What a receiver counts for this line (statsd_exporter: int(1 / rate) observations).
-        self.observations = int(1 / float(match["rate"])) if match["rate"] else 1
+        self.observations = observations(match["rate"])
         self.tags = dict(t.split(":", 1) for t in match["tags"].split(",")) if match["tags"] else {}
 
 

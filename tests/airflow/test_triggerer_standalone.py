@@ -30,8 +30,9 @@ from typing import Any
 import pytest
 
 from support.airflow import Standalone
-from support.deploy import MODULES, TRIGGERER_PLUGINS, WATCHER_DAGS
+from support.deploy import MODULES, TRIGGERER_PLUGINS
 from support.totals import Key, totals
+from support.watchers import CONSUMERS, DAG_FILE, TASKS, WATCHERS
 from testbed.otlp import OtlpReceiver
 from testbed.ports import free_port
 from testbed.repository import python_path
@@ -40,38 +41,6 @@ from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
-DAG_FILE = WATCHER_DAGS / "store_metrics_watchers.py"
-CONSUMERS = ("store_metrics_watched_async", "store_metrics_watched_sync", "store_metrics_watched_failing")
-PYOP = "_PythonDecoratedOperator"
-
-
-def watcher(operator: str, asset: str) -> tuple[tuple[str, str], ...]:
-    """The tags of a watcher's calls (the asset name as the sanitising rule sends it)."""
-    return (
-        ("dag_id", "none"),
-        ("task_id", f"store_metrics_test_watched_{asset}"),
-        ("run_type", "asset_watcher"),
-        ("operator", operator),
-    )
-
-
-def consumer(dag_id: str, task_id: str) -> tuple[tuple[str, str], ...]:
-    return (("dag_id", dag_id), ("task_id", task_id), ("run_type", "asset_triggered"), ("operator", PYOP))
-
-
-ASYNC, SYNC = watcher("AsyncWatermarkTrigger", "async"), watcher("SyncWatermarkTrigger", "sync")
-FAILING = watcher("FailingStoreTrigger", "failing")
-WATCHERS: dict[Key, int] = {
-    **{(f"airflow.asset_state_store.{o}", ASYNC): 1 for o in ("read_absent", "write", "read_found")},
-    **{(f"airflow.asset_state_store.{o}", SYNC): 1 for o in ("read_absent", "write", "read_found")},
-    ("airflow.asset_state_store.error", (*FAILING, ("operation", "get"))): 1,
-    ("airflow.asset_state_store.error", (*FAILING, ("operation", "set"))): 1,
-}
-FOUND = "airflow.asset_state_store.read_found"
-TASKS: dict[Key, int] = {
-    (FOUND, consumer("store_metrics_watched_async", "read_async_watermark")): 1,
-    (FOUND, consumer("store_metrics_watched_sync", "read_sync_watermark")): 1,
-}
 #: What the watchers' events carry, with or without the plugin: the values their calls returned,
 #: and what the failing calls raised (Airflow's own exceptions, unchanged).
 PAYLOADS = [

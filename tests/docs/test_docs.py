@@ -17,6 +17,7 @@ from types import ModuleType
 
 import pytest
 
+from testbed import peers
 from testbed.repository import ROOT
 
 DOCS = ROOT / "docs"
@@ -89,6 +90,19 @@ def test_the_readme_states_the_supported_versions_as_the_docs_do() -> None:
     )
     assert readme_block == gen.versions_table()
     assert "| Apache Airflow | 3.3.0 (below 3.5) |" in readme_block
+    # Every pinned peer the tests run is named with its exact version, the minimum pins as minimums.
+    rows = {row.split("|")[1].strip(): row for row in readme_block.splitlines()}
+    component = {
+        "statsd_exporter": "statsd_exporter",
+        "otelcol": "OpenTelemetry Collector (contrib components)",
+        "prometheus": "Prometheus",
+        "alertmanager": "Alertmanager",
+    }
+    for pin in peers.PINS:
+        row = rows[component[pin.peer]]
+        assert f" {pin.version}" in row.split("|")[3], (pin.key, row)
+        if "minimum" in pin.roles:
+            assert row.split("|")[2].strip() == pin.version, (pin.key, row)
 
 
 def test_the_docs_command_tables_are_what_the_command_prints() -> None:

@@ -15,7 +15,9 @@ Checked against the chart itself (``STORE_METRICS_AIRFLOW_CHART``, below):
   the inventory's Secret and ConfigMap exist under the names it uses;
 * a user's own ``statsd.extraMappings`` and ``env`` are lost by ``-f ours -f yours`` (Helm replaces
   lists) and kept by ``helm/merge_values.py``;
-* none of the chart's own statsd mappings, which come first, catches a store-metrics name.
+* none of the chart's own statsd mappings, which come first, catches a store-metrics name: the
+  chart's pinned statsd_exporter (:mod:`testbed.peers`), given both as the chart renders them,
+  serves every counter and API server metric under our name.
 
 Checked everywhere:
 
@@ -58,12 +60,15 @@ from packaging.version import Version
 
 import store_metrics
 from store_metrics import catalogue
+from store_metrics.backends import statsd_lines
 from store_metrics.config import options
 from store_metrics.config.reader import OPTIONS, read_options
 from store_metrics.pipeline import export, helm
-from support.exported import OTHER_PREFIX
+from support.exported import OTHER_PREFIX, Exported
 from support.helm_chart import pods, rendered_documents
+from support.peer_servers import StatsdExporter, metric_names, scrape, send_lines
 from testbed.repository import ROOT
+from testbed.waiting import poll
 
 PREFIX = OTHER_PREFIX
 
@@ -321,22 +326,35 @@ def _chart_mappings(chart: Path) -> list[dict[str, Any]]:
     return mappings
 
 
-def _catches(mapping: dict[str, Any], name: str) -> bool:
-    """statsd_exporter's matching (pkg/mapper): a glob's ``*`` is ``[^.]*``, anchored; a regex is not."""
-    if mapping.get("match_type") == "regex":
-        return re.search(mapping["match"], name) is not None
-    pattern = re.escape(mapping["match"]).replace(r"\*", "[^.]*")
-    return re.fullmatch(pattern, name) is not None
+def _line(prefix: str, metric: catalogue.Metric) -> str:
+    """One StatsD line of ``metric`` as the statsd backend sends it (a counter, a sampled histogram
+    observation, a gauge), every tag ``x``."""
+    kind = {catalogue.Kind.COUNTER: "c", catalogue.Kind.HISTOGRAM: "h", catalogue.Kind.GAUGE: "g"}[
+        metric.kind
+    ]
+    stat = statsd_lines.influx_stat(prefix, metric.name, [(tag, "x") for tag in metric.tags])
+    return f"{stat}:1|{kind}"
 
 
-def test_no_default_chart_mapping_catches_a_store_metrics_name(chart: Path) -> None:
-    """The chart writes its own mappings first and statsd_exporter takes the first that matches."""
-    defaults = _chart_mappings(chart)
-    assert _catches(defaults[0], "airflow.dagrun.dependency-check.d.t")  # the emulation matches at all
-    for prefix in (catalogue.DEFAULT_PREFIX, PREFIX, ""):
-        for metric in (*catalogue.counters(), *catalogue.SERVER_METRICS):
-            name = metric.full_name(prefix)
-            assert not [m["match"] for m in defaults if _catches(m, name)], name
+@pytest.mark.prometheus
+@pytest.mark.parametrize("prefix", [catalogue.DEFAULT_PREFIX, PREFIX, ""])
+def test_no_chart_mapping_catches_a_store_metrics_name(
+    chart: Path, exported: Exported, prefix: str, tmp_path: Path
+) -> None:
+    """The chart writes its own mappings first and statsd_exporter takes the first that matches: the
+    chart's pinned statsd_exporter, with the chart's mappings and then the Helm values', as the chart
+    renders them, serves every counter and API server metric under our name, for any prefix."""
+    ours = load(exported(prefix) / "helm" / helm.FILENAME)["statsd"]["extraMappings"]
+    exporter = StatsdExporter(tmp_path, "chart", [*_chart_mappings(chart), *ours])
+    try:
+        metrics = [*catalogue.counters(), *catalogue.SERVER_METRICS]
+        send_lines(exporter.udp_port, [_line(prefix, m) for m in metrics])
+        wanted = {m.prometheus_name(prefix) for m in metrics}
+        # One line each: a line a chart mapping caught would be served under the chart's name instead.
+        poll(lambda: metric_names(scrape(exporter.url)) >= wanted, 10, 0.1)
+        assert wanted - metric_names(scrape(exporter.url)) == set()
+    finally:
+        exporter.stop()
 
 
 # -- the plugin's configuration --------------------------------------------------------------------------

@@ -189,7 +189,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]
         # Every 3 s, with the whole interval to answer: the demo serves a few hundred series, on a
         # machine shared with other work.
         config = {"global": {"scrape_interval": "3s", "scrape_timeout": "3s"}, "scrape_configs": jobs}
-        prometheus = PrometheusServer(tmp, config, binary=str(peers.binary("prometheus", "newest")))
+        prometheus = PrometheusServer(tmp, config, role="newest")
         stack.callback(prometheus.stop)
         yield {"prometheus": prometheus, "demo": demo, "hosts": {"api": api, "triggerer": triggerer}}
 

@@ -1,5 +1,6 @@
-"""End to end, source 1: ``store-metrics demo`` scraped by a real Prometheus that evaluates the rules;
-every dashboard query and every rule expression is checked against the calls the scenarios made.
+"""End to end, source 1: ``store-metrics demo`` scraped by a real Prometheus 3 (the newest pin of
+:mod:`testbed.peers`) that evaluates the rules; every dashboard query and every rule expression is
+checked against the calls the scenarios made.
 
 ``store-metrics demo --serve --runs 2``: the upstream proposal's four scenarios as real DAGs under
 ``dag.test()`` through the plugin (OpenTelemetry backend, Prometheus exporter). Every series first
@@ -36,6 +37,7 @@ from support.e2e import (
     assert_exact_groups,
     assert_groups,
     dashboard,
+    dashboard_rows,
     dashboard_targets,
     demo_model,
     expected,
@@ -64,7 +66,7 @@ class DemoSource:
 def demo(tmp_path_factory: pytest.TempPathFactory, e2e_export: Path) -> Iterator[DemoSource]:
     tmp = tmp_path_factory.mktemp("demo")
     port = free_port()
-    prom = Prometheus(tmp, f"127.0.0.1:{port}", e2e_export)
+    prom = Prometheus(tmp, f"127.0.0.1:{port}", e2e_export, role="newest")
     command = Path(sys.executable).with_name("store-metrics")
     log = (tmp / "demo.out").open("w+")
     proc = subprocess.Popen(
@@ -140,18 +142,6 @@ def test_demo_every_dashboard_query(demo: DemoSource, variables: dict[str, list[
             assert_exact_groups(actual, wanted, what)  # no group expected: none returned
             rate_groups += len(wanted)
     assert rate_groups > 0
-
-
-def dashboard_rows(exported: Path) -> dict[str, list[dict[str, Any]]]:
-    """Row title -> its panels, collapsed rows (panels nested in the row) and open ones alike."""
-    rows: dict[str, list[dict[str, Any]]] = {}
-    current: list[dict[str, Any]] = []
-    for panel in dashboard(exported)["panels"]:
-        if panel["type"] == "row":
-            current = rows.setdefault(panel["title"], list(panel.get("panels", [])))
-        else:
-            current.append(panel)
-    return rows
 
 
 #: The panels that have no data on the demo, and why.

@@ -28,6 +28,12 @@ bounded waits -- is the test bed's (:mod:`testbed`), not here.
 * :mod:`support.lines` / :mod:`support.totals` -- strict StatsD line parsers, lines summed per series;
 * :mod:`support.promtool` / :mod:`support.prometheus` / :mod:`support.servers` -- promtool, and
   Prometheus and Alertmanager servers;
+* :mod:`support.peer_servers` / :mod:`support.peer_topologies` -- the real peers (statsd_exporter,
+  the Collector, Alertmanager; :mod:`testbed.peers` builds them) as servers, and every topology
+  wired through them for ``tests/airflow/test_through_the_peers.py``;
+* :mod:`support.statsd_observations` -- statsd_exporter's sampled-observation rule, the one ported
+  rule, held equal to the real exporter (``tests/pipeline/test_collector_inputs.py``);
+* :mod:`support.watchers` -- the asset watchers' DAGs and the calls they make;
 * :mod:`support.dashboard` / :mod:`support.dashboard_cost` -- the committed Grafana dashboard, and
   what its queries cost Prometheus;
 * :mod:`support.bench` -- one section of the benchmark page, run through ``python -m benchmarks``;

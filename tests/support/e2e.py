@@ -213,6 +213,9 @@ E2E_SETTINGS = {
     "error_min_calls": "1",
     "failing_min_calls": "1",
 }
+#: :data:`E2E_SETTINGS`, and the error alerts firing one second after their condition holds: the
+#: end-to-end tests that wait for an alert (through the peers, ``count_at = api_server`` scraped).
+ALERTING_SETTINGS = {**E2E_SETTINGS, "error_for": "1s", "failing_for": "1s"}
 #: The job prometheus-demo.yml scrapes the demo as; the dashboard's $job.
 JOB = "store-metrics-demo"
 CALLS = "task:store_metrics_calls:increase"
@@ -231,9 +234,10 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
 
 class Prometheus(PrometheusServer):
     """Prometheus with collector/prometheus-demo.yml's job aimed at ``target``, scraping every second,
-    and the exported rules."""
+    and the exported rules; ``role`` picks a pinned Prometheus (:mod:`testbed.peers`), Debian's 2.42
+    when ``None``."""
 
-    def __init__(self, tmp: Path, target: str, exported: Path) -> None:
+    def __init__(self, tmp: Path, target: str, exported: Path, role: str | None = None) -> None:
         collector = exported / "collector"
         base = yaml.safe_load((collector / "prometheus-demo.yml").read_text())
         (scrape,) = [dict(j) for j in base["scrape_configs"] if j["job_name"] == JOB]
@@ -248,7 +252,7 @@ class Prometheus(PrometheusServer):
             "rule_files": [str(collector / name) for name in base["rule_files"]],
             "scrape_configs": [scrape],
         }
-        super().__init__(tmp, config, "--storage.tsdb.retention.time=1h")
+        super().__init__(tmp, config, "--storage.tsdb.retention.time=1h", role=role)
 
     def recorded_total(self) -> float:
         """Every call the rules have recorded so far."""
@@ -280,6 +284,18 @@ def dashboard_targets(exported: Path) -> list[tuple[str, dict[str, Any], Any]]:
             out.append((panel["title"], target, spec_target.spec))
     assert out
     return out
+
+
+def dashboard_rows(exported: Path) -> dict[str, list[dict[str, Any]]]:
+    """Row title -> its panels, collapsed rows (panels nested in the row) and open ones alike."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    current: list[dict[str, Any]] = []
+    for panel in dashboard(exported)["panels"]:
+        if panel["type"] == "row":
+            current = rows.setdefault(panel["title"], list(panel.get("panels", [])))
+        else:
+            current.append(panel)
+    return rows
 
 
 def grafana_value(values: list[str] | None) -> str:

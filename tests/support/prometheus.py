@@ -1,4 +1,5 @@
-"""A real Prometheus (Debian's ``prometheus``) on a free port, with a config a test writes.
+"""A real Prometheus on a free port, with a config a test writes: Debian's ``prometheus`` (2.42, the
+minimum), or a pinned build of :mod:`testbed.peers` (``role="newest"`` or ``"lts"``: Prometheus 3).
 
 Queries go through its HTTP API, as Grafana sends them; ``stats=all`` returns Prometheus' own
 query statistics (samples read), which the dashboard cost measurement reads.
@@ -20,13 +21,16 @@ import pytest
 import yaml
 
 from support.servers import ServerProcess
+from testbed import peers
 from testbed.ports import free_port
 from testbed.waiting import wait_until
 
 __all__ = ["PrometheusServer"]
 
 
-def _binary() -> str:
+def _binary(role: str | None) -> str:
+    if role is not None:
+        return str(peers.binary("prometheus", role))
     path = shutil.which("prometheus")
     if path is None:
         pytest.fail("prometheus is not installed (Debian: apt-get install -y prometheus)")
@@ -34,17 +38,17 @@ def _binary() -> str:
 
 
 class PrometheusServer(ServerProcess):
-    """``prometheus --config.file=<config>`` in ``tmp``, stopped by :meth:`stop`."""
+    """``prometheus --config.file=<config>`` in ``tmp``, stopped by :meth:`stop`; ``role`` picks the
+    pinned build of :mod:`testbed.peers` that plays it, Debian's ``prometheus`` when ``None``."""
 
-    def __init__(self, tmp: Path, config: dict[str, Any], *extra: str, binary: str | None = None) -> None:
-        """``binary``: another Prometheus than Debian's (a peer's: ``testbed.peers.binary``)."""
+    def __init__(self, tmp: Path, config: dict[str, Any], *extra: str, role: str | None = None) -> None:
         self.config = tmp / "prometheus.yml"
         self.config.write_text(yaml.safe_dump(config, sort_keys=False))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.started = time.time()
         command = [
-            binary or _binary(),
+            _binary(role),
             f"--config.file={self.config}",
             f"--storage.tsdb.path={tmp / 'tsdb'}",
             f"--web.listen-address=127.0.0.1:{self.port}",
@@ -98,9 +102,12 @@ class PrometheusServer(ServerProcess):
         ]
 
 
-def scraping_job(tmp: Path, exported: Path, job: str, targets: list[str]) -> PrometheusServer:
+def scraping_job(
+    tmp: Path, exported: Path, job: str, targets: list[str], role: str | None = None
+) -> PrometheusServer:
     """Prometheus with the exported ``prometheus.yml``'s ``job`` aimed at ``targets``, scraping and
-    evaluating every second, with the exported task-side rules (``rules.yml``) loaded."""
+    evaluating every second, with the exported task-side rules (``rules.yml``) loaded; ``role`` as
+    :class:`PrometheusServer`'s."""
     collector = exported / "collector"
     base = yaml.safe_load((collector / "prometheus.yml").read_text())
     (scrape,) = [j for j in base["scrape_configs"] if j["job_name"] == job]
@@ -114,4 +121,4 @@ def scraping_job(tmp: Path, exported: Path, job: str, targets: list[str]) -> Pro
         "rule_files": [str(collector / "rules.yml")],
         "scrape_configs": [{**scrape, "static_configs": [{"targets": targets}]}],
     }
-    return PrometheusServer(tmp, config, "--storage.tsdb.retention.time=1h")
+    return PrometheusServer(tmp, config, "--storage.tsdb.retention.time=1h", role=role)

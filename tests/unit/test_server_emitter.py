@@ -1,11 +1,11 @@
 """Histograms and max gauges: the in-memory series, the exact lines, and each backend end to end.
 
 StatsD and DogStatsD lines go through a real UDP socket; what the receivers make of them is
-computed with their own rules (statsd_exporter ``int(1/rate)`` events per sampled line, the
-Collector's statsd receiver ``uint64(1/rate)``), OpenTelemetry through the SDK and its Prometheus
-exporter, read back with an HTTP GET of the exporter's ``/metrics`` parsed by prometheus_client
-(no Prometheus server runs here; test_prometheus_e2e.py has one), Airflow's path through
-Airflow's own StatsD logger.
+computed with statsd_exporter's rule (``int(1/rate)`` events per sampled line:
+:mod:`support.statsd_observations`, held equal to the real exporter in test_collector_inputs.py),
+OpenTelemetry through the SDK and its Prometheus exporter, read back with an HTTP GET of the
+exporter's ``/metrics`` parsed by prometheus_client (no Prometheus server runs here;
+test_prometheus_e2e.py has one), Airflow's path through Airflow's own StatsD logger.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from store_metrics.counting import deltas
 from store_metrics.counting.deltas import Buckets, GaugeValue
 from store_metrics.counting.runtime import create_emitter
 from store_metrics.emitter import GaugeSeries, HistogramSeries
+from support.statsd_observations import exporter_buckets
 from testbed.ports import free_port
 from testbed.udp import UdpReceiver
 from testbed.waiting import wait_until
@@ -193,21 +194,6 @@ def test_datagrams_are_packed_up_to_the_limit() -> None:
 # -- what the receivers make of the lines ---------------------------------------------------------
 
 
-def receiver_buckets(lines: list[str], bounds: tuple[float, ...]) -> tuple[list[int], float]:
-    """Bucket counts and sum as statsd_exporter observes our lines (int(1/rate) events each)."""
-    counts = [0] * (len(bounds) + 1)
-    total = 0.0
-    for line in lines:
-        value_part = line.split(":", 1)[1].split("|")
-        value = float(value_part[0])
-        rate = next((float(p[1:]) for p in value_part[2:] if p.startswith("@")), 1.0)
-        events = int(1 / rate)
-        index = next((i for i, b in enumerate(bounds) if value <= b), len(bounds))
-        counts[index] += events
-        total += value * events
-    return counts, total
-
-
 @pytest.mark.parametrize("style", ["dogstatsd", "statsd"])
 def test_a_receiver_sees_exactly_the_observations(style: str, udp_receiver: UdpReceiver) -> None:
     emitter = create_emitter(style, host="127.0.0.1", port=udp_receiver.port, flush_interval=60)
@@ -228,7 +214,7 @@ def test_a_receiver_sees_exactly_the_observations(style: str, udp_receiver: UdpR
         lines = udp_receiver.lines()
         ours = [line for line in lines if line.startswith(name + (":" if style == "dogstatsd" else ","))]
         assert len(ours) == sum(1 for n in histogram.cumulative().counts if n) <= len(DURATION.buckets) + 1
-        counts, total = receiver_buckets(ours, DURATION.buckets)
+        counts, total = exporter_buckets(ours, DURATION.buckets)
         assert counts == list(histogram.cumulative().counts)
         assert total == pytest.approx(sum(values), rel=1e-12)
         if style == "dogstatsd":

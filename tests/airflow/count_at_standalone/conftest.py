@@ -3,7 +3,7 @@
 * ``switching``: one ``airflow standalone`` with DogStatsD to one UDP socket, restarted with
   ``count_at = tasks``, then ``api_server``, then ``tasks`` again, the same runs in each phase;
 * ``scraped``: ``count_at = api_server`` with the OpenTelemetry backend's Prometheus exporter on
-  each of two API server workers, scraped directly by a real Prometheus.
+  each of two API server workers, scraped directly by a real Prometheus 3 (the newest pin).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -35,6 +34,7 @@ from support.count_at_runs import (
     run_phase,
     run_waves,
 )
+from support.exported import Exported
 from support.prometheus import scraping_job
 from support.totals import Key
 from testbed.airflow import AirflowHome
@@ -68,9 +68,9 @@ def switching(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Switching]:
 
 
 @pytest.fixture(scope="session")
-def scraped(tmp_path_factory: pytest.TempPathFactory, e2e_export: Path) -> Iterator[Scraped]:
+def scraped(tmp_path_factory: pytest.TempPathFactory, exported: Exported) -> Iterator[Scraped]:
     root = tmp_path_factory.mktemp("count-at-scraped")
-    exported = e2e_export
+    files = exported(**e2e.ALERTING_SETTINGS)  # the error alert fires a second after its condition
     first = free_ports(WORKERS)
     airflow = deployment(
         root,
@@ -84,7 +84,8 @@ def scraped(tmp_path_factory: pytest.TempPathFactory, e2e_export: Path) -> Itera
             "AIRFLOW__API__WORKERS": str(WORKERS),
         },
     )
-    prom = scraping_job(root, exported, JOB, [f"127.0.0.1:{port}" for port in range(first, first + WORKERS)])
+    targets = [f"127.0.0.1:{port}" for port in range(first, first + WORKERS)]
+    prom = scraping_job(root, files, JOB, targets, role="newest")  # Prometheus 3
     try:
         airflow.start(DAG_IDS)
         calls = Calls()
@@ -109,7 +110,7 @@ def scraped(tmp_path_factory: pytest.TempPathFactory, e2e_export: Path) -> Itera
             30,
             "a scrape and a rule evaluation after the end",
         )
-        yield Scraped(airflow, prom, model, end, first, exported)
+        yield Scraped(airflow, prom, model, end, first, files)
     finally:
         airflow.stop()
         prom.stop()

@@ -7,7 +7,8 @@ workers, are exactly those the task side sent in the switching deployment's firs
 dashboard query returns what the calls say; calls made by a raw HTTP client with a task token
 minted by Airflow's own JWT generator are counted with that task instance's tags; a task cleared
 and re-run is counted as itself, and so are calls still made as its archived attempt (a write
-Airflow refuses with 410 Gone on 3.4: ``error``; a read answered 404: ``read_absent``).
+Airflow refuses with 410 Gone on 3.4: ``error``; a read answered 404: ``read_absent``); requests
+the API server refuses fire the error alert on Prometheus 3.
 """
 
 from __future__ import annotations
@@ -221,3 +222,29 @@ def test_a_cleared_task_reruns_as_itself_and_its_archived_attempt_counts_as_it(
         )
     )
     assert found == {"plain": None, "tags": tags}
+
+
+# -- a failing scenario: the error alert ----------------------------------------------------------------
+
+
+def test_requests_the_api_server_refuses_fire_the_error_alert(scraped: Scraped) -> None:
+    """Calls that fail at the API server are counted there as errors, and the error alert fires on
+    Prometheus 3 for the DAG they are counted under: here ten requests without a valid token, all
+    refused (403), counted under ``dag_id="unknown"`` -- a ratio of 1 over at least 10 calls."""
+    airflow, prom = scraped.airflow, scraped.prom
+    ((ti_id,),) = airflow.home.query(
+        "select id from task_instance where dag_id = 'state_store_metrics_01' and state = 'success' limit 1"
+    )
+    with execution_client(airflow, "nonsense") as client:
+        answers = [client.get(f"store/ti/{uuid_of(ti_id)}/k{n}").status_code for n in range(10)]
+    assert answers == [403] * 10
+
+    def firing() -> set[str]:
+        return {
+            a["labels"]["dag_id"]
+            for a in prom.api("alerts")["alerts"]
+            if a["labels"]["alertname"] == "StateStoreErrorRateHigh" and a["state"] == "firing"
+        }
+
+    wait_until(lambda: "unknown" in firing(), 60, interval=0.5)
+    assert "unknown" in firing(), prom.api("alerts")["alerts"]
