@@ -118,8 +118,29 @@ class Outcome(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class Recording:
+    """How the shipped rules record a task-side counter: exactly, per rule interval.
+
+    ``series`` is the recorded series' base name (``level:store_metrics_...:increase``; the exported
+    name carries the metric prefix, ``store_metrics.pipeline.records``), ``labels`` the labels its
+    samples get besides the counter's own tags. Several counters may share one series when their
+    labels tell them apart (every state store counter is ``task:store_metrics_calls:increase`` with
+    its ``store`` and ``outcome``). A counter with a recording gets its rule, its promtool cases and
+    its place in the "counts stopped arriving" alert from this row alone.
+    """
+
+    series: str
+    labels: tuple[tuple[str, str], ...]
+
+
+#: The recorded state store calls: one series, every panel and alert of the task side reads it.
+CALLS_RECORDING = "task:store_metrics_calls:increase"
+
+
+@dataclass(frozen=True)
 class Metric:
-    """One metric: its unprefixed name, kind, description and tags."""
+    """One metric: its unprefixed name, kind, description and tags (and, for a counter the rules
+    record, its :class:`Recording`)."""
 
     name: str
     kind: Kind
@@ -129,6 +150,8 @@ class Metric:
     unit: str = "{call}"
     #: Upper bounds of a histogram's buckets, ascending (``+Inf`` is implied).
     buckets: tuple[float, ...] = ()
+    #: How the rules record it (task-side counters only).
+    recording: Recording | None = None
 
     @property
     def all_tags(self) -> tuple[str, ...]:
@@ -185,6 +208,7 @@ def _build() -> tuple[Metric, ...]:
                     kind=Kind.COUNTER,
                     description=_DESCRIPTIONS[outcome].format(what=_STORE_WHAT[store]),
                     tags=tags,
+                    recording=Recording(CALLS_RECORDING, ((STORE, store.tag), (OUTCOME, outcome.value))),
                 )
             )
     return tuple(metrics)
@@ -415,6 +439,11 @@ def metric_for(store: Store, outcome: Outcome) -> Metric:
 def counters() -> Iterator[Metric]:
     """Iterate over every counter (state store counters and the check counter), in catalogue order."""
     return (m for m in METRICS if m.kind is Kind.COUNTER)
+
+
+def recorded_counters() -> tuple[Metric, ...]:
+    """The task-side counters the rules record (:attr:`Metric.recording`), in catalogue order."""
+    return tuple(m for m in METRICS if m.recording is not None)
 
 
 def all_counters() -> Iterator[Metric]:

@@ -27,7 +27,7 @@ from store_metrics import logs
 from store_metrics.config.reader import OptionValues, environment_reader, read_options
 from store_metrics.errors import ConfigError
 from store_metrics.inventory.footprint import Group
-from store_metrics.pipeline import RECORDED_CALLS, export
+from store_metrics.pipeline import export, records
 from store_metrics.ui.cache import TtlCache
 from store_metrics.ui.calls import COUNTERS, calls_expr, dag_selector, found_ratio
 from store_metrics.ui.payload import NO_PROMETHEUS, deployment_payload, grafana_link
@@ -211,14 +211,16 @@ def test_an_answer_is_kept_for_the_ttl_then_read_again_and_old_keys_are_dropped(
 
 
 def test_the_calls_query_sums_the_recorded_calls_the_dashboards_read_for_the_dags_series() -> None:
-    expr = calls_expr("orders", "1d")
+    expr = calls_expr("orders", "1d", "airflow")
     assert expr == (
-        "sum by (task_id, store, outcome) (sum_over_time(task:store_metrics_calls:increase"
+        "sum by (task_id, store, outcome) (sum_over_time(task:airflow_store_metrics_calls:increase"
         '{dag_id="orders",run_type!="asset_watcher"}[1d]))'
     )
-    # The series the shipped rules record, under that name.
-    rules = export.render_all()[export.COLLECTOR / "rules.yml"]
-    assert f"- record: {RECORDED_CALLS}\n" in rules
+    # The series the shipped rules record for the configured prefix, under that name.
+    for prefix in ("airflow", "myco.airflow"):
+        rules = export.render_all(prefix)[export.COLLECTOR / "rules.yml"]
+        assert f"- record: {records.name(records.CALLS, prefix)}\n" in rules
+    assert "task:myco_airflow_store_metrics_calls:increase" in calls_expr("orders", "1d", "myco.airflow")
     assert len(COUNTERS) == 12
     # The DAG's id as its counters carry it: sanitised like every tag value, so nothing escapes.
     assert dag_selector('a b"c') == '{dag_id="a_b_c",run_type!="asset_watcher"}'

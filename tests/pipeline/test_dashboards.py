@@ -41,7 +41,7 @@ OLDEST_GRAFANA, SCHEMA_VERSION = "11.0.0", 39
 PANEL_TYPES = {"row", "timeseries", "stat", "table", "bargauge"}
 LEGACY_PANEL_TYPES = {"graph", "singlestat", "table-old", "grafana-piechart-panel", "grafana-worldmap-panel"}
 DS = {"type": "prometheus", "uid": "${datasource}"}
-CALLS = "task:store_metrics_calls:increase"
+CALLS = "task:airflow_store_metrics_calls:increase"
 SCOPE = 'cluster="$cluster",job="$job"'
 
 

@@ -32,15 +32,15 @@ RULES = COLLECTOR / FILENAME
 RULES_TEST = COLLECTOR / TESTS_FILENAME
 #: What the footprint rules record (the dashboard's Footprint row and the alerts read them).
 RECORDED = (
-    "dag_id:store_metrics_footprint_entries:sum",
-    "dag_id:store_metrics_footprint_bytes:sum",
-    "dag_id:store_metrics_footprint_expired_entries:sum",
-    "asset:store_metrics_footprint_entries:sum",
-    "asset:store_metrics_footprint_bytes:sum",
-    "store:store_metrics_footprint_expired_entries:sum",
-    "store:store_metrics_inventory_up:max",
-    "store:store_metrics_inventory_footprint_age_seconds:min",
-    "store:store_metrics_inventory_query_duration_ms:max",
+    "dag_id:airflow_store_metrics_footprint_entries:sum",
+    "dag_id:airflow_store_metrics_footprint_bytes:sum",
+    "dag_id:airflow_store_metrics_footprint_expired_entries:sum",
+    "asset:airflow_store_metrics_footprint_entries:sum",
+    "asset:airflow_store_metrics_footprint_bytes:sum",
+    "store:airflow_store_metrics_footprint_expired_entries:sum",
+    "store:airflow_store_metrics_inventory_up:max",
+    "store:airflow_store_metrics_inventory_footprint_age_seconds:min",
+    "store:airflow_store_metrics_inventory_query_duration_ms:max",
 )
 MAPPING = COLLECTOR / "statsd-mapping-inventory.yml"
 ALERTS = {"StateStoreRetentionNotApplied", "StateStoreInventoryDown", "StateStoreInventoryStale"}
@@ -107,12 +107,12 @@ MUTATIONS = {
     ),
     "retention alert ignores cleanups that leave some expired entries": (
         "\n      unless on (cluster, store)\n"
-        "      resets(store:store_metrics_footprint_expired_entries:sum[25h]) > 0",
+        "      resets(store:airflow_store_metrics_footprint_expired_entries:sum[25h]) > 0",
         "",
     ),
     "retention alert fires under a daily clean (window of 6 hours)": ("[25h]", "[6h]"),
     "retention alert fires while the count is younger than the window": (
-        "\n      and on (cluster, store)\n      store:store_metrics_footprint_expired_entries:sum offset 25h",
+        "\n      and on (cluster, store)\n      store:airflow_store_metrics_footprint_expired_entries:sum offset 25h",
         "",
     ),
     "retention alert fires at once": ("for: 1h", "for: 0s"),
@@ -133,7 +133,7 @@ def test_unit_tests_catch_a_wrong_rule(mutation: str, tmp_path: Path) -> None:
     assert_unit_tests_catch(MUTATIONS[mutation], FILENAME, tmp_path)
 
 
-SERIES = re.compile(r"\b(airflow_[a-z0-9_]+)\b")
+SERIES = re.compile(r"(?<![:\w])(airflow_[a-z0-9_]+)\b")
 
 
 def test_rules_use_only_the_inventory_s_catalogue_series_and_labels() -> None:

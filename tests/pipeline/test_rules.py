@@ -95,8 +95,8 @@ MUTATIONS = {
     "no floor of calls": (">= 10\n", ">= 0\n"),
     "watchers counted as a DAG": ('run_type!="asset_watcher"', 'run_type!="no_such_run_type"'),
     "store-wide ratio over one DAG's calls": (
-        "sum by (cluster, job) (sum_over_time(task:store_metrics_calls:increase[15m])) >= 20",
-        "sum by (cluster, job, dag_id) (sum_over_time(task:store_metrics_calls:increase[15m])) >= 20",
+        "sum by (cluster, job) (sum_over_time(task:airflow_store_metrics_calls:increase[15m])) >= 20",
+        "sum by (cluster, job, dag_id) (sum_over_time(task:airflow_store_metrics_calls:increase[15m])) >= 20",
     ),
     "store-wide alert on any error": (") > 0.2\n", ") > 0\n"),
     "never-read alert inverted": (
@@ -104,8 +104,8 @@ MUTATIONS = {
         "and on (cluster, job, dag_id, task_id, team_name)",
     ),
     "never-read alert never resolves (no window)": (
-        'sum_over_time(task:store_metrics_calls:increase{store="task",outcome="write"}[1d])',
-        'sum_over_time(task:store_metrics_calls:increase{store="task",outcome="write"}[30d])',
+        'sum_over_time(task:airflow_store_metrics_calls:increase{store="task",outcome="write"}[1d])',
+        'sum_over_time(task:airflow_store_metrics_calls:increase{store="task",outcome="write"}[30d])',
     ),
     "never-read alert fires at once": ("for: 1h", "for: 1m"),
 }
@@ -114,9 +114,9 @@ MUTATIONS = {
 WATCHER_MUTATIONS = {
     "watcher alert counts the tasks' calls too": ('run_type="asset_watcher"', 'run_type!=""'),
     "watcher alert split by DAG, not by asset": (
-        "sum by (cluster, job, operator, task_id) (sum_over_time(task:store_metrics_calls:increase{"
+        "sum by (cluster, job, operator, task_id) (sum_over_time(task:airflow_store_metrics_calls:increase{"
         'run_type="asset_watcher",outcome',
-        "sum by (cluster, job, operator, dag_id) (sum_over_time(task:store_metrics_calls:increase{"
+        "sum by (cluster, job, operator, dag_id) (sum_over_time(task:airflow_store_metrics_calls:increase{"
         'run_type="asset_watcher",outcome',
     ),
     "watcher alert fires at once": ("for: 5m", "for: 0s"),
@@ -145,7 +145,7 @@ def test_every_state_store_counter_has_its_call_recording_rule() -> None:
     calls = {
         (r["labels"]["store"], r["labels"]["outcome"]): r["expr"]
         for r in rules()
-        if r.get("record") == "task:store_metrics_calls:increase"
+        if r.get("record") == "task:airflow_store_metrics_calls:increase"
     }
     assert len(calls) == len(catalogue.STATE_STORE_METRICS)
     for metric in catalogue.STATE_STORE_METRICS:

@@ -215,7 +215,7 @@ E2E_SETTINGS = {
 }
 #: The job prometheus-demo.yml scrapes the demo as; the dashboard's $job.
 JOB = "store-metrics-demo"
-CALLS = "task:store_metrics_calls:increase"
+CALLS = "task:airflow_store_metrics_calls:increase"
 
 
 # -- a real Prometheus -----------------------------------------------------------------------------

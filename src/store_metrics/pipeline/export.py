@@ -45,7 +45,7 @@ from pathlib import Path, PurePosixPath
 from store_metrics import catalogue
 from store_metrics.naming import is_valid_prefix
 
-from . import helm, kubernetes, otel_collector, settings, templating
+from . import helm, kubernetes, otel_collector, rules, settings, templating
 
 __all__ = [
     "COLLECTOR",
@@ -99,8 +99,12 @@ TEMPLATES: dict[PurePosixPath, str] = {
     DATADOG / "dashboard.json": "datadog/dashboard.json",
     **_monitors(),
 }
-#: A template's own tokens (beyond catalogue names), computed when the file is written.
-_VALUES: dict[str, Callable[[], Mapping[str, str]]] = {"otel-collector.yaml": otel_collector.values}
+#: A template's own tokens (beyond catalogue names), computed when the file is written from the
+#: prefix and the settings' values.
+_VALUES: dict[str, Callable[[str, Mapping[str, str]], Mapping[str, str]]] = {
+    "otel-collector.yaml": lambda prefix, given: otel_collector.values(),
+    "rules.yml": rules.values,
+}
 
 
 #: The paths written from templates, in order; :data:`WRAPPERS` add the ones that wrap them.
@@ -121,6 +125,11 @@ def _check_prefix(prefix: str) -> None:
         )
 
 
+def _computed(name: str, prefix: str, given: Mapping[str, str]) -> Mapping[str, str]:
+    compute = _VALUES.get(name)
+    return compute(prefix, given) if compute else {}
+
+
 def render_all(
     prefix: str = catalogue.DEFAULT_PREFIX, changes: Mapping[str, str] | None = None
 ) -> dict[PurePosixPath, str]:
@@ -129,7 +138,7 @@ def render_all(
     _check_prefix(prefix)
     given = settings.values(changes)
     files = {
-        path: templating.render(name, prefix, {**given, **_VALUES.get(name, dict)()})
+        path: templating.render(name, prefix, {**given, **_computed(name, prefix, given)})
         for path, name in TEMPLATES.items()
     }
     for wrap in WRAPPERS:

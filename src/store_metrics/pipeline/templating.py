@@ -7,6 +7,8 @@ Templates are the files as users get them, except for ``@token@`` placeholders:
   ``_bucket``/``_sum``/``_count`` after the token;
 * ``@full:<catalogue metric name>@`` becomes the dotted name as emitted
   (``airflow.task_state_store.write``: StatsD lines, DogStatsD and Datadog);
+* ``@record:<recorded series>@`` (``@record:task:store_metrics_calls:increase@``) becomes that
+  recorded series' name for the prefix (``task:airflow_store_metrics_calls:increase``, :mod:`.records`);
 * any other token is a value the caller passes: an export setting (``@error_ratio@``,
   :mod:`.settings`) or a computed value (``@collector_filter@``).
 
@@ -25,6 +27,8 @@ from collections.abc import Mapping
 from importlib import resources
 
 from store_metrics import catalogue
+
+from . import records
 
 __all__ = ["fill", "generated_header", "render", "source", "template_names", "written_header"]
 
@@ -79,6 +83,11 @@ def _value(token: str, prefix: str, given: Mapping[str, str]) -> str:
         return given[token]
     if token.startswith(_FULL):
         return catalogue.get(token[len(_FULL) :]).full_name(prefix)
+    if token.startswith(records.TOKEN):
+        try:
+            return records.name(token[len(records.TOKEN) :], prefix)
+        except ValueError:
+            raise KeyError(token) from None
     return catalogue.get(token).prometheus_name(prefix)
 
 

@@ -1,7 +1,7 @@
 """The tab's calls: each task's state store calls per operation over a window, from Prometheus.
 
 The PromQL reads what the dashboards' panels read: the recorded calls of ``collector/rules.yml``
-(:data:`store_metrics.pipeline.RECORDED_CALLS`, each rule interval's calls once, so their sum over a
+(:data:`store_metrics.pipeline.records.CALLS` for the configured prefix, each rule interval's calls once, so their sum over a
 window is exact), with the same exclusion of asset watchers (``run_type="asset_watcher"`` belongs to
 no DAG) and the DAG's id as the counters carry it (sanitised like every tag value). So the Prometheus
 it asks must load the shipped rules. One instant query per DAG and window, summed by ``task_id``,
@@ -38,7 +38,7 @@ from ..catalogue import (
     Store,
 )
 from ..naming import sanitize_tag_value
-from ..pipeline import RECORDED_CALLS
+from ..pipeline import records
 
 #: The windows the tab offers, and how long each is.
 WINDOWS: Final[dict[str, int]] = {"1h": 3600, "6h": 6 * 3600, "1d": 86400, "7d": 7 * 86400}
@@ -63,13 +63,12 @@ def dag_selector(dag_id: str) -> str:
     return f'{{{DAG_ID}="{value}",{RUN_TYPE}!="{RUN_TYPE_ASSET_WATCHER}"}}'
 
 
-def calls_expr(dag_id: str, window: str) -> str:
+def calls_expr(dag_id: str, window: str, prefix: str) -> str:
     """Calls of every counter in ``window``, per task, store and outcome: the recorded calls the
-    dashboards' panels read, summed over the window (exact: each interval's calls once)."""
-    return (
-        f"sum by ({TASK_ID}, store, outcome) "
-        f"(sum_over_time({RECORDED_CALLS}{dag_selector(dag_id)}[{window}]))"
-    )
+    dashboards' panels read (the series of ``prefix``), summed over the window (exact: each
+    interval's calls once)."""
+    recorded = records.name(records.CALLS, prefix)
+    return f"sum by ({TASK_ID}, store, outcome) (sum_over_time({recorded}{dag_selector(dag_id)}[{window}]))"
 
 
 def query(url: str, expr: str, timeout: float) -> list[dict[str, Any]]:
@@ -113,9 +112,9 @@ def counter_key(store: Store, outcome: Outcome) -> str:
     return f"{store.value}.{outcome.value}"
 
 
-def read_calls(url: str, dag_id: str, window: str, timeout: float) -> Calls:
-    """One query; raises :class:`PrometheusError`."""
-    expr = calls_expr(dag_id, window)
+def read_calls(url: str, dag_id: str, window: str, prefix: str, timeout: float) -> Calls:
+    """One query over ``prefix``'s recorded calls; raises :class:`PrometheusError`."""
+    expr = calls_expr(dag_id, window, prefix)
     tasks: dict[str, dict[str, float]] = defaultdict(dict)
     for sample in query(url, expr, timeout):
         labels = sample["metric"]
