@@ -45,7 +45,7 @@ from pathlib import Path, PurePosixPath
 from store_metrics import catalogue
 from store_metrics.naming import is_valid_prefix
 
-from . import helm, kubernetes, otel_collector, rules, settings, templating
+from . import helm, kubernetes, otel_collector, promtool_tests, rules, settings, templating
 
 __all__ = [
     "COLLECTOR",
@@ -87,6 +87,7 @@ TEMPLATES: dict[PurePosixPath, str] = {
         COLLECTOR / name: name
         for rules in ("rules", "server-rules", "watcher-rules", "footprint-rules")
         for name in (f"{rules}.yml", f"{rules}.test.yml")
+        if name not in promtool_tests.BUILDERS
     },
     COLLECTOR / "alertmanager-inhibit.yml": "alertmanager-inhibit.yml",
     **{
@@ -107,8 +108,11 @@ _VALUES: dict[str, Callable[[str, Mapping[str, str]], Mapping[str, str]]] = {
 }
 
 
-#: The paths written from templates, in order; :data:`WRAPPERS` add the ones that wrap them.
-FILES: tuple[PurePosixPath, ...] = tuple(TEMPLATES)
+#: The promtool tests generated for the export's settings (:mod:`.promtool_tests`), after the rules.
+TESTS: tuple[PurePosixPath, ...] = tuple(COLLECTOR / name for name in promtool_tests.BUILDERS)
+#: The paths written from templates and the generated tests, in order; :data:`WRAPPERS` add the ones
+#: that wrap them.
+FILES: tuple[PurePosixPath, ...] = (*TEMPLATES, *TESTS)
 
 #: Renderers of files that wrap the text of :data:`FILES` (rendered first): (files, prefix) -> files.
 WRAPPERS: tuple[Callable[[Mapping[PurePosixPath, str], str], dict[PurePosixPath, str]], ...] = (
@@ -141,6 +145,11 @@ def render_all(
         path: templating.render(name, prefix, {**given, **_computed(name, prefix, given)})
         for path, name in TEMPLATES.items()
     }
+    rule_files = {path.name: text for path, text in files.items() if path.parent == COLLECTOR}
+    for path in TESTS:
+        files[path] = templating.generated_header(prefix, "store_metrics.pipeline.promtool_tests") + (
+            promtool_tests.render(path.name, prefix, given, rule_files)
+        )
     for wrap in WRAPPERS:
         files.update(wrap(dict(files), prefix))
     return files
