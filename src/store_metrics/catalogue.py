@@ -198,22 +198,20 @@ STATE_STORE_METRICS: tuple[Metric, ...] = _build()
 # -- retried attempts: did the retry resume? ---------------------------------------------------------
 
 _RETRY_WHEN = (
-    "once per retried attempt (try_number >= 2; each map index its own attempt), at its first task "
-    "state store get/aget that answered (a read that raised decides nothing)"
+    "Retried attempts (try_number >= 2, each map index its own) whose first task state store get/aget "
+    "that answered found {what}; once per attempt, a read that raised decides nothing."
 )
 RETRY_RESUMED = Metric(
     name="task_state_store.retry_resumed",
     kind=Kind.COUNTER,
-    description=f"Retried attempts whose first task state store read found a stored value: the retry "
-    f"could resume. Counted {_RETRY_WHEN}.",
+    description=_RETRY_WHEN.format(what="a stored value, so the retry could resume"),
     tags=BASE_TAGS,
     unit="{attempt}",
 )
 RETRY_NOT_RESUMED = Metric(
     name="task_state_store.retry_not_resumed",
     kind=Kind.COUNTER,
-    description=f"Retried attempts whose first task state store read found nothing: the retry started "
-    f"over. Counted {_RETRY_WHEN}.",
+    description=_RETRY_WHEN.format(what="nothing, so the retry started over"),
     tags=BASE_TAGS,
     unit="{attempt}",
 )

@@ -19,3 +19,7 @@ DASHBOARD_UID = "store-metrics-state-store"
 #: The recorded series every dashboard panel and alert reads (collector/rules.yml): the state store
 #: calls of each rule interval, labelled ``store`` and ``outcome``, with the counters' tags.
 RECORDED_CALLS = "task:store_metrics_calls:increase"
+#: The recorded retried attempts (collector/rules.yml): of each rule interval, labelled ``store``
+#: (``task``) and ``outcome`` (``retry_resumed``, ``retry_not_resumed``), with the counters' tags.
+#: Apart from the calls: a retried attempt is not a call, and no sum of calls may count it.
+RECORDED_RETRIES = "task:store_metrics_retries:increase"

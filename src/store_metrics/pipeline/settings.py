@@ -158,6 +158,27 @@ SETTINGS: tuple[Setting, ...] = (
         "StateStoreTaskStateNeverRead: how long the condition holds before it fires.",
     ),
     Setting(
+        "retry_start_over_ratio",
+        "0.5",
+        Kind.RATIO,
+        "StateStoreRetriesStartOver (warning): share of a task's retried attempts whose first read "
+        "found nothing (retry_not_resumed), above which it fires.",
+    ),
+    Setting(
+        "retry_min_attempts",
+        "3",
+        Kind.COUNT,
+        "StateStoreRetriesStartOver: the fewest retried attempts that read the task store in the window "
+        "for it to fire (one retry that started over is no pattern).",
+    ),
+    Setting(
+        "retry_window",
+        "1d",
+        Kind.DURATION,
+        "StateStoreRetriesStartOver: the window its share is taken over (retries are rare: a day holds "
+        "enough of them).",
+    ),
+    Setting(
         "hygiene_interval",
         "15m",
         Kind.DURATION,
@@ -340,7 +361,7 @@ def _check_together(given: Mapping[str, str]) -> None:
             f"setting long_stall_ms: {given['long_stall_ms']} is not a stall bucket bound ({bounds})"
         )
     interval = seconds(given["rule_interval"])
-    for name in ("error_window", "failing_window", "never_read_window", "counter_lookback"):
+    for name in ("error_window", "failing_window", "never_read_window", "retry_window", "counter_lookback"):
         if seconds(given[name]) < interval:
             raise ValueError(
                 f"setting {name}: {given[name]} is shorter than rule_interval {given['rule_interval']}"
