@@ -351,9 +351,9 @@ def test_the_claim_is_made_on_a_lookup_thread(
     claims = HostClaims(tmp_path / "claims")
     real = claims.claim
 
-    def claim(ident: uuid.UUID) -> bool:
+    def claim(ident: uuid.UUID, found: bool) -> bool:
         threads.append(threading.current_thread().name)
-        return real(ident)
+        return real(ident, found)
 
     monkeypatch.setattr(claims, "claim", claim)
     calls = worker(emitter, claims, Lookup(attempts(retry=2)))
@@ -364,7 +364,7 @@ def test_the_claim_is_made_on_a_lookup_thread(
 
     asyncio.run(run())
     assert len(threads) == 1 and threads[0].startswith("store-metrics-attribution")
-    assert (tmp_path / "claims" / str(RETRY)).is_file()
+    assert (tmp_path / "claims" / str(RETRY)).read_text() == f"{os.getpid()} resumed\n"  # who, and what
 
 
 def test_without_a_writable_claims_folder_each_worker_decides_alone(

@@ -12,10 +12,16 @@ runs longer than a few seconds. Two layers make it one count per attempt:
 
 * :class:`FirstReads`, per worker, on the event loop: the outcome of the first answered read this
   worker saw of each task instance, taken once (bounded, least recently used dropped first);
-* :class:`HostClaims`, per host: one file per decided attempt in the temp directory, created with
-  ``O_CREAT | O_EXCL``, so exactly one of the host's workers (the first to claim) counts it; made
-  on a lookup thread (a file system call never runs on the event loop), as the worker slots are
-  files there (:mod:`.worker_slot`). Claims older than :data:`CLAIM_TTL` are swept.
+* :class:`HostClaims`, per host: one file per decided attempt in the temp directory (``TMPDIR``),
+  created with ``O_CREAT | O_EXCL``, so exactly one of the host's workers (the first to claim)
+  counts it; made on a lookup thread (a file system call never runs on the event loop), as the
+  worker slots are files there (:mod:`.worker_slot`). The file holds the claimant's process id and
+  what it counted. Claims older than :data:`CLAIM_TTL` are swept.
+
+A worker claims an attempt once its first answered read has been seen and the attempt is known to
+be a retry (its lookup answered): the first read's worker claims first unless that lookup takes
+longer than the time until the attempt's next read on another worker, which needs a new connection
+(after an idle gap of 5 s or a broken one).
 
 Across API server replicas (hosts, pods) nothing is shared: an attempt whose reads reach two
 replicas can be counted by each (at most once per replica). Sharing would need a write somewhere
@@ -92,8 +98,9 @@ class HostClaims:
         self.sweep_every = sweep_every
         self._swept = 0.0
 
-    def claim(self, ident: UUID) -> bool:
-        """Whether this worker is the host's first to claim ``ident`` (it then counts the attempt).
+    def claim(self, ident: UUID, found: bool = True) -> bool:
+        """Whether this worker is the host's first to claim ``ident`` (it then counts the attempt as
+        resumed if ``found``, else as started over; the file says which, and who).
 
         Where no claim can be made (no writable temp directory) every worker decides alone: an
         attempt whose reads reach two workers of the host may then count twice. Said once.
@@ -112,7 +119,10 @@ class HostClaims:
                 exc,
             )
             return True
-        os.close(fd)
+        try:
+            os.write(fd, f"{os.getpid()} {'resumed' if found else 'not_resumed'}\n".encode())
+        finally:
+            os.close(fd)
         self._sweep()
         return True
 

@@ -137,7 +137,7 @@ class StoreCalls:
 
     async def _decide(self, ident: UUID, caller: Caller, found: bool) -> None:
         try:
-            if await self.lookups.run(self.claims.claim, ident):
+            if await self.lookups.run(self.claims.claim, ident, found):
                 self.stats.retries_decided += 1
                 caller.count_retry(found)
             else:
