@@ -34,7 +34,7 @@ def _files() -> dict[str, str]:
 
 def _alerts(changes: dict[str, str] | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
     """Every alert of the exported rule files: (file, rule), by name."""
-    files = {str(path): text for path, text in export.render_all(changes=changes).items()}
+    files = {str(path): text for path, text in export.render_all(changes=changes, tests=False).items()}
     return {
         rule["alert"]: (name, rule)
         for name in RULE_FILES

@@ -16,10 +16,12 @@ from store_metrics.pipeline import records
 from .facts import ALL_OUTCOMES, BOTH, store_word
 from .tokens import record, setting
 
-__all__ = ["CALLS", "CLUSTER", "SCOPE", "by", "calls_matchers", "count", "per_second", "ratio"]
+__all__ = ["CALLS", "CLUSTER", "RETRIES", "SCOPE", "by", "calls_matchers", "count", "per_second", "ratio"]
 
 #: The recorded calls.
 CALLS = record(records.CALLS)
+#: The recorded retried attempts, as a template token (the resume rate's panel reads it).
+RETRIES = record(records.RETRIES)
 #: The deployment label (export setting cluster_label).
 CLUSTER = setting("cluster_label")
 #: The dashboard's deployment and job: one of each, so two never add up.

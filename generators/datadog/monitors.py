@@ -24,7 +24,7 @@ from store_metrics import catalogue
 
 from ..facts import DAG_ID, OPERATOR, TASK_ID, WATCHER
 from ..tokens import SENTINEL, Value, dumps, setting
-from .queries import ALL_CALLS, ERRORS, READ_CALLS, Term, metric_query, scope, terms
+from .queries import ALL_CALLS, ERRORS, READ_CALLS, RETRIED, STARTED_OVER, Term, metric_query, scope, terms
 
 __all__ = ["FOLDER", "MONITORS", "PRIORITY", "monitors", "render"]
 
@@ -196,6 +196,34 @@ def never_read_monitor() -> dict[str, Any]:
     )
 
 
+def retries_start_over_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreRetriesStartOver",
+        "warning",
+        "Retries of {{dag_id.name}}.{{task_id.name}} start over",
+        (DAG_ID, TASK_ID),
+    )
+    by = (ENV, DAG_ID, TASK_ID)
+    scope_text = scope(variables=False)
+    started_over, retried = _sum(STARTED_OVER, by, scope_text), _sum(RETRIED, by, scope_text)
+    window = setting("retry_window")
+    floor = setting("retry_min_attempts_minus_one")
+    query = f"sum(last_{window}):({started_over}) / ({retried}) * is_greater({retried}, {floor})"
+    return _monitor(
+        twin,
+        query,
+        (
+            f"Over the last {window} ({ENV_NAME}), {{{{value}}}} of the retried attempts of task "
+            "{{task_id.name}} in DAG {{dag_id.name}} found nothing at their first task state store "
+            f"read and started over (more than {setting('retry_start_over_ratio_percent')} of at least "
+            f"{setting('retry_min_attempts')} retries): what its earlier attempts saved did not reach "
+            "their retries.",
+            "Retries of {{dag_id.name}}.{{task_id.name}} resume again (or no longer start over).",
+        ),
+        "retry_start_over_ratio",
+    )
+
+
 def _server_query(metric: catalogue.Metric, aggregation: str, by: Sequence[str]) -> str:
     grouping = f" by {{{','.join(by)}}}"
     return f"{aggregation}:{metric.full_name(SENTINEL)}{{*}}{grouping}"
@@ -326,6 +354,7 @@ MONITORS = {
     "state-store-failing.json": failing_monitor,
     "state-store-watcher-error-ratio.json": watcher_error_ratio_monitor,
     "state-store-never-read.json": never_read_monitor,
+    "state-store-retries-start-over.json": retries_start_over_monitor,
     "state-store-api-server-loop-stalled.json": loop_stalled_monitor,
     "state-store-api-server-long-stalls.json": long_stalls_monitor,
     "state-store-retention.json": retention_monitor,

@@ -10,7 +10,9 @@ configured prefix in front (default ``airflow``), so the OpenTelemetry path show
 Prometheus as ``airflow_task_state_store_write_total``, exactly the series the upstream
 Airflow proposal produces.
 
-:data:`METRICS` is what task processes emit. :data:`SERVER_METRICS` is what the API server's
+:data:`METRICS` is what task processes emit: a counter per state store call
+(:data:`STATE_STORE_METRICS`), and one per retried attempt saying whether its first read found what
+an earlier attempt saved (:data:`RETRY_METRICS`). :data:`SERVER_METRICS` is what the API server's
 workers emit about the Execution API's state store routes and their own event loop
 (:mod:`store_metrics.server`): counters, histograms (fixed bucket boundaries in ms and bytes)
 and one gauge, tagged by store, operation and status class, never by id or key.
@@ -135,6 +137,9 @@ class Recording:
 
 #: The recorded state store calls: one series, every panel and alert of the task side reads it.
 CALLS_RECORDING = "task:store_metrics_calls:increase"
+#: The recorded retried attempts: apart from the calls (a retried attempt is not a call, and no sum
+#: of calls may count it), labelled ``store`` (``task``) and ``outcome`` (the counter's last part).
+RETRIES_RECORDING = "task:store_metrics_retries:increase"
 
 
 @dataclass(frozen=True)
@@ -217,6 +222,37 @@ def _build() -> tuple[Metric, ...]:
 #: The state store counters: what the accessor wrappers count, dashboards and rules show.
 STATE_STORE_METRICS: tuple[Metric, ...] = _build()
 
+# -- retried attempts: did the retry resume? ---------------------------------------------------------
+
+_RETRY_WHEN = (
+    "Retried attempts (try_number >= 2, each map index its own) whose first task state store get/aget "
+    "that answered found {what}; once per attempt, a read that raised decides nothing."
+)
+RETRY_RESUMED = Metric(
+    name="task_state_store.retry_resumed",
+    kind=Kind.COUNTER,
+    description=_RETRY_WHEN.format(what="a stored value, so the retry could resume"),
+    tags=BASE_TAGS,
+    unit="{attempt}",
+    recording=Recording(RETRIES_RECORDING, ((STORE, Store.TASK.tag), (OUTCOME, "retry_resumed"))),
+)
+RETRY_NOT_RESUMED = Metric(
+    name="task_state_store.retry_not_resumed",
+    kind=Kind.COUNTER,
+    description=_RETRY_WHEN.format(what="nothing, so the retry started over"),
+    tags=BASE_TAGS,
+    unit="{attempt}",
+    recording=Recording(RETRIES_RECORDING, ((STORE, Store.TASK.tag), (OUTCOME, "retry_not_resumed"))),
+)
+#: Per retried attempt, not per call: whether a retry found what an earlier attempt saved.
+RETRY_METRICS: tuple[Metric, ...] = (RETRY_RESUMED, RETRY_NOT_RESUMED)
+
+
+def retry_metric(found: bool) -> Metric:
+    """The counter of a retried attempt whose first task store read ``found`` a value (or not)."""
+    return RETRY_RESUMED if found else RETRY_NOT_RESUMED
+
+
 #: The one increment ``store-metrics check`` sends to prove the pipeline end to end.
 CHECK = Metric(
     name="store_metrics.check",
@@ -227,7 +263,7 @@ CHECK = Metric(
 )
 
 #: Every metric a task process (or ``store-metrics check``) emits.
-METRICS: tuple[Metric, ...] = (*STATE_STORE_METRICS, CHECK)
+METRICS: tuple[Metric, ...] = (*STATE_STORE_METRICS, *RETRY_METRICS, CHECK)
 
 # -- the API server side ---------------------------------------------------------------------------
 

@@ -135,10 +135,11 @@ def _computed(name: str, prefix: str, given: Mapping[str, str]) -> Mapping[str, 
 
 
 def render_all(
-    prefix: str = catalogue.DEFAULT_PREFIX, changes: Mapping[str, str] | None = None
+    prefix: str = catalogue.DEFAULT_PREFIX, changes: Mapping[str, str] | None = None, tests: bool = True
 ) -> dict[PurePosixPath, str]:
     """Every file's text for ``prefix`` and the settings ``changes`` (others at their defaults), by path
-    relative to the output folder. Raises :class:`ValueError` for a bad prefix or setting."""
+    relative to the output folder; without ``tests``, not the generated promtool tests (they take
+    seconds for long windows). Raises :class:`ValueError` for a bad prefix or setting."""
     _check_prefix(prefix)
     given = settings.values(changes)
     files = {
@@ -146,7 +147,7 @@ def render_all(
         for path, name in TEMPLATES.items()
     }
     rule_files = {path.name: text for path, text in files.items() if path.parent == COLLECTOR}
-    for path in TESTS:
+    for path in TESTS if tests else ():
         files[path] = templating.generated_header(prefix, "store_metrics.pipeline.promtool_tests") + (
             promtool_tests.render(path.name, prefix, given, rule_files)
         )

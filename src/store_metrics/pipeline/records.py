@@ -17,10 +17,12 @@ import re
 
 from store_metrics import catalogue
 
-__all__ = ["CALLS", "TOKEN", "name", "prometheus_prefix"]
+__all__ = ["CALLS", "RETRIES", "TOKEN", "name", "prometheus_prefix"]
 
 #: The recorded calls (base name): every task-side panel and alert reads it (rules.yml).
-CALLS = "task:store_metrics_calls:increase"
+CALLS = catalogue.CALLS_RECORDING
+#: The recorded retried attempts (base name): the resume rate's panel, alert and UI tab read it.
+RETRIES = catalogue.RETRIES_RECORDING
 #: How a template writes a recorded series: ``@record:<base name>@``.
 TOKEN = "record:"
 _BASE = re.compile(r"^[a-z_]+:store_metrics_[a-z0-9_]+:[a-z0-9_]+$")

@@ -88,8 +88,9 @@ SETTINGS: tuple[Setting, ...] = (
         "1m",
         Kind.DURATION,
         "Evaluation interval of the call-recording rules: each recorded sample holds the calls of one "
-        "interval.",
-        low="1s",
+        "interval. Not shorter than your scrape interval (a shorter one records nothing in most "
+        "intervals): 15s at least.",
+        low="15s",
         high="5m",
     ),
     Setting(
@@ -199,6 +200,33 @@ SETTINGS: tuple[Setting, ...] = (
         "StateStoreTaskStateNeverRead: how long the condition holds before it fires.",
         low="15m",
         high="1d",
+    ),
+    Setting(
+        "retry_start_over_ratio",
+        "0.5",
+        Kind.RATIO,
+        "StateStoreRetriesStartOver (warning): share of a task's retried attempts whose first read "
+        "found nothing (retry_not_resumed), above which it fires.",
+        low="0.1",
+        high="0.99",
+    ),
+    Setting(
+        "retry_min_attempts",
+        "3",
+        Kind.COUNT,
+        "StateStoreRetriesStartOver: the fewest retried attempts that read the task store in the window "
+        "for it to fire (one retry that started over is no pattern).",
+        low="1",
+        high="100",
+    ),
+    Setting(
+        "retry_window",
+        "1d",
+        Kind.DURATION,
+        "StateStoreRetriesStartOver: the window its share is taken over (retries are rare: a day holds "
+        "enough of them).",
+        low="1h",
+        high="7d",
     ),
     Setting(
         "hygiene_interval",
@@ -454,7 +482,7 @@ def _check_together(given: Mapping[str, str]) -> None:
             f"setting long_stall_ms: {given['long_stall_ms']} is not a stall bucket bound ({bounds})"
         )
     interval = seconds(given["rule_interval"])
-    for name in ("error_window", "failing_window", "never_read_window", "counter_lookback", "missing_window"):
+    for name in ("error_window", "failing_window", "never_read_window", "retry_window", "counter_lookback", "missing_window"):
         if seconds(given[name]) < interval:
             raise ValueError(
                 f"setting {name}: {given[name]} is shorter than setting rule_interval {given['rule_interval']}"

@@ -96,6 +96,8 @@ class RatioAlert:
     ratio: float
     floor: float
     hold: Fraction
+    #: The outcome of the calls (attempts) that count against the ratio.
+    bad: str = "error"
 
     def values(self, recorded: Recorded, step: Fraction, end: int, closed: bool) -> dict[Key, float]:
         """Per group, the ratio the alert's expression gives at step ``end`` (groups it drops left out)."""
@@ -109,7 +111,7 @@ class RatioAlert:
             if not present:
                 continue
             calls[group] += sum(present)  # type: ignore[arg-type]
-            if labels.get("outcome") == "error":
+            if labels.get("outcome") == self.bad:
                 errors[group] += sum(present)  # type: ignore[arg-type]
                 has_errors.add(group)
         return {

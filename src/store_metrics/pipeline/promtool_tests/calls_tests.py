@@ -8,6 +8,8 @@ from the calls it makes (:mod:`.calls`, :mod:`.timeline`), never copied from a r
 from __future__ import annotations
 
 import math
+from fractions import Fraction
+
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
@@ -22,6 +24,7 @@ __all__ = ["document"]
 RULES = "rules.yml"
 CALLS = "task:store_metrics_calls:increase"
 ERROR_RATE, FAILING, NEVER_READ = "StateStoreErrorRateHigh", "StateStoreFailingAcrossDags", "StateStoreTaskStateNeverRead"
+START_OVER, MISSING = "StateStoreRetriesStartOver", "StateStoreMetricsMissing"
 
 
 def tags(dag: str, task: str = "t", **extra: str) -> dict[str, str]:
@@ -131,8 +134,8 @@ def _recorded_group(ctx: Context) -> Group:
 
 
 def document(ctx: Context) -> Document:
-    groups = [_recorded_group(ctx), _gap_group(ctx), _burst_group(ctx), _background_group(ctx)]
-    groups += [_failing_group(ctx), _never_read_group(ctx)]
+    groups = [_recorded_group(ctx), _gap_group(ctx), _burst_group(ctx), _threshold_group(ctx), _background_group(ctx)]
+    groups += [_failing_group(ctx), _retries_group(ctx), _missing_group(ctx), _never_read_group(ctx)]
     return Document(
         "Unit tests for rules.yml:  promtool test rules rules.test.yml",
         [RULES],
@@ -314,6 +317,35 @@ def _burst_group(ctx: Context) -> Group:
     return group
 
 
+def _threshold_group(ctx: Context) -> Group:
+    """Two DAGs of 1000 calls a step: one failing just more than ``error_ratio`` of them (fires),
+    one just less (never fires)."""
+    ratio = Fraction(ctx.values["error_ratio"])
+    per_step = 1000
+    above, below = math.floor(ratio * per_step) + 1, math.ceil(ratio * per_step) - 1
+    n = ctx.clock.delay + 2 + ctx.setting_steps("error_window") + ctx.setting_steps("error_for") + 3
+    target = ctx.target(ctx.jobs(1)[0], "airflow:9102")
+    counters = []
+    for dag, failed in (("above", above), ("below", below)):
+        if failed > 0:
+            errors = metric(Store.TASK, Outcome.ERROR)
+            counters.append(Counter(target, errors, tags(dag, operation="get"), counting(0, failed, n)))
+        writes = metric(Store.TASK, Outcome.WRITE)
+        counters.append(Counter(target, writes, tags(dag), counting(0, per_step - failed, n)))
+    recorded = record(ctx, counters, {target: [1] * n}, n)
+    group = Group(
+        "StateStoreErrorRateHigh: just above error_ratio fires, just below does not",
+        ctx.step,
+        [
+            f"{per_step} calls a step each: DAG above fails {above} of them (more than {ctx.values['error_ratio']}),",
+            f"DAG below {below}. Only above fires, {ctx.values['error_for']} after its calls entered the window.",
+        ],
+        [c.series(ctx) for c in counters] + [up_series(ctx, target, [1] * n)],
+    )
+    group.alerts += lifecycle(ctx, RULES, ERROR_RATE, error_rate(ctx), recorded)
+    return group
+
+
 def _background_group(ctx: Context) -> Group:
     """Many DAGs with a tiny error share, and one DAG failing fewer calls than the floor: no alert."""
     floor, window = int(ctx.values["error_min_calls"]), ctx.setting_steps("error_window")
@@ -447,11 +479,112 @@ def _never_read_group(ctx: Context) -> Group:
     ):
         if at is None:
             continue
-        at = agreeing(states, at, 1 if why != "pending" else -1)
-        shown = []
-        for g in sorted(g for g, s in states.items() if s[True][at]):
-            values = {per_step[c][at][g] for c in (True, False)}
-            assert len(values) == 1
-            shown.append(ctx.firing(RULES, NEVER_READ, dict(g), values.pop()))
+        direction = 1 if why != "pending" else -1
+        at = agreeing(states, at, direction)
+        # Firing on both, but with a value that differs (a write exactly a window old): move on.
+        while any(
+            per_step[True][at].get(g) != per_step[False][at].get(g) for g, s in states.items() if s[True][at]
+        ):
+            at = agreeing(states, at + direction, direction)
+        shown = [
+            ctx.firing(RULES, NEVER_READ, dict(g), per_step[True][at][g])
+            for g in sorted(g for g, s in states.items() if s[True][at])
+        ]
         group.alerts.append(AlertCase(NEVER_READ, at * ctx.step, shown, why))
+    return group
+
+
+# -- retried attempts that start over ---------------------------------------------------------------
+
+
+def start_over(ctx: Context) -> RatioAlert:
+    """StateStoreRetriesStartOver: per task, the share of its retried attempts that found nothing."""
+    return RatioAlert(
+        (ctx.cluster, "job", "dag_id", "task_id", "team_name"),
+        lambda labels: labels.get("outcome", "").startswith("retry_")
+        and labels.get("run_type") != catalogue.RUN_TYPE_ASSET_WATCHER,
+        ctx.duration("retry_window"),
+        float(ctx.values["retry_start_over_ratio"]),
+        float(ctx.values["retry_min_attempts"]),
+        Fraction(0),
+        bad="retry_not_resumed",
+    )
+
+
+def _retries_group(ctx: Context) -> Group:
+    """A task whose every retry starts over (fires), one whose retries resume (never fires), and one
+    that started over fewer times than the floor (never fires)."""
+    floor = int(ctx.values["retry_min_attempts"])
+    start = ctx.clock.delay + 2
+    n = start + floor + ctx.clock.delay + 6
+    target = ctx.target(ctx.jobs(1)[0], "airflow:9102")
+    resumed, not_resumed = catalogue.RETRY_RESUMED, catalogue.RETRY_NOT_RESUMED
+    retried = [0] * start + counting(0, 1, n - start)
+    counters = [
+        Counter(target, not_resumed, tags("etl", "starts_over"), retried, "every retry finds nothing"),
+        Counter(target, resumed, tags("etl", "resumes"), retried, "every retry finds its state"),
+        Counter(target, not_resumed, tags("etl", "resumes"), [0] * n),
+    ]
+    if floor > 1:
+        once = [0] * start + [min(i, floor - 1) for i in range(n - start)]
+        counters.append(Counter(target, not_resumed, tags("etl", "rarely"), once, f"{floor - 1}: under the floor"))
+    recorded = record(ctx, counters, {target: [1] * n}, n)
+    group = Group(
+        "StateStoreRetriesStartOver: a task whose retries start over, not one whose retries resume",
+        ctx.step,
+        [
+            f"From step {start + 1} etl.starts_over retries once a step and each retry finds nothing",
+            "(retry_not_resumed); etl.resumes retries as often and each finds its state. Only",
+            f"starts_over fires, once it has {floor} retries in the {ctx.values['retry_window']} window.",
+        ],
+        [c.series(ctx) for c in counters] + [up_series(ctx, target, [1] * n)],
+    )
+    group.alerts += lifecycle(ctx, RULES, START_OVER, start_over(ctx), recorded)
+    return group
+
+
+# -- the counters stop arriving -----------------------------------------------------------------------
+
+
+def _missing_group(ctx: Context) -> Group:
+    """A job whose counters stop arriving (its series end) fires, per deployment and job; a job whose
+    counters keep arriving does not. Resolved once the last count left ``missing_window``."""
+    jobs = ctx.jobs(2)
+    stop = ctx.clock.delay + 3
+    window, hold = ctx.setting_steps("missing_window"), ctx.duration("missing_for")
+    n = stop + window + ctx.steps(hold) + 4
+    gone, kept = ctx.target(jobs[0], "gone:9102"), ctx.target(jobs[-1], "kept:9102")
+    write = metric(Store.TASK, Outcome.WRITE)
+    values: list[Value] = [*counting(0, 1, stop), STALE, *([None] * (n - stop - 1))]
+    counters = [Counter(gone, write, tags("a", "stops"), values, "its target went away")]
+    if kept != gone and jobs[-1] != jobs[0]:
+        counters.append(Counter(kept, write, tags("b", "keeps"), counting(0, 1, n), "keeps arriving"))
+    # The recorded count: evaluated at each step with no offset, it sees the series until it ends.
+    present = [j < stop for j in range(n)]
+    states = {
+        closed: firing(
+            lambda j, c=closed: not present[j] and any(present[i] for i in window_steps(j, ctx.duration("missing_window"), ctx.step, c)),  # type: ignore[misc]
+            n,
+            hold,
+            ctx.step,
+        )
+        for closed in (True, False)
+    }
+    group = Group(
+        "StateStoreMetricsMissing: a job whose counters stop arriving",
+        ctx.step,
+        [
+            f"Job {jobs[0]}'s only counter ends at step {stop} (its target went away); it fires",
+            f"{ctx.values['missing_for']} later and resolves once its last count is {ctx.values['missing_window']} old.",
+        ],
+        [c.series(ctx) for c in counters] + [up_series(ctx, gone, [1] * stop + [None] * (n - stop))],
+    )
+    seen = moments(states)
+    labels = {ctx.cluster: gone.get(ctx.cluster), "job": jobs[0]}
+    for at, why in ((seen.pending, "pending"), (seen.fires, "firing"), (seen.resolved, "resolved")):
+        if at is None:
+            continue
+        firing_now = states[True][at]
+        shown = [ctx.firing(RULES, MISSING, labels, 1.0)] if firing_now else []
+        group.alerts.append(AlertCase(MISSING, at * ctx.step, shown, why))
     return group
