@@ -23,7 +23,8 @@ def _cell(text: str) -> str:
 def settings_table() -> str:
     rows = ["| Setting | Default | Range | What it is |", "| --- | --- | --- | --- |"]
     rows += [
-        f"| `{s.name}` | `{_cell(s.default)}` | {s.range} | {_cell(s.description)} |" for s in settings.SETTINGS
+        f"| `{s.name}` | `{_cell(s.default)}` | {s.range} | {_cell(s.description)} |"
+        for s in settings.SETTINGS
     ]
     return "\n".join(rows)
 

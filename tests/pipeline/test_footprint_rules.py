@@ -112,7 +112,8 @@ MUTATIONS = {
     ),
     "retention alert fires under a daily clean (window of 6 hours)": ("[25h]", "[6h]"),
     "retention alert fires while the count is younger than the window": (
-        "\n      and on (cluster, store)\n      store:airflow_store_metrics_footprint_expired_entries:sum offset 25h",
+        "\n      and on (cluster, store)\n"
+        "      store:airflow_store_metrics_footprint_expired_entries:sum offset 25h",
         "",
     ),
     "retention alert fires at once": ("for: 1h", "for: 0s"),

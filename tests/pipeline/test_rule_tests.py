@@ -46,7 +46,10 @@ GENERATED_FOR = (
 )
 #: The docs' examples (docs/alerts.md): a prefix, a deployment label, a threshold, a job selector.
 EXAMPLES: dict[str, tuple[str, dict[str, str]]] = {
-    "docs: prefix, cluster_label, error_ratio": ("myco.airflow", {"cluster_label": "env", "error_ratio": "0.1"}),
+    "docs: prefix, cluster_label, error_ratio": (
+        "myco.airflow",
+        {"cluster_label": "env", "error_ratio": "0.1"},
+    ),
     "docs: a job selector": ("airflow", {"selector": 'job=~"airflow-statsd|store-metrics-.*"'}),
 }
 
@@ -73,7 +76,9 @@ def promtool(role: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[st
         path = peers.binary("promtool", role)
     except peers.PeerMissing as missing:
         pytest.fail(str(missing))
-    return subprocess.run([str(path), *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(
+        [str(path), *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+    )
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -85,7 +90,9 @@ def test_every_exported_rule_test_passes_on_every_prometheus_pin(role: str) -> N
 
 @pytest.mark.slow  # an export and three promtools per row: 2-60 s each
 @pytest.mark.parametrize("row", list(TABLE), ids=list(TABLE))
-def test_the_generated_rule_tests_pass_for_the_settings_they_are_exported_with(row: str, tmp_path: Path) -> None:
+def test_the_generated_rule_tests_pass_for_the_settings_they_are_exported_with(
+    row: str, tmp_path: Path
+) -> None:
     prefix, changes = TABLE[row]
     files = export.render_all(prefix, changes)
     for path, text in files.items():
@@ -105,6 +112,6 @@ def test_contradicting_settings_are_refused_naming_both() -> None:
         if both is None:
             export.render_all(changes=changes, tests=False)  # equal is no contradiction
             continue
-        with pytest.raises(ValueError) as refused:
+        with pytest.raises(ValueError, match="longer than setting") as refused:
             export.render_all(changes=changes, tests=False)
         assert all(f"setting {name}" in str(refused.value) for name in both), refused.value

@@ -76,7 +76,8 @@ MUTATIONS = {
     ),
     "a reset counted as nothing": (
         'last_over_time(airflow_task_state_store_read_absent_total{job!=""}[1h] offset 90s)\n        ) >= 0',
-        'last_over_time(airflow_task_state_store_read_absent_total{job!=""}[1h] offset 90s)\n        ) > -1000',
+        'last_over_time(airflow_task_state_store_read_absent_total{job!=""}[1h] offset 90s)'
+        "\n        ) > -1000",
     ),
     "jobs added up": (
         "sum by (cluster, job, dag_id, task_id, run_type, operator, team_name) (\n        (\n"

@@ -109,10 +109,9 @@ def test_the_dashboard_shows_one_job_of_one_deployment(
 
 def test_the_variables_offer_each_deployment_and_job(prometheus: tuple[PrometheusServer, Path]) -> None:
     prom, _ = prometheus
-    assert set(prom.api("label/cluster/values", **{"match[]": "task:airflow_store_metrics_calls:increase"})) == {
-        "east"
-    }
-    jobs = prom.api("label/job/values", **{"match[]": 'task:airflow_store_metrics_calls:increase{cluster=""}'})
+    calls = "task:airflow_store_metrics_calls:increase"
+    assert set(prom.api("label/cluster/values", **{"match[]": calls})) == {"east"}
+    jobs = prom.api("label/job/values", **{"match[]": calls + '{cluster=""}'})
     assert set(jobs) == {"statsd", "otel"}
 
 

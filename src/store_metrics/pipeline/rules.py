@@ -63,7 +63,8 @@ def counter_expr(metric: catalogue.Metric) -> str:
     series = f"@{metric.name}@{{@selector@}}"
     now = f"{series} offset @rule_offset@"
     previous = f"last_over_time({series}[@counter_lookback@] offset @rule_previous_offset@)"
-    scraped = "max by (@cluster_label@, instance) (max_over_time(up[@counter_lookback@] offset @rule_previous_offset@))"
+    up = "max_over_time(up[@counter_lookback@] offset @rule_previous_offset@)"
+    scraped = f"max by (@cluster_label@, instance) ({up})"
     lines = [
         f"sum by ({', '.join(grouping(metric))}) (",
         "  (",

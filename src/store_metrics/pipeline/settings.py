@@ -482,10 +482,18 @@ def _check_together(given: Mapping[str, str]) -> None:
             f"setting long_stall_ms: {given['long_stall_ms']} is not a stall bucket bound ({bounds})"
         )
     interval = seconds(given["rule_interval"])
-    for name in ("error_window", "failing_window", "never_read_window", "retry_window", "counter_lookback", "missing_window"):
+    for name in (
+        "error_window",
+        "failing_window",
+        "never_read_window",
+        "retry_window",
+        "counter_lookback",
+        "missing_window",
+    ):
         if seconds(given[name]) < interval:
             raise ValueError(
-                f"setting {name}: {given[name]} is shorter than setting rule_interval {given['rule_interval']}"
+                f"setting {name}: {given[name]} is shorter than setting rule_interval "
+                f"{given['rule_interval']}"
             )
 
 

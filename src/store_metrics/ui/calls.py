@@ -3,7 +3,8 @@ whether its retries resumed.
 
 The PromQL reads what the dashboards' panels read: the recorded calls of ``collector/rules.yml``
 (:data:`store_metrics.pipeline.records.CALLS` for the configured prefix, each rule interval's calls
-once, so their sum over a window is exact), with the same exclusion of asset watchers (``run_type="asset_watcher"`` belongs to
+once, so their sum over a window is exact), with the same exclusion of asset watchers
+(``run_type="asset_watcher"`` belongs to
 no DAG) and the DAG's id as the counters carry it (sanitised like every tag value). So the Prometheus
 it asks must load the shipped rules. One instant query per DAG and window, summed by ``task_id``,
 store and outcome; found ratios are computed from the same numbers (``read_found / (read_found +

@@ -43,7 +43,8 @@ class Counter:
 
 def counting(start: int, per_step: int, steps: int, first: int = 0) -> list[Value]:
     """``None`` before step ``start``, then ``first`` growing by ``per_step`` until ``steps``."""
-    return [None] * start + [first + per_step * i for i in range(steps - start)]
+    values: list[Value] = [None] * start
+    return values + [first + per_step * i for i in range(steps - start)]
 
 
 def flat_after(values: list[Value], step: int) -> list[Value]:
@@ -71,7 +72,9 @@ class Recorded:
         return {k: v for k, v in self.series.items() if keep(dict(k))}
 
 
-def record(ctx: Context, counters: Sequence[Counter], ups: Mapping[Target, Sequence[Value]], steps: int) -> Recorded:
+def record(
+    ctx: Context, counters: Sequence[Counter], ups: Mapping[Target, Sequence[Value]], steps: int
+) -> Recorded:
     """The recorded series ``counters`` give over ``steps`` evaluations."""
     recorder = Recorder(ctx.clock)
     out: dict[Key, list[float | None]] = defaultdict(lambda: [None] * steps)
@@ -107,7 +110,9 @@ class RatioAlert:
         for key, values in recorded.select(self.keep).items():
             labels = dict(key)
             group = tuple((b, labels.get(b, "")) for b in self.by)
-            present = [values[i] for i in window_steps(end, self.window, step, closed) if values[i] is not None]
+            present = [
+                values[i] for i in window_steps(end, self.window, step, closed) if values[i] is not None
+            ]
             if not present:
                 continue
             calls[group] += sum(present)  # type: ignore[arg-type]
@@ -127,7 +132,7 @@ class RatioAlert:
             per_step = [self.values(recorded, step, j, closed) for j in range(recorded.steps)]
             groups = {g for values in per_step for g in values}
             out[closed] = {
-                g: firing(lambda j, g=g: g in per_step[j], recorded.steps, self.hold, step)  # type: ignore[misc]
+                g: firing(lambda j, g=g, p=per_step: g in p[j], recorded.steps, self.hold, step)  # type: ignore[misc]
                 for g in groups
             }
         return out

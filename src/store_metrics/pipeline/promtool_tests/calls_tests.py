@@ -23,7 +23,11 @@ __all__ = ["document"]
 
 RULES = "rules.yml"
 CALLS = "task:store_metrics_calls:increase"
-ERROR_RATE, FAILING, NEVER_READ = "StateStoreErrorRateHigh", "StateStoreFailingAcrossDags", "StateStoreTaskStateNeverRead"
+ERROR_RATE, FAILING, NEVER_READ = (
+    "StateStoreErrorRateHigh",
+    "StateStoreFailingAcrossDags",
+    "StateStoreTaskStateNeverRead",
+)
 START_OVER, MISSING = "StateStoreRetriesStartOver", "StateStoreMetricsMissing"
 
 
@@ -115,7 +119,9 @@ def _recorded_group(ctx: Context) -> Group:
     counters += others
     ups: dict[Target, list[Value]] = {main: [1] * n, flaky: [*([1] * 5), 0, *([1] * (n - 6))]}
     for target in other_targets:
-        ups[target] = [1] * n if target.get("instance") != "late:9102" else [None] * 4 + [1] * (n - 4)
+        late: list[Value] = [None] * 4
+        late += [1] * (n - 4)
+        ups[target] = [1] * n if target.get("instance") != "late:9102" else late
     recorded = record(ctx, counters, ups, n)
     end = n - 1
     group = Group(
@@ -134,7 +140,13 @@ def _recorded_group(ctx: Context) -> Group:
 
 
 def document(ctx: Context) -> Document:
-    groups = [_recorded_group(ctx), _gap_group(ctx), _burst_group(ctx), _threshold_group(ctx), _background_group(ctx)]
+    groups = [
+        _recorded_group(ctx),
+        _gap_group(ctx),
+        _burst_group(ctx),
+        _threshold_group(ctx),
+        _background_group(ctx),
+    ]
     groups += [_failing_group(ctx), _retries_group(ctx), _missing_group(ctx), _never_read_group(ctx)]
     return Document(
         "Unit tests for rules.yml:  promtool test rules rules.test.yml",
@@ -143,7 +155,8 @@ def document(ctx: Context) -> Document:
         ["store-metrics.rules", "store-metrics.alerts", "store-metrics.hygiene"],
         groups,
         [
-            f"Written by `store-metrics export` for its settings (rule_interval {ctx.values['rule_interval']},",
+            "Written by `store-metrics export` for its settings (rule_interval "
+            f"{ctx.values['rule_interval']},",
             f"selector {ctx.values['selector']}, cluster_label {ctx.cluster}, ...): every group's steps are",
             "rule intervals, promtool evaluates every group each step, and each expected value is worked",
             "out from the calls the scenario makes, the same on Prometheus 2 and 3.",
@@ -169,13 +182,13 @@ def _gap_group(ctx: Context) -> Group:
     # Prometheus itself down (no sample of anything) for less than the lookback, then for longer.
     first = 5 + short
     second = first + 6 + long
-    watched: list[Value] = [
-        None if 5 <= i < first or first + 6 <= i < second else 3 * i for i in range(n)
-    ]
+    watched: list[Value] = [None if 5 <= i < first or first + 6 <= i < second else 3 * i for i in range(n)]
     up_watched: list[Value] = [None if v is None else 1 for v in watched]
     counters = [
         Counter(gone, write, tags("gap", "unreachable"), values, "unreachable for longer than the lookback"),
-        Counter(down, write, tags("gap", "prometheus_down"), watched, "Prometheus down: shorter, then longer"),
+        Counter(
+            down, write, tags("gap", "prometheus_down"), watched, "Prometheus down: shorter, then longer"
+        ),
     ]
     ups = {gone: up, down: up_watched}
     recorded = record(ctx, counters, ups, n)
@@ -190,7 +203,9 @@ def _gap_group(ctx: Context) -> Group:
         ],
         [c.series(ctx) for c in counters] + [up_series(ctx, t, v) for t, v in ups.items()],
     )
-    group.exprs.append(_whole_range(ctx, recorded, n - 1, "Each series' calls while Prometheus could see them."))
+    group.exprs.append(
+        _whole_range(ctx, recorded, n - 1, "Each series' calls while Prometheus could see them.")
+    )
     return group
 
 
@@ -243,6 +258,7 @@ def alert_case(
     name: str,
     alert: RatioAlert,
     recorded: Recorded,
+    *,
     at: int,
     external: dict[str, str] | None = None,
     comment: str = "",
@@ -264,6 +280,7 @@ def lifecycle(
     name: str,
     alert: RatioAlert,
     recorded: Recorded,
+    *,
     external: dict[str, str] | None = None,
 ) -> list[AlertCase]:
     """Pending (not firing yet), firing, still firing and resolved, for the first group to fire."""
@@ -277,7 +294,10 @@ def lifecycle(
     picks.append((agreeing(states, seen.holds, 1), "still firing"))
     if seen.resolved is not None:
         picks.append((agreeing(states, seen.resolved, 1), "resolved: the calls left the window"))
-    return [alert_case(ctx, rule_file, name, alert, recorded, at, external, why) for at, why in picks]
+    return [
+        alert_case(ctx, rule_file, name, alert, recorded, at=at, external=external, comment=why)
+        for at, why in picks
+    ]
 
 
 def _burst_group(ctx: Context) -> Group:
@@ -306,14 +326,16 @@ def _burst_group(ctx: Context) -> Group:
         ctx.step,
         [
             f"hourly.sync runs for {run} steps from step {start} and again from step {second}, {per_step}",
-            f"failed calls a step (100% > {ctx.values['error_ratio']}, at least {floor} calls): pending, firing",
-            f"{ctx.values['error_for']} later, still firing while a run is in the {ctx.values['error_window']}",
+            f"failed calls a step (100% > {ctx.values['error_ratio']}, at least {floor} calls): pending,"
+            " firing",
+            f"{ctx.values['error_for']} later, still firing while a run is in the"
+            f" {ctx.values['error_window']}",
             "window, resolved once neither is. The deployment is an external label: the link carries it.",
         ],
         [counter.series(ctx), up_series(ctx, target, [1] * n)],
         external_labels=external,
     )
-    group.alerts += lifecycle(ctx, RULES, ERROR_RATE, error_rate(ctx), recorded, external)
+    group.alerts += lifecycle(ctx, RULES, ERROR_RATE, error_rate(ctx), recorded, external=external)
     return group
 
 
@@ -337,8 +359,10 @@ def _threshold_group(ctx: Context) -> Group:
         "StateStoreErrorRateHigh: just above error_ratio fires, just below does not",
         ctx.step,
         [
-            f"{per_step} calls a step each: DAG above fails {above} of them (more than {ctx.values['error_ratio']}),",
-            f"DAG below {below}. Only above fires, {ctx.values['error_for']} after its calls entered the window.",
+            f"{per_step} calls a step each: DAG above fails {above} of them (more than"
+            f" {ctx.values['error_ratio']}),",
+            f"DAG below {below}. Only above fires, {ctx.values['error_for']} after its calls entered"
+            " the window.",
         ],
         [c.series(ctx) for c in counters] + [up_series(ctx, target, [1] * n)],
     )
@@ -361,8 +385,10 @@ def _background_group(ctx: Context) -> Group:
         errors = metric(store, Outcome.ERROR)
         counters.append(Counter(target, errors, tags(dag, operation="set"), counting(0, 1, n)))
     if floor > 1:
-        few = [min(i, floor - 1) for i in range(n)]
-        counters.append(Counter(target, metric(Store.TASK, Outcome.ERROR), tags("small", operation="get"), few))
+        few: list[Value] = [min(i, floor - 1) for i in range(n)]
+        counters.append(
+            Counter(target, metric(Store.TASK, Outcome.ERROR), tags("small", operation="get"), few)
+        )
     recorded = record(ctx, counters, {target: [1] * n}, n)
     for alert in (error_rate(ctx), failing(ctx)):
         assert quiet(alert.states(recorded, ctx.step)), "the background scenario fires"
@@ -371,7 +397,8 @@ def _background_group(ctx: Context) -> Group:
         ctx.step,
         [
             "Three DAGs make 4999 good calls and 1 failed one a step (0.02%, under every ratio the",
-            "settings accept)" + (f"; small fails {floor - 1} calls, under the floor of {floor}." if floor > 1 else "."),
+            "settings accept)"
+            + (f"; small fails {floor - 1} calls, under the floor of {floor}." if floor > 1 else "."),
         ],
         [c.series(ctx) for c in counters] + [up_series(ctx, target, [1] * n)],
     )
@@ -397,7 +424,12 @@ def _failing_group(ctx: Context) -> Group:
         ("d", Store.TASK, Outcome.WRITE, 1, {}),
     ]
     counters = [
-        Counter(target, metric(store, outcome), {**tags(dag), **extra}, [0] * start + counting(0, per * k, n - start))
+        Counter(
+            target,
+            metric(store, outcome),
+            {**tags(dag), **extra},
+            [0] * start + counting(0, per * k, n - start),
+        )
         for dag, store, outcome, per, extra in rows
     ]
     recorded = record(ctx, counters, {target: [1] * n}, n)
@@ -405,7 +437,8 @@ def _failing_group(ctx: Context) -> Group:
         "StateStoreFailingAcrossDags: the store fails for everyone",
         ctx.step,
         [
-            f"From step {start + 1}, {15 * k} of the {16 * k} calls a step fail (93.75% > {ctx.values['failing_ratio']}):",
+            f"From step {start + 1}, {15 * k} of the {16 * k} calls a step fail (93.75% >"
+            f" {ctx.values['failing_ratio']}):",
             "DAGs a, b, c and an asset watcher; DAG d's calls work. One critical alert for the job; the",
             "failing DAGs' own alerts follow (alertmanager-inhibit.yml keeps them quiet meanwhile), the",
             "watcher's is in watcher-rules.yml.",
@@ -447,16 +480,30 @@ def _never_read_group(ctx: Context) -> Group:
     target = ctx.target(ctx.jobs(1)[0], "airflow:9102")
     write, absent = metric(Store.TASK, Outcome.WRITE), metric(Store.TASK, Outcome.READ_ABSENT)
     counters = [
-        Counter(target, write, tags("cleanup", "purge"), flat_after(counting(0, 1, n), writing), "writes, never reads"),
+        Counter(
+            target,
+            write,
+            tags("cleanup", "purge"),
+            flat_after(counting(0, 1, n), writing),
+            "writes, never reads",
+        ),
         Counter(target, write, tags("resume", "job"), flat_after(counting(0, 1, n), writing)),
-        Counter(target, absent, tags("resume", "job"), flat_after(counting(0, 1, n), writing), "a read: never reported"),
+        Counter(
+            target,
+            absent,
+            tags("resume", "job"),
+            flat_after(counting(0, 1, n), writing),
+            "a read: never reported",
+        ),
     ]
     recorded = record(ctx, counters, {target: [1] * n}, n)
     states: Groups = {}
-    per_step = {closed: [_never_read_values(ctx, recorded, j, closed) for j in range(n)] for closed in (True, False)}
-    for group in {g for edge in per_step.values() for step in edge for g in step}:
-        states[group] = {
-            closed: firing(lambda j, c=closed, g=group: g in per_step[c][j], n, hold, ctx.step)  # type: ignore[misc]
+    per_step = {
+        closed: [_never_read_values(ctx, recorded, j, closed) for j in range(n)] for closed in (True, False)
+    }
+    for key in {g for edge in per_step.values() for step in edge for g in step}:
+        states[key] = {
+            closed: firing(lambda j, c=closed, g=key: g in per_step[c][j], n, hold, ctx.step)  # type: ignore[misc]
             for closed in (True, False)
         }
     seen = moments(states[next(iter(states))])
@@ -471,16 +518,16 @@ def _never_read_group(ctx: Context) -> Group:
         ],
         [c.series(ctx) for c in counters] + [up_series(ctx, target, [1] * n)],
     )
-    for at, why in (
+    for moment, why in (
         (seen.pending, "pending"),
         (seen.fires, "firing"),
         (seen.holds, "still firing"),
         (seen.resolved, "resolved"),
     ):
-        if at is None:
+        if moment is None:
             continue
         direction = 1 if why != "pending" else -1
-        at = agreeing(states, at, direction)
+        at = agreeing(states, moment, direction)
         # Firing on both, but with a value that differs (a write exactly a window old): move on.
         while any(
             per_step[True][at].get(g) != per_step[False][at].get(g) for g, s in states.items() if s[True][at]
@@ -501,8 +548,10 @@ def start_over(ctx: Context) -> RatioAlert:
     """StateStoreRetriesStartOver: per task, the share of its retried attempts that found nothing."""
     return RatioAlert(
         (ctx.cluster, "job", "dag_id", "task_id", "team_name"),
-        lambda labels: labels.get("outcome", "").startswith("retry_")
-        and labels.get("run_type") != catalogue.RUN_TYPE_ASSET_WATCHER,
+        lambda labels: (
+            labels.get("outcome", "").startswith("retry_")
+            and labels.get("run_type") != catalogue.RUN_TYPE_ASSET_WATCHER
+        ),
         ctx.duration("retry_window"),
         float(ctx.values["retry_start_over_ratio"]),
         float(ctx.values["retry_min_attempts"]),
@@ -526,8 +575,11 @@ def _retries_group(ctx: Context) -> Group:
         Counter(target, not_resumed, tags("etl", "resumes"), [0] * n),
     ]
     if floor > 1:
-        once = [0] * start + [min(i, floor - 1) for i in range(n - start)]
-        counters.append(Counter(target, not_resumed, tags("etl", "rarely"), once, f"{floor - 1}: under the floor"))
+        once: list[Value] = [0] * start
+        once += [min(i, floor - 1) for i in range(n - start)]
+        counters.append(
+            Counter(target, not_resumed, tags("etl", "rarely"), once, f"{floor - 1}: under the floor")
+        )
     recorded = record(ctx, counters, {target: [1] * n}, n)
     group = Group(
         "StateStoreRetriesStartOver: a task whose retries start over, not one whose retries resume",
@@ -563,7 +615,10 @@ def _missing_group(ctx: Context) -> Group:
     present = [j < stop for j in range(n)]
     states = {
         closed: firing(
-            lambda j, c=closed: not present[j] and any(present[i] for i in window_steps(j, ctx.duration("missing_window"), ctx.step, c)),  # type: ignore[misc]
+            lambda j, c=closed: (
+                not present[j]
+                and any(present[i] for i in window_steps(j, ctx.duration("missing_window"), ctx.step, c))
+            ),  # type: ignore[misc]
             n,
             hold,
             ctx.step,
@@ -575,7 +630,8 @@ def _missing_group(ctx: Context) -> Group:
         ctx.step,
         [
             f"Job {jobs[0]}'s only counter ends at step {stop} (its target went away); it fires",
-            f"{ctx.values['missing_for']} later and resolves once its last count is {ctx.values['missing_window']} old.",
+            f"{ctx.values['missing_for']} later and resolves once its last count is"
+            f" {ctx.values['missing_window']} old.",
         ],
         [c.series(ctx) for c in counters] + [up_series(ctx, gone, [1] * stop + [None] * (n - stop))],
     )

@@ -133,4 +133,3 @@ class Context:
 def agree(per_edge: Mapping[bool, object]) -> bool:
     """Whether Prometheus 2 and 3 (a closed and a left-open window edge) give the same."""
     return all(per_edge[edge] == per_edge[EDGES[0]] for edge in EDGES)
-

@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 __all__ = ["STALE", "AlertCase", "Document", "ExprCase", "Firing", "Group", "Series", "encode", "number"]
 
 #: A scrape that failed (promtool's ``stale``: a staleness marker).
 STALE = "stale"
 Value = float | int | str | None
+#: A time or duration in seconds: exact (a Fraction of the settings' durations) or a float.
+Seconds = float | Fraction
 
 
 def number(value: float) -> str:
@@ -78,7 +81,7 @@ def selector(name: str, labels: Mapping[str, str]) -> str:
     return f"{name}{{{inner}}}"
 
 
-def duration(seconds: float) -> str:
+def duration(seconds: Seconds) -> str:
     """A Prometheus duration: ``1h30m``, ``90s`` as ``1m30s``, milliseconds only where needed."""
     millis = round(seconds * 1000)
     if millis == 0:
@@ -106,7 +109,7 @@ class ExprCase:
     """``expr`` at ``at`` seconds must return exactly ``samples`` (label text -> value)."""
 
     expr: str
-    at: float
+    at: Seconds
     samples: dict[str, float]
     comment: str = ""
 
@@ -124,7 +127,7 @@ class AlertCase:
     """``alert`` at ``at`` seconds must be firing exactly ``firing`` (none: not firing)."""
 
     alert: str
-    at: float
+    at: Seconds
     firing: list[Firing]
     comment: str = ""
 
@@ -134,7 +137,7 @@ class Group:
     """One test group: input series every ``interval`` seconds, and what they must give."""
 
     name: str
-    interval: float
+    interval: Seconds
     comment: list[str]
     series: list[Series] = field(default_factory=list)
     exprs: list[ExprCase] = field(default_factory=list)
@@ -199,7 +202,7 @@ class Document:
 
     title: str
     rule_files: list[str]
-    interval: float
+    interval: Seconds
     eval_order: list[str]
     groups: list[Group]
     header: list[str] = field(default_factory=list)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from .timeline import EDGES
 
@@ -47,6 +48,6 @@ def moments(states: Mapping[bool, Sequence[bool]], hold_from: int | None = None)
     return Moments(pending, fires, holds, resolved)
 
 
-def quiet(states: Mapping[bool, Mapping[object, Sequence[bool]]]) -> bool:
+def quiet(states: Mapping[bool, Mapping[Any, Sequence[bool]]]) -> bool:
     """Whether no group fires at any evaluation, on either edge."""
     return not any(any(group) for edge in EDGES for group in states[edge].values())

@@ -10,15 +10,21 @@ matcher of its label, as Prometheus anchors them).
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-try:  # Python 3.11+
-    from re import _parser as sre_parse  # type: ignore[attr-defined]
-except ImportError:  # pragma: no cover - Python 3.10
-    import sre_parse  # type: ignore[no-redef]
+
+def _sre_parse() -> Any:
+    """The standard library's regular expression parser (``re._parser``; ``sre_parse`` before 3.11)."""
+    try:
+        return importlib.import_module("re._parser")
+    except ImportError:  # pragma: no cover - Python 3.10
+        return importlib.import_module("sre_parse")
+
 
 __all__ = ["Labels", "Matcher", "parse"]
 
@@ -55,12 +61,8 @@ def _pieces(node: tuple[object, object]) -> Iterator[str]:
     """A few strings one node of a parsed regular expression matches."""
     op, arg = node
     name = str(op)
-    if name in ("LITERAL",):
-        yield chr(int(arg))  # type: ignore[call-overload]
-    elif name == "NOT_LITERAL":
-        yield _FILLER if chr(int(arg)) != _FILLER else "y"  # type: ignore[call-overload]
-    elif name == "ANY":
-        yield from (_FILLER, "y")
+    if name in ("LITERAL", "NOT_LITERAL", "ANY"):
+        yield from _single(name, arg)
     elif name == "IN":
         yield from _class(arg)  # type: ignore[arg-type]
     elif name == "BRANCH":
@@ -70,12 +72,23 @@ def _pieces(node: tuple[object, object]) -> Iterator[str]:
         yield from _examples(arg[-1])  # type: ignore[index]
     elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
         low, high, inner = arg  # type: ignore[misc]
-        options = list(itertools.islice(_examples(inner), 3))
+        low, high = int(low), int(high)  # type: ignore[has-type]
+        options = list(itertools.islice(_examples(inner), 3))  # type: ignore[has-type]
         for count in range(low, min(high, low + 2) + 1):
             for option in options:
                 yield option * count
     elif name == "AT":
         yield ""
+
+
+def _single(name: str, arg: object) -> Iterator[str]:
+    """A few strings a one-character node matches."""
+    if name == "LITERAL":
+        yield chr(int(arg))  # type: ignore[call-overload]
+    elif name == "NOT_LITERAL":
+        yield _FILLER if chr(int(arg)) != _FILLER else "y"  # type: ignore[call-overload]
+    else:
+        yield from (_FILLER, "y")
 
 
 def _class(items: Sequence[tuple[object, object]]) -> Iterator[str]:
@@ -102,7 +115,7 @@ def _examples(pattern: object) -> Iterator[str]:
 
 def _regex_examples(regex: str) -> list[str]:
     try:
-        return list(itertools.islice(_examples(sre_parse.parse(regex)), _MAX_EXAMPLES))
+        return list(itertools.islice(_examples(_sre_parse().parse(regex)), _MAX_EXAMPLES))
     except (re.error, TypeError, ValueError, IndexError):
         return []
 

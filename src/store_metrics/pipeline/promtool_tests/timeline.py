@@ -82,7 +82,9 @@ class Recorder:
 
     clock: Clock
 
-    def record(self, values: Sequence[Value], up: Sequence[Value], evaluation: int, closed: bool) -> float | None:
+    def record(
+        self, values: Sequence[Value], up: Sequence[Value], evaluation: int, closed: bool
+    ) -> float | None:
         """The calls the rule records for this series at step ``evaluation`` (``None``: no sample):
         its growth since the previous read, or (a reset, or a series not seen within the lookback)
         its whole value if its target was scraped successfully within the lookback before."""
@@ -100,7 +102,9 @@ class Recorder:
         ups = _present(up, steps_in(before, clock.lookback, clock.step, closed)) if before >= 0 else []
         return current if 1.0 in ups else None
 
-    def recorded(self, values: Sequence[Value], up: Sequence[Value], steps: int) -> dict[bool, list[float | None]]:
+    def recorded(
+        self, values: Sequence[Value], up: Sequence[Value], steps: int
+    ) -> dict[bool, list[float | None]]:
         """:meth:`record` at every step up to ``steps``, both edges. They must agree but where a
         sample exactly as old as the lookback delta is still read (a growth of 0) on one edge only:
         that changes no sum."""
@@ -124,7 +128,9 @@ def firing(condition: Callable[[int], bool], steps: int, hold: Fraction, step: F
     return out
 
 
-def sums(per_step: Mapping[str, Sequence[float | None]], end: int, window: Fraction, step: Fraction, closed: bool) -> dict[str, float]:
+def sums(
+    per_step: Mapping[str, Sequence[float | None]], end: int, window: Fraction, step: Fraction, closed: bool
+) -> dict[str, float]:
     """Per key, the sum of its recorded values over ``window`` up to step ``end`` (keys with no
     sample in it left out), as ``sum_over_time`` gives it."""
     out: dict[str, float] = {}
