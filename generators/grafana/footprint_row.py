@@ -168,7 +168,7 @@ def _task_gauge(gauge: str) -> str:
     """The inventory's per-task gauge, the max across replicas, with the deployment, DAG and task filters."""
     metric = catalogue.get(f"{Store.TASK.value}.footprint.{gauge}").prometheus_name(SENTINEL)
     selector = f'{{{_DEPLOYMENT},{DAG_ID}=~"${DAG_ID}",{TASK_ID}=~"${TASK_ID}"}}'
-    return f"max without (instance, pod, job) ({metric}{selector})"
+    return f"max by ({CLUSTER}, {DAG_ID}, {TASK_ID}) ({metric}{selector})"
 
 
 def _table_panel() -> Panel:

@@ -243,7 +243,7 @@ def test_footprint_queries_read_the_footprint_rules_and_only_the_deployment_and_
             raw = set(GAUGE_NAME.findall(expr))
             if raw:  # the table only: one series per task already, a rule would copy it
                 assert raw <= task_gauges and "not a recording rule" in panel["description"], panel["title"]
-                assert f"max without (instance, pod, job) ({raw.pop()}{{" in expr
+                assert f"max by (cluster, dag_id, task_id) ({raw.pop()}{{" in expr
             else:
                 assert re.search(r"\b(dag_id|asset|store):airflow_store_metrics_\w+:\w+\{", expr), expr
             assert 'cluster="$cluster"' in expr

@@ -91,7 +91,7 @@ def test_empty_prefix_is_allowed(tmp_path: Path) -> None:
     text = (tmp_path / "out" / "collector" / "rules.yml").read_text()
     assert 'last_over_time(task_state_store_write_total{job!=""}[1h] offset 90s)' in text
     footprint = (tmp_path / "out" / "collector" / "footprint-rules.yml").read_text()
-    assert '(max without (instance, pod, job) (task_state_store_footprint_entries{job!=""}))' in footprint
+    assert '(max by (cluster, dag_id, task_id) (task_state_store_footprint_entries{job!=""}))' in footprint
 
 
 # -- another prefix -----------------------------------------------------------------------------------
