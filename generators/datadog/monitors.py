@@ -327,6 +327,29 @@ def inventory_down_monitor() -> dict[str, Any]:
     return monitor
 
 
+def metrics_missing_monitor() -> dict[str, Any]:
+    """A no-data monitor: the call counters of an environment stop arriving for ``missing_for``.
+    The query's value never exceeds its threshold (a count is never negative): only no data alerts."""
+    twin = Twin("StateStoreMetricsMissing", "warning", "store-metrics counters stopped arriving", ())
+    counters = " + ".join(
+        _server_query(m, "sum", (ENV,)) + ".as_count()" for m in catalogue.STATE_STORE_METRICS
+    )
+    window = setting("missing_for")
+    return _monitor(
+        twin,
+        f"sum(last_{window}):-1 * ({counters})",
+        (
+            f"No store-metrics counter has arrived for {window} ({ENV_NAME}): a target down or no longer "
+            "scraped, a changed prefix or mapping, or the plugin no longer loaded. Every other monitor "
+            "of this environment is blind meanwhile.",
+            "store-metrics counters arrive again.",
+        ),
+        0.0,
+        notify_no_data=True,
+        no_data_timeframe=Value("missing_for_minutes"),
+    )
+
+
 def inventory_stale_monitor() -> dict[str, Any]:
     twin = Twin(
         "StateStoreInventoryStale",
@@ -360,6 +383,7 @@ MONITORS = {
     "state-store-retention.json": retention_monitor,
     "state-store-inventory-down.json": inventory_down_monitor,
     "state-store-inventory-stale.json": inventory_stale_monitor,
+    "state-store-metrics-missing.json": metrics_missing_monitor,
 }
 
 

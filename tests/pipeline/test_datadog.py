@@ -470,6 +470,10 @@ def test_every_alert_has_its_datadog_twin_with_the_same_thresholds(custom: Path)
             elif name == "StateStoreRetentionNotApplied":
                 assert match["last"] == re.search(r"\[(\w+)\]", rule["expr"]).group(1)
                 assert data["options"]["require_full_window"] is True  # the alert's `offset <window>`
+            elif name == "StateStoreMetricsMissing":
+                assert data["options"]["notify_no_data"] is True  # the alert: the counters are gone
+                assert data["options"]["no_data_timeframe"] * 60 == settings.seconds(rule["for"])
+                assert match["last"] == rule["for"]
             elif name == "StateStoreRetriesStartOver":
                 # The same share of retries that started over, window and floor of retried attempts.
                 ratio, floor = numbers(rule["expr"])
