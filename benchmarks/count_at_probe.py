@@ -193,6 +193,7 @@ def _cache_memory() -> dict[str, Any]:
 
     from store_metrics.counting.runtime import create_emitter
     from store_metrics.server import StoreCalls
+    from store_metrics.server.caller import Attempt
     from store_metrics.server.store_calls import CACHE_SIZE
 
     emitter = create_emitter("none", flush_interval=60)
@@ -204,7 +205,7 @@ def _cache_memory() -> dict[str, Any]:
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
     for n in range(CACHE_SIZE):
-        store.lookups._cache[uuid.uuid4()] = callers[n % 100]
+        store.lookups._cache[uuid.uuid4()] = Attempt(callers[n % 100], 1)
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     grown = sum(stat.size_diff for stat in after.compare_to(before, "filename"))

@@ -22,8 +22,11 @@ def _cell(text: str) -> str:
 
 
 def settings_table() -> str:
-    rows = ["| Setting | Default | What it is |", "| --- | --- | --- |"]
-    rows += [f"| `{s.name}` | `{_cell(s.default)}` | {_cell(s.description)} |" for s in settings.SETTINGS]
+    rows = ["| Setting | Default | Range | What it is |", "| --- | --- | --- | --- |"]
+    rows += [
+        f"| `{s.name}` | `{_cell(s.default)}` | {s.range} | {_cell(s.description)} |"
+        for s in settings.SETTINGS
+    ]
     return "\n".join(rows)
 
 
@@ -33,7 +36,7 @@ def _files() -> dict[str, str]:
 
 def _alerts(changes: dict[str, str] | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
     """Every alert of the exported rule files: (file, rule), by name."""
-    files = {str(path): text for path, text in export.render_all(changes=changes).items()}
+    files = {str(path): text for path, text in export.render_all(changes=changes, tests=False).items()}
     return {
         rule["alert"]: (name, rule)
         for name in RULE_FILES
@@ -43,14 +46,21 @@ def _alerts(changes: dict[str, str] | None = None) -> dict[str, tuple[str, dict[
     }
 
 
-#: A value other than the default, per kind, to see which alerts a setting changes.
-_OTHER = {
-    settings.Kind.DURATION: "7h",
-    settings.Kind.RATIO: "0.123",
-    settings.Kind.COUNT: "7",
-    settings.Kind.NUMBER: "250",  # a stall bucket bound too
-}
-_THRESHOLDS = [s for s in settings.SETTINGS if s.kind in _OTHER and s.name != "rule_interval"]
+#: The kinds of setting an alert's expression, ``for`` or text may follow.
+_NUMERIC = (settings.Kind.DURATION, settings.Kind.RATIO, settings.Kind.COUNT, settings.Kind.NUMBER)
+_THRESHOLDS = [s for s in settings.SETTINGS if s.kind in _NUMERIC and s.name != "rule_interval"]
+
+
+def _other(setting: settings.Setting) -> str:
+    """A valid value of ``setting`` other than its default (one end of its range, or a stall bound)."""
+    for value in (setting.high, setting.low, "250"):
+        if value and value != setting.default:
+            try:
+                settings.resolve({setting.name: value})
+            except ValueError:
+                continue
+            return value
+    raise AssertionError(f"no other valid value of {setting.name}")
 
 
 def _said(rule: dict[str, Any]) -> tuple[str, ...]:
@@ -62,7 +72,7 @@ def _settings_of(alerts: dict[str, tuple[str, dict[str, Any]]]) -> dict[str, lis
     """The threshold and duration settings each alert's expression, ``for`` or text follows."""
     used: dict[str, list[str]] = {name: [] for name in alerts}
     for setting in _THRESHOLDS:
-        changed = _alerts({setting.name: _OTHER[setting.kind]})
+        changed = _alerts({setting.name: _other(setting)})
         for name, (_, rule) in alerts.items():
             if _said(changed[name][1]) != _said(rule):
                 used[name].append(f"`{setting.name}`")

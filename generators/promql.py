@@ -1,4 +1,4 @@
-"""PromQL over the recorded calls (``task:store_metrics_calls:increase``, rules.yml), for the dashboard.
+"""PromQL over the recorded calls (``task:<prefix>_store_metrics_calls:increase``, rules.yml).
 
 Every task-side panel reads that one recorded tier: the calls of each rule interval per deployment,
 job, DAG, task, operator, run type, team and failing method, labels ``store`` and ``outcome``.
@@ -11,14 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from store_metrics.catalogue import Outcome, Store
+from store_metrics.pipeline import records
 
 from .facts import ALL_OUTCOMES, BOTH, store_word
-from .tokens import setting
+from .tokens import record, setting
 
-__all__ = ["CALLS", "CLUSTER", "SCOPE", "by", "calls_matchers", "count", "per_second", "ratio"]
+__all__ = ["CALLS", "CLUSTER", "RETRIES", "SCOPE", "by", "calls_matchers", "count", "per_second", "ratio"]
 
 #: The recorded calls.
-CALLS = "task:store_metrics_calls:increase"
+CALLS = record(records.CALLS)
+#: The recorded retried attempts, as a template token (the resume rate's panel reads it).
+RETRIES = record(records.RETRIES)
 #: The deployment label (export setting cluster_label).
 CLUSTER = setting("cluster_label")
 #: The dashboard's deployment and job: one of each, so two never add up.

@@ -3,7 +3,8 @@
 The generators build their files for :data:`SENTINEL`, a prefix no other text contains, so each
 metric name in the output is found exactly (no guessing which ``airflow`` is a prefix) and
 replaced by the token :mod:`store_metrics.pipeline.templating` fills in for any prefix:
-``@<metric>@`` for the Prometheus series name, ``@full:<metric>@`` for the dotted name.
+``@<metric>@`` for the Prometheus series name, ``@full:<metric>@`` for the dotted name, and
+``@record:<base name>@`` for a recorded series (:func:`record`: its name carries the prefix).
 
 An export setting (:mod:`store_metrics.pipeline.settings`) is written ``@name@`` inside a string
 (:func:`setting`), and as a bare JSON value with :class:`Value` and :func:`dumps`: the template is
@@ -17,12 +18,20 @@ import re
 from typing import Any
 
 from store_metrics import catalogue
-from store_metrics.pipeline import settings, templating
+from store_metrics.pipeline import records, settings, templating
 
-__all__ = ["SENTINEL", "Value", "dumps", "fill", "setting", "tokenize"]
+__all__ = ["SENTINEL", "Value", "dumps", "fill", "record", "setting", "tokenize"]
 
 #: The prefix the generators build for: a word no template contains for another reason.
 SENTINEL = "zzsentinel"
+#: A recorded series for the sentinel prefix: ``level:zzsentinel_store_metrics_...:operations``.
+_RECORDED = re.compile(rf"\b([a-z_]+):{SENTINEL}_(store_metrics_[a-z0-9_]+):([a-z0-9_]+)\b")
+
+
+def record(base: str) -> str:
+    """The recorded series ``base`` (its empty-prefix name) as the generators write it: for the
+    sentinel prefix, which :func:`tokenize` turns into its ``@record:...@`` token."""
+    return records.name(base, SENTINEL)
 
 
 def _names() -> dict[str, str]:
@@ -39,6 +48,7 @@ def tokenize(text: str) -> str:
     Longest names first, so a name that begins another (a histogram's base name and its
     ``_bucket`` series aside, which keep their suffix after the token) is never cut short.
     """
+    text = _RECORDED.sub(lambda m: f"@{records.TOKEN}{m.group(1)}:{m.group(2)}:{m.group(3)}@", text)
     names = _names()
     pattern = re.compile("|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)))
     result = pattern.sub(lambda m: names[m.group(0)], text)

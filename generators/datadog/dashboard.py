@@ -1,11 +1,12 @@
 """``datadog/dashboard.json``: the Datadog dashboard over the DogStatsD series.
 
 The same questions as the Grafana dashboard, in groups: an overview of the selected range, errors,
-calls by store, DAG and operation, reads per write and found ratios, top DAGs and tasks, deletes
-and clears, breakdowns by operator, run type and team, and the asset watchers' calls in the
-triggerer. Template variables filter every query by environment (the export setting
-``datadog_env_tag``, ``env`` by default: environments never mix), ``team_name``, ``dag_id``,
-``task_id``, ``operator`` and ``run_type``; widgets grouped by DAG leave the asset watchers out.
+calls by store, DAG and operation, reads per write and found ratios, whether retries resumed (the
+retry counters, per retried attempt), top DAGs and tasks, deletes and clears, breakdowns by
+operator, run type and team, and the asset watchers' calls in the triggerer. Template variables
+filter every query by environment (the export setting ``datadog_env_tag``, ``env`` by default:
+environments never mix), ``team_name``, ``dag_id``, ``task_id``, ``operator`` and ``run_type``;
+widgets grouped by DAG leave the asset watchers out.
 
 The JSON is the body of ``POST /api/v1/dashboard`` (ordered layout, automatic reflow: no widget
 positions) and what the UI's "Import dashboard JSON" takes.
@@ -38,7 +39,19 @@ from ..facts import (
     store_word,
 )
 from ..tokens import SENTINEL, Value, dumps, setting
-from .queries import ALL_CALLS, ENV, ERRORS, READ_CALLS, WRITES, Formula, request, terms
+from .queries import (
+    ALL_CALLS,
+    ENV,
+    ERRORS,
+    READ_CALLS,
+    RESUMED,
+    RETRIED,
+    STARTED_OVER,
+    WRITES,
+    Formula,
+    request,
+    terms,
+)
 
 __all__ = ["FILENAME", "dashboard", "render"]
 
@@ -296,6 +309,55 @@ def _ratios(prefix: str) -> dict[str, Any]:
     )
 
 
+#: Said by every widget of the Retries group: what one count is.
+_RETRY_NOTE = (
+    " One count per retried attempt (try 2 and later; each map index its own) that read its task "
+    "store, decided at its first read: resumed when it found a value, started over when it found "
+    "nothing."
+)
+
+
+def _retries(prefix: str) -> dict[str, Any]:
+    rate = Formula(RESUMED, "resume rate", RETRIED)
+    return _group(
+        "Retries: did they resume?",
+        [
+            _value(
+                "Retry resume rate",
+                "retry_resumed / (retry_resumed + retry_not_resumed): the share of retried attempts "
+                "whose first task store read found what an earlier attempt saved." + _RETRY_NOTE + RANGE_NOTE,
+                rate,
+                prefix,
+                2,
+            ),
+            _timeseries(
+                "Retried attempts: resumed and started over",
+                "Retried attempts per rollup interval, resumed (retry_resumed) and started over "
+                "(retry_not_resumed)." + _RETRY_NOTE + _BY_DAG_NOTE,
+                [Formula(RESUMED, "resumed"), Formula(STARTED_OVER, "started over")],
+                prefix,
+                (DAG_ID,),
+            ),
+            _table(
+                "Resume rate by DAG and task (selected range)",
+                "Per DAG and task: retried attempts that resumed, that started over, and the resume "
+                "rate. A task whose retries keep starting over although it saves state: monitor "
+                "state-store-retries-start-over.json (runbook StateStoreRetriesStartOver)."
+                + _RETRY_NOTE
+                + RANGE_NOTE
+                + _BY_DAG_NOTE,
+                [
+                    Formula(RESUMED, "resumed", limit=(500, "desc")),
+                    Formula(STARTED_OVER, "started over"),
+                    rate,
+                ],
+                prefix,
+                (DAG_ID, TASK_ID),
+            ),
+        ],
+    )
+
+
 def _top(prefix: str) -> dict[str, Any]:
     return _group(
         "Top DAGs and tasks",
@@ -522,6 +584,7 @@ def dashboard(prefix: str = SENTINEL) -> dict[str, Any]:
             _errors(prefix),
             _calls(prefix),
             _ratios(prefix),
+            _retries(prefix),
             _top(prefix),
             _removals(prefix),
             _breakdowns(prefix),

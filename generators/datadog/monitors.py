@@ -24,7 +24,7 @@ from store_metrics import catalogue
 
 from ..facts import DAG_ID, OPERATOR, TASK_ID, WATCHER
 from ..tokens import SENTINEL, Value, dumps, setting
-from .queries import ALL_CALLS, ERRORS, READ_CALLS, Term, metric_query, scope, terms
+from .queries import ALL_CALLS, ERRORS, READ_CALLS, RETRIED, STARTED_OVER, Term, metric_query, scope, terms
 
 __all__ = ["FOLDER", "MONITORS", "PRIORITY", "monitors", "render"]
 
@@ -196,6 +196,34 @@ def never_read_monitor() -> dict[str, Any]:
     )
 
 
+def retries_start_over_monitor() -> dict[str, Any]:
+    twin = Twin(
+        "StateStoreRetriesStartOver",
+        "warning",
+        "Retries of {{dag_id.name}}.{{task_id.name}} start over",
+        (DAG_ID, TASK_ID),
+    )
+    by = (ENV, DAG_ID, TASK_ID)
+    scope_text = scope(variables=False)
+    started_over, retried = _sum(STARTED_OVER, by, scope_text), _sum(RETRIED, by, scope_text)
+    window = setting("retry_window")
+    floor = setting("retry_min_attempts_minus_one")
+    query = f"sum(last_{window}):({started_over}) / ({retried}) * is_greater({retried}, {floor})"
+    return _monitor(
+        twin,
+        query,
+        (
+            f"Over the last {window} ({ENV_NAME}), {{{{value}}}} of the retried attempts of task "
+            "{{task_id.name}} in DAG {{dag_id.name}} found nothing at their first task state store "
+            f"read and started over (more than {setting('retry_start_over_ratio_percent')} of at least "
+            f"{setting('retry_min_attempts')} retries): what its earlier attempts saved did not reach "
+            "their retries.",
+            "Retries of {{dag_id.name}}.{{task_id.name}} resume again (or no longer start over).",
+        ),
+        "retry_start_over_ratio",
+    )
+
+
 def _server_query(metric: catalogue.Metric, aggregation: str, by: Sequence[str]) -> str:
     grouping = f" by {{{','.join(by)}}}"
     return f"{aggregation}:{metric.full_name(SENTINEL)}{{*}}{grouping}"
@@ -299,6 +327,29 @@ def inventory_down_monitor() -> dict[str, Any]:
     return monitor
 
 
+def metrics_missing_monitor() -> dict[str, Any]:
+    """A no-data monitor: the call counters of an environment stop arriving for ``missing_for``.
+    The query's value never exceeds its threshold (a count is never negative): only no data alerts."""
+    twin = Twin("StateStoreMetricsMissing", "warning", "store-metrics counters stopped arriving", ())
+    counters = " + ".join(
+        _server_query(m, "sum", (ENV,)) + ".as_count()" for m in catalogue.STATE_STORE_METRICS
+    )
+    window = setting("missing_for")
+    return _monitor(
+        twin,
+        f"sum(last_{window}):-1 * ({counters})",
+        (
+            f"No store-metrics counter has arrived for {window} ({ENV_NAME}): a target down or no longer "
+            "scraped, a changed prefix or mapping, or the plugin no longer loaded. Every other monitor "
+            "of this environment is blind meanwhile.",
+            "store-metrics counters arrive again.",
+        ),
+        0.0,
+        notify_no_data=True,
+        no_data_timeframe=Value("missing_for_minutes"),
+    )
+
+
 def inventory_stale_monitor() -> dict[str, Any]:
     twin = Twin(
         "StateStoreInventoryStale",
@@ -326,11 +377,13 @@ MONITORS = {
     "state-store-failing.json": failing_monitor,
     "state-store-watcher-error-ratio.json": watcher_error_ratio_monitor,
     "state-store-never-read.json": never_read_monitor,
+    "state-store-retries-start-over.json": retries_start_over_monitor,
     "state-store-api-server-loop-stalled.json": loop_stalled_monitor,
     "state-store-api-server-long-stalls.json": long_stalls_monitor,
     "state-store-retention.json": retention_monitor,
     "state-store-inventory-down.json": inventory_down_monitor,
     "state-store-inventory-stale.json": inventory_stale_monitor,
+    "state-store-metrics-missing.json": metrics_missing_monitor,
 }
 
 

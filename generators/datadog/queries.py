@@ -24,6 +24,9 @@ __all__ = [
     "ENV",
     "ERRORS",
     "READ_CALLS",
+    "RESUMED",
+    "RETRIED",
+    "STARTED_OVER",
     "WRITES",
     "Formula",
     "Term",
@@ -33,21 +36,25 @@ __all__ = [
     "terms",
 ]
 
-#: One counter: a store and an outcome.
-Term = tuple[Store, Outcome]
+#: One counter: a store and an outcome (a call counter), or a catalogue metric (the retry counters).
+Term = tuple[Store, Outcome] | catalogue.Metric
 
 #: The environment template variable: its tag is the export setting datadog_env_tag.
 ENV = "env"
 
 
-def terms(stores: Sequence[Store], outcomes: Sequence[Outcome]) -> tuple[Term, ...]:
+def terms(stores: Sequence[Store], outcomes: Sequence[Outcome]) -> tuple[tuple[Store, Outcome], ...]:
     return tuple((s, o) for s in stores for o in outcomes)
 
 
-ALL_CALLS = terms(BOTH, ALL_OUTCOMES)
+ALL_CALLS: tuple[Term, ...] = terms(BOTH, ALL_OUTCOMES)
 READ_CALLS = terms(BOTH, READS)
 WRITES = terms(BOTH, (Outcome.WRITE,))
 ERRORS = terms(BOTH, (Outcome.ERROR,))
+#: Retried attempts: those whose first read found a value (resumed), and all that read.
+RESUMED: tuple[Term, ...] = (catalogue.RETRY_RESUMED,)
+STARTED_OVER: tuple[Term, ...] = (catalogue.RETRY_NOT_RESUMED,)
+RETRIED: tuple[Term, ...] = (*RESUMED, *STARTED_OVER)
 
 
 def scope(
@@ -65,7 +72,8 @@ def scope(
 
 def metric_query(term: Term, prefix: str, scope_text: str, by: Sequence[str]) -> str:
     """``sum:<prefix>.<store>.<outcome>{scope} by {tags}.as_count()``."""
-    metric = catalogue.metric_for(*term).full_name(prefix)
+    counter = term if isinstance(term, catalogue.Metric) else catalogue.metric_for(*term)
+    metric = counter.full_name(prefix)
     grouping = f" by {{{','.join(by)}}}" if by else ""
     return f"sum:{metric}{scope_text}{grouping}.as_count()"
 

@@ -23,7 +23,7 @@ from store_metrics.catalogue import Store
 
 from ..facts import DAG_ID, TASK_ID
 from ..promql import CLUSTER
-from ..tokens import SENTINEL
+from ..tokens import SENTINEL, record
 from .queries import Footprint, Panel, Row, Target
 
 __all__ = ["FOOTPRINT_ROW_TITLE", "TOP", "footprint_row"]
@@ -50,12 +50,16 @@ _OTHER = ' "other": the DAGs (tasks, assets) beyond inventory_top, summed, so to
 
 def _by_dag(name: str, modifier: str = "") -> str:
     """The task store's ``name`` per DAG; ``modifier`` (``@ end()``, ``offset $__range``) on its selector."""
-    return f"sum by ({DAG_ID}) (dag_id:store_metrics_footprint_{name}:sum{_DAG_SELECTOR}{modifier})"
+    return (
+        f"sum by ({DAG_ID}) ({record(f'dag_id:store_metrics_footprint_{name}:sum')}{_DAG_SELECTOR}{modifier})"
+    )
 
 
 def _by_asset(name: str, modifier: str = "") -> str:
     """The asset store's ``name`` per asset."""
-    return f"sum by ({ASSET}) (asset:store_metrics_footprint_{name}:sum{{{_DEPLOYMENT}}}{modifier})"
+    return (
+        f"sum by ({ASSET}) ({record(f'asset:store_metrics_footprint_{name}:sum')}{{{_DEPLOYMENT}}}{modifier})"
+    )
 
 
 def _top(by: Callable[[str, str], str], name: str, label: str) -> str:
@@ -164,7 +168,7 @@ def _task_gauge(gauge: str) -> str:
     """The inventory's per-task gauge, the max across replicas, with the deployment, DAG and task filters."""
     metric = catalogue.get(f"{Store.TASK.value}.footprint.{gauge}").prometheus_name(SENTINEL)
     selector = f'{{{_DEPLOYMENT},{DAG_ID}=~"${DAG_ID}",{TASK_ID}=~"${TASK_ID}"}}'
-    return f"max without (instance, pod, job) ({metric}{selector})"
+    return f"max by ({CLUSTER}, {DAG_ID}, {TASK_ID}) ({metric}{selector})"
 
 
 def _table_panel() -> Panel:
@@ -195,9 +199,9 @@ def _table_panel() -> Panel:
     )
 
 
-def _health(record: str) -> str:
-    aggregation = record.rsplit(":", 1)[1]  # max or min, as recorded
-    return f"{aggregation} by ({STORE}) ({record}{{{_DEPLOYMENT}}})"
+def _health(recorded: str) -> str:
+    aggregation = recorded.rsplit(":", 1)[1]  # max or min, as recorded
+    return f"{aggregation} by ({STORE}) ({recorded}{{{_DEPLOYMENT}}})"
 
 
 def _health_panels() -> list[Panel]:
@@ -213,7 +217,7 @@ def _health_panels() -> list[Panel]:
             "1 when the inventory's last query of the store's table succeeded, 0 when it failed (the "
             "footprint shown is then the last one read); no line: no inventory reports (alert "
             "StateStoreInventoryDown, export setting inventory_down_for)." + about,
-            [Target(Footprint(_health("store:store_metrics_inventory_up:max")), "{{store}}")],
+            [Target(Footprint(_health(record("store:store_metrics_inventory_up:max"))), "{{store}}")],
             decimals=0,
             max=1,
         ),
@@ -225,7 +229,8 @@ def _health_panels() -> list[Panel]:
             "setting inventory_stale_after)." + about,
             [
                 Target(
-                    Footprint(_health("store:store_metrics_inventory_footprint_age_seconds:min")), "{{store}}"
+                    Footprint(_health(record("store:store_metrics_inventory_footprint_age_seconds:min"))),
+                    "{{store}}",
                 )
             ],
             unit="s",
@@ -236,7 +241,12 @@ def _health_panels() -> list[Panel]:
             "Inventory query duration, by store",
             "How long the inventory's last successful aggregate query of the store's table took: one "
             "scan of the table per inventory_interval, under inventory_timeout (30 s)." + about,
-            [Target(Footprint(_health("store:store_metrics_inventory_query_duration_ms:max")), "{{store}}")],
+            [
+                Target(
+                    Footprint(_health(record("store:store_metrics_inventory_query_duration_ms:max"))),
+                    "{{store}}",
+                )
+            ],
             unit="ms",
         ),
     ]

@@ -28,6 +28,7 @@ __all__ = [
     "Measure",
     "Panel",
     "Ratio",
+    "Retries",
     "Row",
     "Server",
     "Spec",
@@ -143,7 +144,20 @@ class Footprint:
         return self.promql
 
 
-Spec = Measure | Ratio | TopK | Server | Footprint
+@dataclass(frozen=True)
+class Retries:
+    """A query over the recorded retried attempts (``task:..._retries:increase``), with the
+    dashboard's deployment, job and filters, watchers left out, summed over the selected range."""
+
+    promql: str
+    by: tuple[str, ...] = ("dag_id", "task_id")
+    kind: str = "count"
+
+    def expr(self) -> str:
+        return self.promql
+
+
+Spec = Measure | Ratio | TopK | Server | Footprint | Retries
 
 
 def ref_id(index: int) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
+from .. import promql
 from ..facts import (
     ALL_OUTCOMES,
     BOTH,
@@ -34,7 +35,8 @@ from ..facts import (
     WATCHER_NOTE,
     store_word,
 )
-from .queries import Measure, Panel, Ratio, Row, Spec, Target, TopK, ref_id
+from ..promql import RETRIES
+from .queries import FILTER_MATCHERS, Measure, Panel, Ratio, Retries, Row, Spec, Target, TopK, ref_id
 
 __all__ = [
     "NO_WATCHERS_NOTE",
@@ -408,6 +410,45 @@ def errors_row(q: Queries) -> Row:
     )
 
 
+def _retried(outcome: str = "") -> str:
+    """Retried attempts (of ``outcome``, or all) within the range, per DAG and task."""
+    matchers = [promql.SCOPE, *FILTER_MATCHERS]
+    if outcome:
+        matchers.append(f'outcome="{outcome}"')
+    matchers.append(f'{RUN_TYPE}!="{catalogue.RUN_TYPE_ASSET_WATCHER}"')
+    selector = ",".join(matchers)
+    return f"sum by ({DAG_ID}, {TASK_ID}) (sum_over_time({RETRIES}{{{selector}}}[$__range]))"
+
+
+def retries_row(q: Queries) -> Row:
+    """Did the retries resume? Per DAG and task: resumed, started over, and the resume rate."""
+    resumed, started_over = _retried("retry_resumed"), _retried("retry_not_resumed")
+    rate = promql.ratio(resumed, _retried())
+    return Row(
+        "Retries: did they resume?",
+        [
+            Panel(
+                "table",
+                "Resume rate per DAG and task: resumed / (resumed + not resumed)",
+                "Per DAG and task, the retried attempts (try 2 and later, each map index its own) that "
+                "read their task store within the selected range: resumed (the first read found what an "
+                "earlier attempt saved), started over (it found nothing), and the resume rate. A task "
+                "whose retries keep starting over: alert StateStoreRetriesStartOver (export settings "
+                "retry_start_over_ratio, retry_min_attempts, retry_window)." + RANGE_NOTE + NO_WATCHERS_NOTE,
+                [
+                    Target(Retries(resumed), "resumed", instant=True, table=True),
+                    Target(Retries(started_over), "started over", instant=True, table=True),
+                    Target(Retries(rate), "resume rate", instant=True, table=True),
+                ],
+                w=24,
+                h=8,
+                renames={"Value #A": "resumed", "Value #B": "started over", "Value #C": "resume rate"},
+                column_units={"resume rate": "percentunit"},
+            )
+        ],
+    )
+
+
 TRIGGERS_ROW_TITLE = "Triggers: asset watchers in the triggerer (run_type asset_watcher)"
 _WATCHER_NOTE = WATCHER_NOTE
 
@@ -491,6 +532,7 @@ ROW_BUILDERS: tuple[Callable[[Queries], Row], ...] = (
     top_row,
     delete_clear_row,
     breakdowns_row,
+    retries_row,
 )
 
 

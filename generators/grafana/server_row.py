@@ -8,7 +8,7 @@ deployment and job apply; the row's queries load only when it is opened.
 from __future__ import annotations
 
 from ..promql import SCOPE
-from ..tokens import setting
+from ..tokens import record, setting
 from .queries import Panel, Row, Server, Target
 
 __all__ = ["SERVER_ROW_TITLE", "server_row"]
@@ -20,22 +20,24 @@ _ABOUT = (
 )
 _SCOPE = f"{{{SCOPE}}}"
 _INTERVAL = setting("rule_interval_seconds")
-_LONG_STALLS = "store_operation:store_metrics_api_long_stalls:rate5m"
-_REQUEST_SIZES = "operation_le:store_metrics_api_request_size_bytes_bucket:rate5m"
-_RESPONSE_SIZES = "operation_le:store_metrics_api_response_size_bytes_bucket:rate5m"
-_LONG_STALLS = "store_operation:store_metrics_api_long_stalls:rate5m"
-_STALL_LENGTHS = "le:store_metrics_api_loop_stall_ms_bucket:rate5m"
+_REQUESTS = record("store_operation_outcome:store_metrics_api_requests:rate5m")
+_DURATIONS = record("store_operation_value_size_le:store_metrics_api_request_duration_ms_bucket:rate5m")
+_REQUEST_SIZES = record("operation_le:store_metrics_api_request_size_bytes_bucket:rate5m")
+_RESPONSE_SIZES = record("operation_le:store_metrics_api_response_size_bytes_bucket:rate5m")
+_STALL_MAX = record("worker:store_metrics_api_loop_stall_max_ms:max")
+_STALLED = record("worker:store_metrics_api_loop_stalled:ratio_rate5m")
+_LONG_STALLS = record("store_operation:store_metrics_api_long_stalls:rate5m")
+_STALL_LENGTHS = record("le:store_metrics_api_loop_stall_ms_bucket:rate5m")
 
 
 def _quantile(q: str) -> str:
-    record = "store_operation_value_size_le:store_metrics_api_request_duration_ms_bucket:rate5m"
-    return f"histogram_quantile({q}, sum by (le, store, operation, value_size) ({record}{_SCOPE}))"
+    return f"histogram_quantile({q}, sum by (le, store, operation, value_size) ({_DURATIONS}{_SCOPE}))"
 
 
-def _sizes(record: str, operation: str) -> str:
+def _sizes(recorded: str, operation: str) -> str:
     """Requests per size bucket within the range: the recorded per-second rates, integrated."""
     selector = f'{{{SCOPE},operation="{operation}"}}'
-    return f"sum by (le) (sum_over_time({record}{selector}[$__range])) * {_INTERVAL}"
+    return f"sum by (le) (sum_over_time({recorded}{selector}[$__range])) * {_INTERVAL}"
 
 
 def _latency(q: str) -> Panel:
@@ -54,7 +56,6 @@ def _latency(q: str) -> Panel:
 
 def _route_panels() -> list[Panel]:
     """Requests per second, latency quantiles and value sizes of the state store routes."""
-    requests = "store_operation_outcome:store_metrics_api_requests:rate5m"
     return [
         Panel(
             "timeseries",
@@ -63,7 +64,7 @@ def _route_panels() -> list[Panel]:
             "answered 404 is read_absent, as on the task side), over 5 minutes." + _ABOUT,
             [
                 Target(
-                    Server(f"sum by (store, operation, outcome) ({requests}{_SCOPE})"),
+                    Server(f"sum by (store, operation, outcome) ({_REQUESTS}{_SCOPE})"),
                     "{{store}} {{operation}} {{outcome}}",
                 )
             ],
@@ -81,7 +82,7 @@ def _route_panels() -> list[Panel]:
             [
                 Target(
                     Server(
-                        _sizes("operation_le:store_metrics_api_request_size_bytes_bucket:rate5m", "set"),
+                        _sizes(_REQUEST_SIZES, "set"),
                         "count",
                     ),
                     "set <= {{le}} B",
@@ -89,7 +90,7 @@ def _route_panels() -> list[Panel]:
                 ),
                 Target(
                     Server(
-                        _sizes("operation_le:store_metrics_api_response_size_bytes_bucket:rate5m", "get"),
+                        _sizes(_RESPONSE_SIZES, "get"),
                         "count",
                     ),
                     "get <= {{le}} B",
@@ -113,7 +114,7 @@ def _loop_panels() -> list[Panel]:
             "serves had to wait.",
             [
                 Target(
-                    Server(f"max by (worker) (worker:store_metrics_api_loop_stall_max_ms:max{_SCOPE})"),
+                    Server(f"max by (worker) ({_STALL_MAX}{_SCOPE})"),
                     "{{worker}}",
                 )
             ],
@@ -127,7 +128,7 @@ def _loop_panels() -> list[Panel]:
             "is the alert threshold (StateStoreApiServerLoopStalled, export setting loop_stalled_ratio).",
             [
                 Target(
-                    Server(f"max by (worker) (worker:store_metrics_api_loop_stalled:ratio_rate5m{_SCOPE})"),
+                    Server(f"max by (worker) ({_STALLED}{_SCOPE})"),
                     "{{worker}}",
                 )
             ],

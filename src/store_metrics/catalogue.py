@@ -10,7 +10,9 @@ configured prefix in front (default ``airflow``), so the OpenTelemetry path show
 Prometheus as ``airflow_task_state_store_write_total``, exactly the series the upstream
 Airflow proposal produces.
 
-:data:`METRICS` is what task processes emit. :data:`SERVER_METRICS` is what the API server's
+:data:`METRICS` is what task processes emit: a counter per state store call
+(:data:`STATE_STORE_METRICS`), and one per retried attempt saying whether its first read found what
+an earlier attempt saved (:data:`RETRY_METRICS`). :data:`SERVER_METRICS` is what the API server's
 workers emit about the Execution API's state store routes and their own event loop
 (:mod:`store_metrics.server`): counters, histograms (fixed bucket boundaries in ms and bytes)
 and one gauge, tagged by store, operation and status class, never by id or key.
@@ -118,8 +120,32 @@ class Outcome(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class Recording:
+    """How the shipped rules record a task-side counter: exactly, per rule interval.
+
+    ``series`` is the recorded series' base name (``level:store_metrics_...:increase``; the exported
+    name carries the metric prefix, ``store_metrics.pipeline.records``), ``labels`` the labels its
+    samples get besides the counter's own tags. Several counters may share one series when their
+    labels tell them apart (every state store counter is ``task:store_metrics_calls:increase`` with
+    its ``store`` and ``outcome``). A counter with a recording gets its rule, its promtool cases and
+    its place in the "counts stopped arriving" alert from this row alone.
+    """
+
+    series: str
+    labels: tuple[tuple[str, str], ...]
+
+
+#: The recorded state store calls: one series, every panel and alert of the task side reads it.
+CALLS_RECORDING = "task:store_metrics_calls:increase"
+#: The recorded retried attempts: apart from the calls (a retried attempt is not a call, and no sum
+#: of calls may count it), labelled ``store`` (``task``) and ``outcome`` (the counter's last part).
+RETRIES_RECORDING = "task:store_metrics_retries:increase"
+
+
+@dataclass(frozen=True)
 class Metric:
-    """One metric: its unprefixed name, kind, description and tags."""
+    """One metric: its unprefixed name, kind, description and tags (and, for a counter the rules
+    record, its :class:`Recording`)."""
 
     name: str
     kind: Kind
@@ -129,6 +155,8 @@ class Metric:
     unit: str = "{call}"
     #: Upper bounds of a histogram's buckets, ascending (``+Inf`` is implied).
     buckets: tuple[float, ...] = ()
+    #: How the rules record it (task-side counters only).
+    recording: Recording | None = None
 
     @property
     def all_tags(self) -> tuple[str, ...]:
@@ -185,6 +213,7 @@ def _build() -> tuple[Metric, ...]:
                     kind=Kind.COUNTER,
                     description=_DESCRIPTIONS[outcome].format(what=_STORE_WHAT[store]),
                     tags=tags,
+                    recording=Recording(CALLS_RECORDING, ((STORE, store.tag), (OUTCOME, outcome.value))),
                 )
             )
     return tuple(metrics)
@@ -192,6 +221,37 @@ def _build() -> tuple[Metric, ...]:
 
 #: The state store counters: what the accessor wrappers count, dashboards and rules show.
 STATE_STORE_METRICS: tuple[Metric, ...] = _build()
+
+# -- retried attempts: did the retry resume? ---------------------------------------------------------
+
+_RETRY_WHEN = (
+    "Retried attempts (try_number >= 2, each map index its own) whose first task state store get/aget "
+    "that answered found {what}; once per attempt, a read that raised decides nothing."
+)
+RETRY_RESUMED = Metric(
+    name="task_state_store.retry_resumed",
+    kind=Kind.COUNTER,
+    description=_RETRY_WHEN.format(what="a stored value, so the retry could resume"),
+    tags=BASE_TAGS,
+    unit="{attempt}",
+    recording=Recording(RETRIES_RECORDING, ((STORE, Store.TASK.tag), (OUTCOME, "retry_resumed"))),
+)
+RETRY_NOT_RESUMED = Metric(
+    name="task_state_store.retry_not_resumed",
+    kind=Kind.COUNTER,
+    description=_RETRY_WHEN.format(what="nothing, so the retry started over"),
+    tags=BASE_TAGS,
+    unit="{attempt}",
+    recording=Recording(RETRIES_RECORDING, ((STORE, Store.TASK.tag), (OUTCOME, "retry_not_resumed"))),
+)
+#: Per retried attempt, not per call: whether a retry found what an earlier attempt saved.
+RETRY_METRICS: tuple[Metric, ...] = (RETRY_RESUMED, RETRY_NOT_RESUMED)
+
+
+def retry_metric(found: bool) -> Metric:
+    """The counter of a retried attempt whose first task store read ``found`` a value (or not)."""
+    return RETRY_RESUMED if found else RETRY_NOT_RESUMED
+
 
 #: The one increment ``store-metrics check`` sends to prove the pipeline end to end.
 CHECK = Metric(
@@ -203,7 +263,7 @@ CHECK = Metric(
 )
 
 #: Every metric a task process (or ``store-metrics check``) emits.
-METRICS: tuple[Metric, ...] = (*STATE_STORE_METRICS, CHECK)
+METRICS: tuple[Metric, ...] = (*STATE_STORE_METRICS, *RETRY_METRICS, CHECK)
 
 # -- the API server side ---------------------------------------------------------------------------
 
@@ -415,6 +475,11 @@ def metric_for(store: Store, outcome: Outcome) -> Metric:
 def counters() -> Iterator[Metric]:
     """Iterate over every counter (state store counters and the check counter), in catalogue order."""
     return (m for m in METRICS if m.kind is Kind.COUNTER)
+
+
+def recorded_counters() -> tuple[Metric, ...]:
+    """The task-side counters the rules record (:attr:`Metric.recording`), in catalogue order."""
+    return tuple(m for m in METRICS if m.recording is not None)
 
 
 def all_counters() -> Iterator[Metric]:

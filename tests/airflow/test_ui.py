@@ -27,7 +27,7 @@ from store_metrics import logs
 from store_metrics.config.reader import OptionValues, environment_reader, read_options
 from store_metrics.errors import ConfigError
 from store_metrics.inventory.footprint import Group
-from store_metrics.pipeline import RECORDED_CALLS, export
+from store_metrics.pipeline import export, records
 from store_metrics.ui.cache import TtlCache
 from store_metrics.ui.calls import COUNTERS, calls_expr, dag_selector, found_ratio
 from store_metrics.ui.payload import NO_PROMETHEUS, deployment_payload, grafana_link
@@ -211,14 +211,19 @@ def test_an_answer_is_kept_for_the_ttl_then_read_again_and_old_keys_are_dropped(
 
 
 def test_the_calls_query_sums_the_recorded_calls_the_dashboards_read_for_the_dags_series() -> None:
-    expr = calls_expr("orders", "1d")
+    expr = calls_expr("orders", "1d", "airflow")
     assert expr == (
-        "sum by (task_id, store, outcome) (sum_over_time(task:store_metrics_calls:increase"
+        "sum by (task_id, store, outcome) (sum_over_time(task:airflow_store_metrics_calls:increase"
+        '{dag_id="orders",run_type!="asset_watcher"}[1d]))\n'
+        "or sum by (task_id, store, outcome) (sum_over_time(task:airflow_store_metrics_retries:increase"
         '{dag_id="orders",run_type!="asset_watcher"}[1d]))'
     )
-    # The series the shipped rules record, under that name.
-    rules = export.render_all()[export.COLLECTOR / "rules.yml"]
-    assert f"- record: {RECORDED_CALLS}\n" in rules
+    # The series the shipped rules record for the configured prefix, under that name.
+    for prefix in ("airflow", "myco.airflow"):
+        rules = export.render_all(prefix)[export.COLLECTOR / "rules.yml"]
+        assert f"- record: {records.name(records.CALLS, prefix)}\n" in rules
+        assert f"- record: {records.name(records.RETRIES, prefix)}\n" in rules
+    assert "task:myco_airflow_store_metrics_calls:increase" in calls_expr("orders", "1d", "myco.airflow")
     assert len(COUNTERS) == 12
     # The DAG's id as its counters carry it: sanitised like every tag value, so nothing escapes.
     assert dag_selector('a b"c') == '{dag_id="a_b_c",run_type!="asset_watcher"}'
@@ -230,6 +235,27 @@ def test_the_found_ratio_is_found_over_all_reads_and_none_without_reads() -> Non
     calls = {"task_state_store.read_found": 3.0, "task_state_store.read_absent": 1.0}
     assert found_ratio(calls, Store.TASK) == 0.75
     assert found_ratio(calls, Store.ASSET) is None
+
+
+def test_the_resume_rate_is_resumed_over_all_retried_attempts_and_apart_from_the_calls() -> None:
+    from store_metrics.ui.calls import Calls, resume_rate
+    from store_metrics.ui.payload import calls_payload
+    from store_metrics.ui.sources import Answer
+
+    assert resume_rate({"retry_resumed": 3.0, "retry_not_resumed": 1.0}) == 0.75
+    assert resume_rate({"retry_not_resumed": 2.0}) == 0.0
+    assert resume_rate({}) is None
+    calls = Calls(
+        window="1d",
+        expr="q",
+        tasks={"load": {"task_state_store.read_found": 4.0}, "extract": {"task_state_store.write": 1.0}},
+        at=0.0,
+        retries={"load": {"retry_resumed": 3.0, "retry_not_resumed": 1.0}},
+    )
+    rows = {row["task_id"]: row for row in calls_payload("1d", Answer(calls, "", 0.0))["tasks"]}
+    assert rows["load"]["total"] == 4.0  # retried attempts are not calls
+    assert rows["load"]["retries"] == {"resumed": 3.0, "started_over": 1.0, "resume_rate": 0.75}
+    assert rows["extract"]["retries"] == {"resumed": 0.0, "started_over": 0.0, "resume_rate": None}
 
 
 def test_the_grafana_link_opens_the_committed_dashboard_on_the_dag() -> None:

@@ -36,7 +36,7 @@ OLDEST_GRAFANA, SCHEMA_VERSION = "11.0.0", 39
 PANEL_TYPES = {"row", "timeseries", "stat", "table", "bargauge"}
 LEGACY_PANEL_TYPES = {"graph", "singlestat", "table-old", "grafana-piechart-panel", "grafana-worldmap-panel"}
 DS = {"type": "prometheus", "uid": "${datasource}"}
-CALLS = "task:store_metrics_calls:increase"
+CALLS = "task:airflow_store_metrics_calls:increase"
 SCOPE = 'cluster="$cluster",job="$job"'
 
 
@@ -205,7 +205,7 @@ def footprint_row() -> dict[str, Any]:
     return collapsed_row(FOOTPRINT_ROW_TITLE)
 
 
-GAUGE_NAME = re.compile(r"\b(airflow_[a-z0-9_]+)\b")
+GAUGE_NAME = re.compile(r"(?<![:\w])(airflow_[a-z0-9_]+)\b")
 
 
 def test_the_footprint_row_is_collapsed_above_the_triggers_row() -> None:
@@ -243,9 +243,9 @@ def test_footprint_queries_read_the_footprint_rules_and_only_the_deployment_and_
             raw = set(GAUGE_NAME.findall(expr))
             if raw:  # the table only: one series per task already, a rule would copy it
                 assert raw <= task_gauges and "not a recording rule" in panel["description"], panel["title"]
-                assert f"max without (instance, pod, job) ({raw.pop()}{{" in expr
+                assert f"max by (cluster, dag_id, task_id) ({raw.pop()}{{" in expr
             else:
-                assert re.search(r"\b(dag_id|asset|store):store_metrics_\w+:\w+\{", expr), expr
+                assert re.search(r"\b(dag_id|asset|store):airflow_store_metrics_\w+:\w+\{", expr), expr
             assert 'cluster="$cluster"' in expr
             for variable in ("$run_type", "$operator", "$team_name", "$job"):
                 assert variable not in expr

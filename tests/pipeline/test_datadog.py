@@ -229,9 +229,13 @@ def counter_names(prefix: str) -> set[str]:
     return {m.full_name(prefix) for m in catalogue.STATE_STORE_METRICS}
 
 
+def retry_names(prefix: str) -> set[str]:
+    return {m.full_name(prefix) for m in catalogue.RETRY_METRICS}
+
+
 def test_every_query_names_only_catalogue_counters_with_the_prefix(custom: Path) -> None:
     for prefix, folder in folders(custom):
-        known = counter_names(prefix)
+        known = counter_names(prefix) | retry_names(prefix)
         every = {m.full_name(prefix) for m in catalogue.ALL_METRICS}
         used: set[str] = set()
         for _, request in requests(board(folder)):
@@ -313,6 +317,9 @@ def test_the_issue_s_widgets_are_there() -> None:
         "Errors by store and method",
         "Error ratio by DAG",
         "Asset watcher calls by trigger",
+        "Retry resume rate",
+        "Retried attempts: resumed and started over",
+        "Resume rate by DAG and task (selected range)",
     ):
         assert wanted in titles, wanted
     for definition in widgets(board()):
@@ -338,6 +345,8 @@ TOTALS = {
     (Store.ASSET, Outcome.ERROR): 41,
 }
 ALL = sum(TOTALS.values())
+#: The retry counters' totals: retried attempts, not calls.
+RETRY_TOTALS = {catalogue.RETRY_RESUMED: 43, catalogue.RETRY_NOT_RESUMED: 47}
 EXPECTED_VALUES = {
     "State store calls": ALL,
     "Reads per write": (3 + 5 + 19 + 23) / (7 + 29),
@@ -345,11 +354,13 @@ EXPECTED_VALUES = {
     "Asset store found ratio": 19 / (19 + 23),
     "Deletes and clears": 11 + 13 + 31 + 37,
     "Error ratio": (17 + 41) / ALL,
+    "Retry resume rate": 43 / (43 + 47),
 }
 
 
 def evaluate(formula: str, queries: list[dict[str, Any]]) -> float:
     by_metric = {catalogue.metric_for(s, o).full_name(): v for (s, o), v in TOTALS.items()}
+    by_metric |= {m.full_name(): v for m, v in RETRY_TOTALS.items()}
     values = {}
     for query in queries:
         match = METRIC_QUERY.match(query["query"])
@@ -459,6 +470,16 @@ def test_every_alert_has_its_datadog_twin_with_the_same_thresholds(custom: Path)
             elif name == "StateStoreRetentionNotApplied":
                 assert match["last"] == re.search(r"\[(\w+)\]", rule["expr"]).group(1)
                 assert data["options"]["require_full_window"] is True  # the alert's `offset <window>`
+            elif name == "StateStoreMetricsMissing":
+                assert data["options"]["notify_no_data"] is True  # the alert: the counters are gone
+                assert data["options"]["no_data_timeframe"] * 60 == settings.seconds(rule["for"])
+                assert match["last"] == rule["for"]
+            elif name == "StateStoreRetriesStartOver":
+                # The same share of retries that started over, window and floor of retried attempts.
+                ratio, floor = numbers(rule["expr"])
+                assert critical == ratio and match["last"] == window_of(rule["expr"]), name
+                (below,) = {int(n) for n in re.findall(r", (\d+)\) > ", data["query"])}
+                assert below == floor - 1, name
             else:
                 assert name == "StateStoreTaskStateNeverRead"
                 assert match["last"] == window_of(rule["expr"])
@@ -488,6 +509,33 @@ def test_monitors_alert_per_environment_with_priority_renotify_runbook_and_dashb
     assert " by {env,dag_id}" in error["query"] and "{{dag_id.name}}" in error["name"]
     assert "!run_type:asset_watcher" in error["query"]
     assert " by {env}" in twins(DATADOG)["StateStoreFailingAcrossDags"]["query"]  # one alert per environment
+
+
+def test_the_retry_widgets_and_monitor_divide_by_retried_attempts(custom: Path) -> None:
+    """The retry counters count attempts, never calls: no call formula sums them, and the retry
+    formulas divide by resumed + started over."""
+    for definition, request in requests(board()):
+        for formula in request["formulas"]:
+            value = evaluate(formula["formula"], request["queries"])
+            if formula["alias"] == "resume rate":
+                assert value == pytest.approx(43 / (43 + 47)), definition["title"]
+            elif formula["alias"] == "resumed":
+                assert value == 43
+            elif formula["alias"] == "started over":
+                assert value == 47
+            else:
+                used = {METRIC_QUERY.match(q["query"])["metric"] for q in request["queries"]}  # type: ignore[index]
+                assert not used & retry_names(catalogue.DEFAULT_PREFIX), (definition["title"], formula)
+    for prefix, folder in folders(custom):
+        data = monitor_files(folder)["state-store-retries-start-over.json"]
+        match = THRESHOLD.match(data["query"])
+        assert match
+        numerator, denominator = match["expr"].split(") / (")
+        denominator, floor = denominator.split(") * is_greater(")
+        assert set(metrics_in(numerator)) == {catalogue.RETRY_NOT_RESUMED.full_name(prefix)}
+        assert sorted(metrics_in(denominator)) == sorted(retry_names(prefix))
+        assert sorted(metrics_in(floor)) == sorted(retry_names(prefix))
+        assert " by {env,dag_id,task_id}" in data["query"]
 
 
 def test_monitor_ratios_divide_errors_by_all_calls(custom: Path) -> None:

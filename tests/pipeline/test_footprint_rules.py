@@ -32,15 +32,15 @@ RULES = COLLECTOR / FILENAME
 RULES_TEST = COLLECTOR / TESTS_FILENAME
 #: What the footprint rules record (the dashboard's Footprint row and the alerts read them).
 RECORDED = (
-    "dag_id:store_metrics_footprint_entries:sum",
-    "dag_id:store_metrics_footprint_bytes:sum",
-    "dag_id:store_metrics_footprint_expired_entries:sum",
-    "asset:store_metrics_footprint_entries:sum",
-    "asset:store_metrics_footprint_bytes:sum",
-    "store:store_metrics_footprint_expired_entries:sum",
-    "store:store_metrics_inventory_up:max",
-    "store:store_metrics_inventory_footprint_age_seconds:min",
-    "store:store_metrics_inventory_query_duration_ms:max",
+    "dag_id:airflow_store_metrics_footprint_entries:sum",
+    "dag_id:airflow_store_metrics_footprint_bytes:sum",
+    "dag_id:airflow_store_metrics_footprint_expired_entries:sum",
+    "asset:airflow_store_metrics_footprint_entries:sum",
+    "asset:airflow_store_metrics_footprint_bytes:sum",
+    "store:airflow_store_metrics_footprint_expired_entries:sum",
+    "store:airflow_store_metrics_inventory_up:max",
+    "store:airflow_store_metrics_inventory_footprint_age_seconds:min",
+    "store:airflow_store_metrics_inventory_query_duration_ms:max",
 )
 MAPPING = COLLECTOR / "statsd-mapping-inventory.yml"
 ALERTS = {"StateStoreRetentionNotApplied", "StateStoreInventoryDown", "StateStoreInventoryStale"}
@@ -84,10 +84,14 @@ def test_the_unit_tests_cover_replicas_other_and_every_alert() -> None:
 
 #: Plausible mistakes in footprint-rules.yml; each must make `promtool test rules` fail.
 MUTATIONS = {
-    "replicas added up": ("max without (instance, pod, job)", "sum without (instance, pod, job)"),
+    "replicas added up": ("max by (cluster, dag_id, task_id)", "sum by (cluster, dag_id, task_id)"),
     "job label kept, replicas of two jobs counted twice": (
+        "max by (cluster, dag_id, task_id)",
+        "max by (cluster, job, dag_id, task_id)",
+    ),
+    "labels a scrape config adds split the replicas (max without, not by the gauge's labels)": (
+        "max by (cluster, dag_id, task_id)",
         "max without (instance, pod, job)",
-        "max without (instance, pod)",
     ),
     "other left out of the task store's expired entries": (
         '(airflow_task_state_store_footprint_expired_entries{job!=""}))\n    labels:',
@@ -107,12 +111,13 @@ MUTATIONS = {
     ),
     "retention alert ignores cleanups that leave some expired entries": (
         "\n      unless on (cluster, store)\n"
-        "      resets(store:store_metrics_footprint_expired_entries:sum[25h]) > 0",
+        "      resets(store:airflow_store_metrics_footprint_expired_entries:sum[25h]) > 0",
         "",
     ),
     "retention alert fires under a daily clean (window of 6 hours)": ("[25h]", "[6h]"),
     "retention alert fires while the count is younger than the window": (
-        "\n      and on (cluster, store)\n      store:store_metrics_footprint_expired_entries:sum offset 25h",
+        "\n      and on (cluster, store)\n"
+        "      store:airflow_store_metrics_footprint_expired_entries:sum offset 25h",
         "",
     ),
     "retention alert fires at once": ("for: 1h", "for: 0s"),
@@ -133,14 +138,14 @@ def test_unit_tests_catch_a_wrong_rule(mutation: str, tmp_path: Path) -> None:
     assert_unit_tests_catch(MUTATIONS[mutation], FILENAME, tmp_path)
 
 
-SERIES = re.compile(r"\b(airflow_[a-z0-9_]+)\b")
+SERIES = re.compile(r"(?<![:\w])(airflow_[a-z0-9_]+)\b")
 
 
 def test_rules_use_only_the_inventory_s_catalogue_series_and_labels() -> None:
     known = {m.prometheus_name() for m in catalogue.INVENTORY_METRICS}
     recorded = {r["record"] for r in rules() if "record" in r}
     assert recorded == set(RECORDED)
-    labels = {catalogue.DAG_ID, catalogue.ASSET, catalogue.STORE, "severity", "cluster"}
+    labels = {catalogue.DAG_ID, catalogue.TASK_ID, catalogue.ASSET, catalogue.STORE, "severity", "cluster"}
     used: set[str] = set()
     for rule in rules():
         text = rule["expr"] + " " + " ".join(rule.get("annotations", {}).values())
@@ -152,9 +157,13 @@ def test_rules_use_only_the_inventory_s_catalogue_series_and_labels() -> None:
         for by in re.findall(r"\bby \(([^)]*)\)", rule["expr"]):
             assert {label.strip() for label in by.split(",")} <= labels, rule
         assert set(rule.get("labels", {})) <= labels, rule
-        # A footprint gauge is only ever read through the max across replicas.
-        for name in names & {m.prometheus_name() for m in catalogue.FOOTPRINT_METRICS}:
-            assert f'max without (instance, pod, job) ({name}{{job!=""}})' in rule["expr"], rule
+        # A footprint gauge is only ever read through the max across replicas, by explicit labels:
+        # the deployment and the gauge's own tags (no target label a scrape config adds splits it).
+        for metric in catalogue.FOOTPRINT_METRICS:
+            name = metric.prometheus_name()
+            if name in names:
+                by = ", ".join(("cluster", *metric.all_tags))
+                assert f'max by ({by}) ({name}{{job!=""}})' in rule["expr"], rule
     assert {f"airflow_task_state_store_footprint_{n}" for n in ("entries", "bytes", "expired_entries")} | {
         f"airflow_asset_state_store_footprint_{n}" for n in ("entries", "bytes")
     } | {

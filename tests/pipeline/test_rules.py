@@ -67,36 +67,41 @@ MUTATIONS = {
         '- airflow_task_state_store_error_total{job!=""} offset 90s',
     ),
     "a new series' first count dropped": (
-        '      or\n        airflow_task_state_store_read_found_total{job!=""} offset 30s\n',
-        '      or\n        airflow_task_state_store_read_found_total{job!=""} offset 30s > 100\n',
+        '          airflow_task_state_store_read_found_total{job!=""} offset 30s\n          and on',
+        '          airflow_task_state_store_read_found_total{job!=""} offset 30s > 100\n          and on',
+    ),
+    "history counted: a series first seen on a target never scraped before counts in full": (
+        "(max by (cluster, instance) (max_over_time(up[1h] offset 90s)) == 1)",
+        "(max by (cluster, instance) (up offset 30s))",
     ),
     "a reset counted as nothing": (
-        ") >= 0\n        or\n        airflow_task_state_store_read_absent_total",
-        ") > -1000\n        or\n        airflow_task_state_store_read_absent_total",
+        'last_over_time(airflow_task_state_store_read_absent_total{job!=""}[1h] offset 90s)\n        ) >= 0',
+        'last_over_time(airflow_task_state_store_read_absent_total{job!=""}[1h] offset 90s)'
+        "\n        ) > -1000",
     ),
     "jobs added up": (
-        "sum by (cluster, job, dag_id, task_id, operator, run_type, team_name, operation) (\n        (\n"
+        "sum by (cluster, job, dag_id, task_id, run_type, operator, team_name) (\n        (\n"
         "          airflow_task_state_store_write_total",
-        "sum by (cluster, dag_id, task_id, operator, run_type, team_name, operation) (\n        (\n"
+        "sum by (cluster, dag_id, task_id, run_type, operator, team_name) (\n        (\n"
         "          airflow_task_state_store_write_total",
     ),
     "instances kept apart": (
-        "sum by (cluster, job, dag_id, task_id, operator, run_type, team_name, operation) (\n        (\n"
+        "sum by (cluster, job, dag_id, task_id, run_type, operator, team_name) (\n        (\n"
         "          airflow_task_state_store_write_total",
-        "sum by (cluster, job, instance, dag_id, task_id, operator, run_type, team_name, operation) (\n"
+        "sum by (cluster, job, instance, dag_id, task_id, run_type, operator, team_name) (\n"
         "        (\n          airflow_task_state_store_write_total",
     ),
     "store label of a counter wrong": (
-        'airflow_task_state_store_write_total{job!=""} offset 30s\n      )\n    labels:\n      store: task',
-        'airflow_task_state_store_write_total{job!=""} offset 30s\n      )\n    labels:\n      store: asset',
+        "      store: task\n      outcome: write\n",
+        "      store: asset\n      outcome: write\n",
     ),
     "error threshold 10x too high": (") > 0.05\n", ") > 0.5\n"),
     "error window too short for an hourly DAG's run": ("[1h]))\n        /", "[5m]))\n        /"),
     "no floor of calls": (">= 10\n", ">= 0\n"),
     "watchers counted as a DAG": ('run_type!="asset_watcher"', 'run_type!="no_such_run_type"'),
     "store-wide ratio over one DAG's calls": (
-        "sum by (cluster, job) (sum_over_time(task:store_metrics_calls:increase[15m])) >= 20",
-        "sum by (cluster, job, dag_id) (sum_over_time(task:store_metrics_calls:increase[15m])) >= 20",
+        "sum by (cluster, job) (sum_over_time(task:airflow_store_metrics_calls:increase[15m])) >= 20",
+        "sum by (cluster, job, dag_id) (sum_over_time(task:airflow_store_metrics_calls:increase[15m])) >= 20",
     ),
     "store-wide alert on any error": (") > 0.2\n", ") > 0\n"),
     "never-read alert inverted": (
@@ -104,8 +109,8 @@ MUTATIONS = {
         "and on (cluster, job, dag_id, task_id, team_name)",
     ),
     "never-read alert never resolves (no window)": (
-        'sum_over_time(task:store_metrics_calls:increase{store="task",outcome="write"}[1d])',
-        'sum_over_time(task:store_metrics_calls:increase{store="task",outcome="write"}[30d])',
+        'sum_over_time(task:airflow_store_metrics_calls:increase{store="task",outcome="write"}[1d])',
+        'sum_over_time(task:airflow_store_metrics_calls:increase{store="task",outcome="write"}[30d])',
     ),
     "never-read alert fires at once": ("for: 1h", "for: 1m"),
 }
@@ -114,9 +119,9 @@ MUTATIONS = {
 WATCHER_MUTATIONS = {
     "watcher alert counts the tasks' calls too": ('run_type="asset_watcher"', 'run_type!=""'),
     "watcher alert split by DAG, not by asset": (
-        "sum by (cluster, job, operator, task_id) (sum_over_time(task:store_metrics_calls:increase{"
+        "sum by (cluster, job, operator, task_id) (sum_over_time(task:airflow_store_metrics_calls:increase{"
         'run_type="asset_watcher",outcome',
-        "sum by (cluster, job, operator, dag_id) (sum_over_time(task:store_metrics_calls:increase{"
+        "sum by (cluster, job, operator, dag_id) (sum_over_time(task:airflow_store_metrics_calls:increase{"
         'run_type="asset_watcher",outcome',
     ),
     "watcher alert fires at once": ("for: 5m", "for: 0s"),
@@ -145,7 +150,7 @@ def test_every_state_store_counter_has_its_call_recording_rule() -> None:
     calls = {
         (r["labels"]["store"], r["labels"]["outcome"]): r["expr"]
         for r in rules()
-        if r.get("record") == "task:store_metrics_calls:increase"
+        if r.get("record") == "task:airflow_store_metrics_calls:increase"
     }
     assert len(calls) == len(catalogue.STATE_STORE_METRICS)
     for metric in catalogue.STATE_STORE_METRICS:
@@ -155,9 +160,11 @@ def test_every_state_store_counter_has_its_call_recording_rule() -> None:
         # Every series of the counter (the selector's jobs), each one's growth, or all of it if new.
         assert expr.count(f'{name}{{job!=""}} offset 30s') == 2, expr
         assert f'last_over_time({name}{{job!=""}}[1h] offset 90s)' in expr, expr
-        assert expr.startswith(
-            "sum by (cluster, job, dag_id, task_id, operator, run_type, team_name, operation) ("
-        ), expr
+        # Per the deployment, job and the counter's own tags (instance summed away).
+        assert expr.startswith(f"sum by (cluster, job, {', '.join(metric.all_tags)}) ("), expr
+        # A series first seen counts only on a target scraped within the lookback before.
+        assert "and on (cluster, instance)\n" in expr, expr
+        assert "(max by (cluster, instance) (max_over_time(up[1h] offset 90s)) == 1)" in expr, expr
     (group,) = [g for g in yaml.safe_load(RULES.read_text())["groups"] if g["name"] == "store-metrics.rules"]
     assert group["interval"] == "1m"  # rule_interval: the offsets above are 30s and 30s + 1m
 
@@ -178,7 +185,12 @@ def test_rules_reference_only_catalogue_metrics_and_recorded_series(path: Path) 
     # Recorded series use only the catalogue's labels plus store/outcome, the deployment and job.
     allowed = set(catalogue.TAG_ORDER) | {"store", "outcome", "cluster", "job"}
     for rule in rules(path):
-        for by in re.findall(r"by \(([^)]*)\)", rule["expr"]):
+        # Only the recording rules' scrape guard groups by instance (on ``up``); nothing keeps it.
+        # The series count is per target (instance) by design: StateStoreMetricsMissing reads it.
+        expr = rule["expr"].replace("max by (cluster, instance) (max_over_time(up[", "")
+        if rule.get("record", "").startswith("instance:"):
+            expr = expr.replace("count by (cluster, job, instance)", "")
+        for by in re.findall(r"by \(([^)]*)\)", expr):
             assert {label.strip() for label in by.split(",")} <= allowed, rule
         assert set(rule.get("labels", {})) <= allowed | {"severity"}, rule
 
@@ -189,6 +201,8 @@ def test_alerts_carry_severity_text_runbook_and_dashboard_link() -> None:
         "StateStoreTaskStateNeverRead",
         "StateStoreErrorRateHigh",
         "StateStoreFailingAcrossDags",
+        "StateStoreRetriesStartOver",
+        "StateStoreMetricsMissing",
     }
     watcher_alerts = [r for r in rules(WATCHER_RULES) if "alert" in r]
     assert [a["alert"] for a in watcher_alerts] == ["StateStoreWatcherErrorRateHigh"]
@@ -197,6 +211,8 @@ def test_alerts_carry_severity_text_runbook_and_dashboard_link() -> None:
         "StateStoreTaskStateNeverRead": "info",
         "StateStoreErrorRateHigh": "warning",
         "StateStoreFailingAcrossDags": "critical",
+        "StateStoreRetriesStartOver": "warning",
+        "StateStoreMetricsMissing": "warning",
         "StateStoreWatcherErrorRateHigh": "warning",
     }
     for alert in [*alerts, *watcher_alerts]:

@@ -74,7 +74,7 @@ def prometheus(
     }
     prom = PrometheusServer(tmp, config)
     try:
-        total = "sum(sum_over_time(task:store_metrics_calls:increase[1h]))"
+        total = "sum(sum_over_time(task:airflow_store_metrics_calls:increase[1h]))"
         wait_until(lambda: prom.scalar(total) == 3 * CALLS, timeout=30, interval=0.2)
         yield prom, files
     finally:
@@ -109,10 +109,9 @@ def test_the_dashboard_shows_one_job_of_one_deployment(
 
 def test_the_variables_offer_each_deployment_and_job(prometheus: tuple[PrometheusServer, Path]) -> None:
     prom, _ = prometheus
-    assert set(prom.api("label/cluster/values", **{"match[]": "task:store_metrics_calls:increase"})) == {
-        "east"
-    }
-    jobs = prom.api("label/job/values", **{"match[]": 'task:store_metrics_calls:increase{cluster=""}'})
+    calls = "task:airflow_store_metrics_calls:increase"
+    assert set(prom.api("label/cluster/values", **{"match[]": calls})) == {"east"}
+    jobs = prom.api("label/job/values", **{"match[]": calls + '{cluster=""}'})
     assert set(jobs) == {"statsd", "otel"}
 
 

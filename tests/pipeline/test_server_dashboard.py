@@ -52,10 +52,10 @@ def test_the_server_row_is_collapsed_and_laid_out_below_it() -> None:
     } <= titles
 
 
-SERIES = re.compile(r"\b(airflow_[a-z0-9_]+)\b")
+SERIES = re.compile(r"(?<![:\w])(airflow_[a-z0-9_]+)\b")
 
 
-RECORD = re.compile(r"\b(\w+:store_metrics_api_\w+:\w+)\{")
+RECORD = re.compile(r"\b(\w+:airflow_store_metrics_api_\w+:\w+)\{")
 
 
 def test_server_queries_read_the_server_rules_which_cover_every_server_metric() -> None:

@@ -65,7 +65,7 @@ def test_unit_tests_catch_a_wrong_rule(mutation: str, tmp_path: Path) -> None:
     assert_unit_tests_catch(MUTATIONS[mutation], "server-rules.yml", tmp_path)
 
 
-SERIES = re.compile(r"\b(airflow_[a-z0-9_]+)\b")
+SERIES = re.compile(r"(?<![:\w])(airflow_[a-z0-9_]+)\b")
 
 
 def test_rules_use_only_server_catalogue_series_and_labels() -> None:

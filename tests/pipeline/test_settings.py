@@ -49,7 +49,7 @@ def test_every_default_is_valid_and_described() -> None:
         ("cluster_label", "my-cluster", "not a label"),
         ("runbook_url_base", "ftp://x", "not a url"),
         ("long_stall_ms", "120", "not a stall bucket bound"),
-        ("error_window", "30s", "shorter than rule_interval"),
+        ("error_window", "30s", "outside its range, 5m to 1d"),
         ("no_such_setting", "1", "unknown setting"),
     ],
 )

@@ -16,7 +16,11 @@ import store_metrics
 from generators import templates as generated
 from generators.tokens import SENTINEL, tokenize
 from store_metrics import catalogue
-from store_metrics.pipeline import export, settings, templating
+from store_metrics.pipeline import export, records, rules, settings, templating
+from store_metrics.pipeline.rules import GENERATED_RECORDS
+
+#: The values export computes for a template (rules.yml's generated recording rules).
+COMPUTED = {*rules.values("airflow", settings.values()), "collector_filter"}
 
 
 def test_the_dashboard_templates_are_what_the_generators_build() -> None:
@@ -33,7 +37,9 @@ def test_every_template_is_exported() -> None:
     assert set(export.TEMPLATES.values()) | wrapped == set(templating.template_names())
     with pytest.raises(KeyError, match="unknown token @collector_filter@"):
         templating.render("otel-collector.yaml", "airflow", {})  # its filter value not given
-    assert set(export.TEMPLATES) == set(export.FILES)
+    # The promtool tests generated for the export's settings (promtool_tests) are written too.
+    assert set(export.TEMPLATES) | set(export.TESTS) == set(export.FILES)
+    assert export.COLLECTOR / "rules.test.yml" in export.TESTS
 
 
 def test_tokens_rename_catalogue_names_exactly() -> None:
@@ -43,8 +49,11 @@ def test_tokens_rename_catalogue_names_exactly() -> None:
         tokenize(f"{SENTINEL}_not_a_metric")
     duration = catalogue.SERVER_DURATION
     assert tokenize(f"{duration.prometheus_name(SENTINEL)}_bucket") == f"@{duration.name}@_bucket"
+    calls = f"task:{SENTINEL}_store_metrics_calls:increase"
+    assert tokenize(f"sum({calls}[1h])") == "sum(@record:task:store_metrics_calls:increase@[1h])"
     rendered = templating.render("dashboards/store-metrics.json", "myco.airflow", settings.values())
     assert "myco_airflow_task_state_store_footprint_bytes" in rendered
+    assert "task:myco_airflow_store_metrics_calls:increase" in rendered
     assert not re.search(r"@[A-Za-z_][A-Za-z0-9_.:]*@", rendered)
 
 
@@ -52,13 +61,24 @@ def test_every_token_of_every_template_is_a_catalogue_name_or_a_setting() -> Non
     values = settings.values()
     names = {m.name for m in catalogue.ALL_METRICS}
     used: set[str] = set()
+    recorded = {
+        token
+        for name in templating.template_names()
+        for token in re.findall(r"- record: @(record:[a-z0-9_:]+)@", templating.source(name))
+    }
     for name in templating.template_names():
         if name.startswith(("helm/", "kubernetes/")):
             continue  # helm.py's and kubernetes.py's own values (test_helm.py, test_kubernetes.py)
         for token in re.findall(r"@([A-Za-z_][A-Za-z0-9_.:]*)@", templating.source(name)):
             used.add(token)
+            if token == f"{records.TOKEN}...":  # rules.yml's header says how a template writes one
+                continue
+            if token.startswith(records.TOKEN):  # a recorded series: one a rule file records
+                base = token.removeprefix(records.TOKEN)
+                assert token in recorded or base in GENERATED_RECORDS, (name, token)
+                continue
             metric = token.removeprefix("full:")
-            assert metric in names or token in values or token == "collector_filter", (name, token)
+            assert metric in names or token in values or token in COMPUTED, (name, token)
     # Every setting is used by some template (directly, or through a value derived from it).
     for derived, sources in settings.DERIVED_FROM.items():
         if derived in used:

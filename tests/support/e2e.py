@@ -218,7 +218,7 @@ E2E_SETTINGS = {
 ALERTING_SETTINGS = {**E2E_SETTINGS, "error_for": "1s", "failing_for": "1s"}
 #: The job prometheus-demo.yml scrapes the demo as; the dashboard's $job.
 JOB = "store-metrics-demo"
-CALLS = "task:store_metrics_calls:increase"
+CALLS = "task:airflow_store_metrics_calls:increase"
 
 
 # -- a real Prometheus -----------------------------------------------------------------------------

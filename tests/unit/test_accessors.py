@@ -509,3 +509,136 @@ def test_wrappers_made_before_configure_count_nothing() -> None:
         ("task_state_store.read_found", tuple(TAGS.items())): 1,
         ("task_state_store.delete", tuple(TAGS.items())): 1,
     }
+
+
+# -- a retried attempt: did it resume? ---------------------------------------------------------
+
+RESUMED, NOT_RESUMED = "task_state_store.retry_resumed", "task_state_store.retry_not_resumed"
+
+
+def retried_store(recorder: MetricsRecorder, inner: Any = None) -> Any:
+    return store_metrics.instrument_task_store(inner or FakeTaskStore(), recorder, TAGS, retried=True)
+
+
+def test_a_retry_that_finds_what_its_first_attempt_saved_counts_resumed_once(
+    metrics: MetricsRecorder,
+) -> None:
+    inner = FakeTaskStore()
+    inner.data["job_id"] = "j-1"
+    store = retried_store(metrics, inner)
+    assert store.get("job_id") == "j-1"
+    assert store.get("other") is None  # later reads decide nothing more
+    store.set("job_id", "j-2")
+    assert store.get("job_id") == "j-2"
+    assert metrics.counts() == {
+        "task_state_store.read_found": 2,
+        "task_state_store.read_absent": 1,
+        "task_state_store.write": 1,
+        RESUMED: 1,
+    }
+    assert metrics.value(RESUMED, dag_id="d", task_id="t", run_type="manual", operator="X") == 1
+
+
+def test_a_retry_whose_first_read_finds_nothing_counts_not_resumed_once(metrics: MetricsRecorder) -> None:
+    store = retried_store(metrics)
+    assert store.get("job_id", "dflt") == "dflt"
+    store.set("job_id", "j-1")
+    assert store.get("job_id") == "j-1"  # found now, but the first read decided
+    assert metrics.counts() == {
+        "task_state_store.read_absent": 1,
+        "task_state_store.write": 1,
+        "task_state_store.read_found": 1,
+        NOT_RESUMED: 1,
+    }
+
+
+def test_a_first_read_that_raises_decides_nothing_the_next_answered_read_does(
+    metrics: MetricsRecorder,
+) -> None:
+    inner = FakeTaskStore()
+    inner.data["job_id"] = "j-1"
+    store = retried_store(metrics, inner)
+    inner.fail = Boom("supervisor down")
+    with pytest.raises(Boom):
+        store.get("job_id")
+    assert metrics.counts() == {"task_state_store.error": 1}
+    inner.fail = None
+    assert store.get("job_id") == "j-1"
+    assert metrics.counts() == {"task_state_store.error": 1, "task_state_store.read_found": 1, RESUMED: 1}
+
+
+def test_a_retry_that_never_reads_and_a_first_try_count_neither(metrics: MetricsRecorder) -> None:
+    retried = retried_store(metrics)
+    retried.set("k", 1)
+    retried.delete("k")
+    retried.clear()
+    first_try = task_store(metrics)
+    first_try.get("k")
+    assert RESUMED not in metrics.counts() and NOT_RESUMED not in metrics.counts()
+    # A first try keeps the plain wrapper and its one-add get.
+    assert type(first_try).get is accessors.InstrumentedStore.get
+    assert type(retried).get is not accessors.InstrumentedStore.get
+
+
+def test_a_retried_async_store_decides_at_its_first_answered_aget(metrics: MetricsRecorder) -> None:
+    inner = FakeAsyncTaskStore()
+    store = retried_store(metrics, inner)
+
+    async def story() -> None:
+        assert await store.aget("cursor") is None
+        await store.aset("cursor", 3)
+        assert await store.aget("cursor") == 3
+        assert store.get("cursor") == 3
+
+    asyncio.run(story())
+    assert metrics.value(NOT_RESUMED) == 1 and metrics.value(RESUMED) == 0
+
+
+def test_a_retried_sync_only_store_gets_no_async_methods(metrics: MetricsRecorder) -> None:
+    store = retried_store(metrics)
+    assert not hasattr(store, "aget") and not hasattr(store, "aset")
+    assert isinstance(store, FakeTaskStore)
+
+
+def test_reads_at_once_from_many_threads_decide_exactly_once(metrics: MetricsRecorder) -> None:
+    import threading
+
+    inner = FakeTaskStore()
+    inner.data["k"] = 1
+    store = retried_store(metrics, inner)
+    start = threading.Barrier(8)
+
+    def read() -> None:
+        start.wait()
+        for _ in range(200):
+            store.get("k")
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert metrics.counts() == {"task_state_store.read_found": 1600, RESUMED: 1}
+
+
+def test_concurrent_agets_decide_exactly_once(metrics: MetricsRecorder) -> None:
+    inner = FakeAsyncTaskStore()
+    inner.data["k"] = 1
+    store = retried_store(metrics, inner)
+
+    async def story() -> None:
+        await asyncio.gather(*(store.aget("k") for _ in range(50)))
+
+    asyncio.run(story())
+    assert metrics.counts() == {"task_state_store.read_found": 50, RESUMED: 1}
+
+
+def test_copies_of_a_retried_store_share_its_one_decision(metrics: MetricsRecorder) -> None:
+    inner = FakeTaskStore()
+    store = retried_store(metrics, inner)
+    clones = [copy.copy(store), copy.deepcopy(store)]
+    assert clones[0].get("k") is None
+    for wrapper in (store, *clones):
+        wrapper.set("k", 1)
+        wrapper.get("k")
+    assert metrics.value(NOT_RESUMED) == 1 and metrics.value(RESUMED) == 0

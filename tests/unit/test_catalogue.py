@@ -26,7 +26,25 @@ STATE_STORE_NAMES = [
 def test_the_state_store_counters_are_exactly_these() -> None:
     assert [m.name for m in catalogue.STATE_STORE_METRICS] == STATE_STORE_NAMES
     assert all(m.kind is catalogue.Kind.COUNTER for m in catalogue.STATE_STORE_METRICS)
-    assert [m.name for m in catalogue.METRICS] == [*STATE_STORE_NAMES, "store_metrics.check"]
+    assert [m.name for m in catalogue.METRICS] == [*STATE_STORE_NAMES, *RETRY_NAMES, "store_metrics.check"]
+
+
+RETRY_NAMES = ["task_state_store.retry_resumed", "task_state_store.retry_not_resumed"]
+
+
+def test_the_retry_counters_count_attempts_with_the_call_counters_tags() -> None:
+    assert [m.name for m in catalogue.RETRY_METRICS] == RETRY_NAMES
+    for metric in catalogue.RETRY_METRICS:
+        assert metric.kind is catalogue.Kind.COUNTER and metric.unit == "{attempt}"
+        assert metric.tags == ("dag_id", "task_id", "run_type", "operator")
+        assert metric.optional_tags == ("team_name",)
+        assert "try_number >= 2" in metric.description and "first" in metric.description
+    assert catalogue.retry_metric(True).prometheus_name() == "airflow_task_state_store_retry_resumed_total"
+    assert (
+        catalogue.retry_metric(False).prometheus_name() == "airflow_task_state_store_retry_not_resumed_total"
+    )
+    # Not call counters: the per-call series (and what sums them) stay exactly as they were.
+    assert not set(catalogue.RETRY_METRICS) & set(catalogue.STATE_STORE_METRICS)
 
 
 def test_tags_never_include_the_key() -> None:

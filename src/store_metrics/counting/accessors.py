@@ -17,6 +17,12 @@ Return values are passed back untouched; every other attribute, ``repr``, ``str`
 The async methods ``aget/aset/adelete/aclear`` exist on a wrapper exactly when the inner accessor
 has them. ``copy.copy``/``copy.deepcopy`` give a wrapper around a copy of the inner accessor
 (same counters); pickling a wrapper pickles the inner accessor.
+
+A retried attempt's task store (``instrument_task_store(..., retried=True)``) is a subclass whose
+``get``/``aget`` also decide, at the first read that answers, whether the retry resumed: one
+``task_state_store.retry_resumed`` (found) or ``retry_not_resumed`` (absent), once per wrapper
+and its copies, whichever thread or coroutine reads first. A read that raises decides nothing.
+Every other wrapper keeps the one-add ``get``.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from ..catalogue import OPERATION, Operation, Outcome, Store, metric_for
+from ..catalogue import OPERATION, Operation, Outcome, Store, metric_for, retry_metric
 from .contracts import Emitter
 
 
@@ -57,12 +63,15 @@ class InstrumentedStore:
         "_err_set",
         "_found",
         "_inner",
+        "_retry",
         "_store",
         "_tags",
         "_write",
     )
 
-    def __init__(self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
+    def __init__(
+        self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str], retry: Any = None
+    ) -> None:
         def bump(outcome: Outcome) -> Any:
             return emitter.counter(metric_for(store, outcome), tags).add
 
@@ -73,6 +82,8 @@ class InstrumentedStore:
         object.__setattr__(self, "_store", store)
         object.__setattr__(self, "_emitter", emitter)
         object.__setattr__(self, "_tags", dict(tags))
+        #: A retried attempt's :class:`FirstRead` (its ``get``/``aget`` decide it), else ``None``.
+        object.__setattr__(self, "_retry", retry)
         # Bound methods, looked up once: a call then costs one attribute load and one add.
         object.__setattr__(self, "_found", bump(Outcome.READ_FOUND))
         object.__setattr__(self, "_absent", bump(Outcome.READ_ABSENT))
@@ -168,11 +179,13 @@ class InstrumentedStore:
         return dir(self._inner)
 
     def __copy__(self) -> Any:
-        return _wrap(copy.copy(self._inner), self._store, self._emitter, self._tags)
+        return _wrap(copy.copy(self._inner), self._store, self._emitter, self._tags, _retry_of(self))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        # The emitter is shared, never copied: a copy counts into the same series.
-        return _wrap(copy.deepcopy(self._inner, memo), self._store, self._emitter, self._tags)
+        # The emitter is shared, never copied: a copy counts into the same series (and a retried
+        # attempt's copy shares its one decision).
+        inner = copy.deepcopy(self._inner, memo)
+        return _wrap(inner, self._store, self._emitter, self._tags, _retry_of(self))
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # Counters do not travel: another process has its own emitter.
@@ -226,6 +239,63 @@ class InstrumentedAsyncStore(InstrumentedStore):
         return result
 
 
+class FirstRead:
+    """A retried attempt's one decision: the counter its first answered read bumps, taken once.
+
+    ``list.pop`` is atomic, so when threads or coroutines read at once exactly one of them takes it.
+    """
+
+    __slots__ = ("_pending",)
+
+    def __init__(self, emitter: Emitter, tags: Mapping[str, str]) -> None:
+        resumed = emitter.counter(retry_metric(True), tags).add
+        not_resumed = emitter.counter(retry_metric(False), tags).add
+        self._pending = [(resumed, not_resumed)]
+
+    def decide(self, found: bool) -> None:
+        try:
+            resumed, not_resumed = self._pending.pop()
+        except IndexError:
+            return  # decided by an earlier read
+        (resumed if found else not_resumed)()
+
+    @property
+    def decided(self) -> bool:
+        return not self._pending
+
+
+def _retried_get(self: Any, key: str, default: Any = None) -> Any:
+    """``get`` of a retried attempt's task store: the call's counter, then the attempt's decision."""
+    try:
+        value = self._inner.get(key, _ABSENT)
+    except Exception:
+        self._err_get()
+        raise
+    if value is _ABSENT:
+        self._absent()
+        self._retry.decide(False)
+        return default
+    self._found()
+    self._retry.decide(True)
+    return value
+
+
+async def _retried_aget(self: Any, key: str, default: Any = None) -> Any:
+    """``aget`` of a retried attempt's task store, as :func:`_retried_get`."""
+    try:
+        value = await self._inner.aget(key, _ABSENT)
+    except Exception:
+        self._err_get()
+        raise
+    if value is _ABSENT:
+        self._absent()
+        self._retry.decide(False)
+        return default
+    self._found()
+    self._retry.decide(True)
+    return value
+
+
 class _MappingMixin:
     """``store[MY_ASSET]`` returns that asset's accessor, instrumented, the same object each time."""
 
@@ -250,8 +320,10 @@ class InstrumentedAssetMapping(_MappingMixin, InstrumentedStore):
 
     __slots__ = ("_children",)
 
-    def __init__(self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
-        super().__init__(inner, store, emitter, tags)
+    def __init__(
+        self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str], retry: Any = None
+    ) -> None:
+        super().__init__(inner, store, emitter, tags, retry)
         self._init_mapping()
 
 
@@ -260,8 +332,10 @@ class InstrumentedAsyncAssetMapping(_MappingMixin, InstrumentedAsyncStore):
 
     __slots__ = ("_children",)
 
-    def __init__(self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str]) -> None:
-        super().__init__(inner, store, emitter, tags)
+    def __init__(
+        self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str], retry: Any = None
+    ) -> None:
+        super().__init__(inner, store, emitter, tags, retry)
         self._init_mapping()
 
 
@@ -271,15 +345,22 @@ _ALL_ASYNC = frozenset(ASYNC_METHODS)
 
 
 @functools.cache
-def _class_for(mapping: bool, async_methods: frozenset[str]) -> type:
-    """The wrapper class for an inner accessor with exactly these async methods."""
+def _class_for(mapping: bool, async_methods: frozenset[str], retried: bool = False) -> type:
+    """The wrapper class for an inner accessor with exactly these async methods (a retried attempt's
+    task store: its ``get`` and, where it has one, ``aget`` also decide :class:`FirstRead`)."""
+    if retried:
+        base = _class_for(mapping, async_methods)
+        namespace: dict[str, Any] = {"__slots__": (), "get": _retried_get}
+        if "aget" in async_methods:
+            namespace["aget"] = _retried_aget
+        return type(f"{base.__name__}[retried]", (base,), namespace)
     if not async_methods:
         return InstrumentedAssetMapping if mapping else InstrumentedStore
     if async_methods == _ALL_ASYNC:
         return InstrumentedAsyncAssetMapping if mapping else InstrumentedAsyncStore
     # A partial set (no Airflow release has one, but wrap whatever exists and nothing more).
     base = InstrumentedAssetMapping if mapping else InstrumentedStore
-    namespace: dict[str, Any] = {"__slots__": ()}
+    namespace = {"__slots__": ()}
     for name in sorted(async_methods):
         namespace[name] = InstrumentedAsyncStore.__dict__[name]
     return type(f"{base.__name__}[{','.join(sorted(async_methods))}]", (base,), namespace)
@@ -297,17 +378,31 @@ def unwrap(obj: Any) -> Any:
     return obj
 
 
-def _wrap(inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str]) -> Any:
+def _retry_of(wrapper: Any) -> FirstRead | None:
+    retry: FirstRead | None = object.__getattribute__(wrapper, "_retry")
+    return retry
+
+
+def _wrap(
+    inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str], retry: FirstRead | None = None
+) -> Any:
     async_methods = frozenset(name for name in ASYNC_METHODS if hasattr(inner, name))
-    cls = _class_for(hasattr(type(inner), "__getitem__"), async_methods)
-    return cls(inner, store, emitter, tags)
+    cls = _class_for(hasattr(type(inner), "__getitem__"), async_methods, retry is not None)
+    return cls(inner, store, emitter, tags, retry)
 
 
-def instrument_task_store(inner: Any, emitter: Emitter, tags: Mapping[str, str]) -> Any:
-    """Wrap ``context["task_state_store"]``. Already-wrapped accessors are returned as they are."""
+def instrument_task_store(
+    inner: Any, emitter: Emitter, tags: Mapping[str, str], *, retried: bool = False
+) -> Any:
+    """Wrap ``context["task_state_store"]``. Already-wrapped accessors are returned as they are.
+
+    ``retried``: the store of a retried attempt's first execution (``try_number >= 2``, not resumed
+    from a deferral or a reschedule): its first read that answers also counts
+    ``task_state_store.retry_resumed`` or ``retry_not_resumed``, once.
+    """
     if is_instrumented(inner):
         return inner
-    return _wrap(inner, Store.TASK, emitter, tags)
+    return _wrap(inner, Store.TASK, emitter, tags, FirstRead(emitter, tags) if retried else None)
 
 
 def instrument_asset_store(inner: Any, emitter: Emitter, tags: Mapping[str, str]) -> Any:

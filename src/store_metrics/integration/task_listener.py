@@ -3,7 +3,8 @@
 * ``on_task_instance_running`` (after the Task SDK built and cached the task's context, before
   ``execute``): configure the emitter from ``[store_metrics]`` on first use in the process, then
   replace ``context["task_state_store"]`` and ``context["asset_state_store"]`` in the cached
-  context with instrumented wrappers tagged from the task instance;
+  context with instrumented wrappers tagged from the task instance (a retried attempt's task store
+  also says, at its first read, whether the retry resumed: :func:`starts_a_retried_attempt`);
 * ``on_task_instance_success|failed|skipped`` and ``before_stopping``: flush, bounded by
   ``flush_timeout``, without closing the emitter (``dag.test()`` runs many tasks in one process);
 * ``on_starting``, in the triggerer only: hook the trigger runner (:mod:`.triggerer`).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import pluggy
@@ -72,6 +74,25 @@ def tags_for(task_instance: Any, context: Any) -> dict[str, str]:
     return task_instance_tags(task_instance, context, type(task_instance.task).__name__)
 
 
+def starts_a_retried_attempt(task_instance: Any, context: Any) -> bool:
+    """Whether this process starts a retried attempt: ``try_number >= 2``, and not resumed.
+
+    An attempt can span several task processes: the one that starts it, then one per resumption
+    after a deferral (the Execution API hands it ``next_method``) or a reschedule (a sensor in
+    reschedule mode: ``task_reschedule_count`` > 0, counted per attempt). Only the first can tell
+    which read of the attempt came first, so only its store decides ``retry_resumed`` /
+    ``retry_not_resumed``: a resumed process cannot know whether the one before it read.
+    """
+    try_number = getattr(task_instance, "try_number", None)
+    if not isinstance(try_number, int) or try_number < 2:
+        return False
+    from_server = getattr(task_instance, "_ti_context_from_server", None)
+    if getattr(from_server, "next_method", None):
+        return False
+    reschedules = context.get("task_reschedule_count") if isinstance(context, Mapping) else None
+    return not reschedules
+
+
 def instrument_context(task_instance: Any, context: Any) -> bool:
     """Replace the context's accessors with instrumented ones; return whether anything was wrapped."""
     from ..counting import runtime
@@ -82,7 +103,8 @@ def instrument_context(task_instance: Any, context: Any) -> bool:
     wrapped = False
     store = context.get("task_state_store")
     if store is not None:
-        context["task_state_store"] = instrument_task_store(store, emitter, tags)
+        retried = starts_a_retried_attempt(task_instance, context)
+        context["task_state_store"] = instrument_task_store(store, emitter, tags, retried=retried)
         wrapped = True
     assets = context.get("asset_state_store")
     if assets is not None:

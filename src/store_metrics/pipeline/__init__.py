@@ -7,6 +7,7 @@ by :mod:`.templating` (catalogue names renamed exactly for the prefix). The dash
 are built at development time by the repository's ``generators/`` (not installed).
 
 * :mod:`.templating`: the one templating mechanism (``@token@``);
+* :mod:`.records`: the recorded series' names, which carry the prefix;
 * :mod:`.export`: the layout, the writer and the ``export`` command;
 * :mod:`.otel_collector`: the collector's metric filter, computed from the catalogue;
 * :mod:`.helm`: the Airflow Helm chart's values and Dockerfile, with :mod:`.statsd_mapping` and
@@ -16,6 +17,3 @@ are built at development time by the repository's ``generators/`` (not installed
 #: The Grafana dashboard's uid (dashboards/store-metrics.json): the alerts' ``dashboard_url`` and the
 #: UI's link open ``/d/<uid>/``.
 DASHBOARD_UID = "store-metrics-state-store"
-#: The recorded series every dashboard panel and alert reads (collector/rules.yml): the state store
-#: calls of each rule interval, labelled ``store`` and ``outcome``, with the counters' tags.
-RECORDED_CALLS = "task:store_metrics_calls:increase"

@@ -45,7 +45,7 @@ from pathlib import Path, PurePosixPath
 from store_metrics import catalogue
 from store_metrics.naming import is_valid_prefix
 
-from . import helm, kubernetes, otel_collector, settings, templating
+from . import helm, kubernetes, otel_collector, promtool_tests, rules, settings, templating
 
 __all__ = [
     "COLLECTOR",
@@ -87,6 +87,7 @@ TEMPLATES: dict[PurePosixPath, str] = {
         COLLECTOR / name: name
         for rules in ("rules", "server-rules", "watcher-rules", "footprint-rules")
         for name in (f"{rules}.yml", f"{rules}.test.yml")
+        if name not in promtool_tests.BUILDERS
     },
     COLLECTOR / "alertmanager-inhibit.yml": "alertmanager-inhibit.yml",
     **{
@@ -99,12 +100,19 @@ TEMPLATES: dict[PurePosixPath, str] = {
     DATADOG / "dashboard.json": "datadog/dashboard.json",
     **_monitors(),
 }
-#: A template's own tokens (beyond catalogue names), computed when the file is written.
-_VALUES: dict[str, Callable[[], Mapping[str, str]]] = {"otel-collector.yaml": otel_collector.values}
+#: A template's own tokens (beyond catalogue names), computed when the file is written from the
+#: prefix and the settings' values.
+_VALUES: dict[str, Callable[[str, Mapping[str, str]], Mapping[str, str]]] = {
+    "otel-collector.yaml": lambda prefix, given: otel_collector.values(),
+    "rules.yml": rules.values,
+}
 
 
-#: The paths written from templates, in order; :data:`WRAPPERS` add the ones that wrap them.
-FILES: tuple[PurePosixPath, ...] = tuple(TEMPLATES)
+#: The promtool tests generated for the export's settings (:mod:`.promtool_tests`), after the rules.
+TESTS: tuple[PurePosixPath, ...] = tuple(COLLECTOR / name for name in promtool_tests.BUILDERS)
+#: The paths written from templates and the generated tests, in order; :data:`WRAPPERS` add the ones
+#: that wrap them.
+FILES: tuple[PurePosixPath, ...] = (*TEMPLATES, *TESTS)
 
 #: Renderers of files that wrap the text of :data:`FILES` (rendered first): (files, prefix) -> files.
 WRAPPERS: tuple[Callable[[Mapping[PurePosixPath, str], str], dict[PurePosixPath, str]], ...] = (
@@ -121,17 +129,28 @@ def _check_prefix(prefix: str) -> None:
         )
 
 
+def _computed(name: str, prefix: str, given: Mapping[str, str]) -> Mapping[str, str]:
+    compute = _VALUES.get(name)
+    return compute(prefix, given) if compute else {}
+
+
 def render_all(
-    prefix: str = catalogue.DEFAULT_PREFIX, changes: Mapping[str, str] | None = None
+    prefix: str = catalogue.DEFAULT_PREFIX, changes: Mapping[str, str] | None = None, tests: bool = True
 ) -> dict[PurePosixPath, str]:
     """Every file's text for ``prefix`` and the settings ``changes`` (others at their defaults), by path
-    relative to the output folder. Raises :class:`ValueError` for a bad prefix or setting."""
+    relative to the output folder; without ``tests``, not the generated promtool tests (they take
+    seconds for long windows). Raises :class:`ValueError` for a bad prefix or setting."""
     _check_prefix(prefix)
     given = settings.values(changes)
     files = {
-        path: templating.render(name, prefix, {**given, **_VALUES.get(name, dict)()})
+        path: templating.render(name, prefix, {**given, **_computed(name, prefix, given)})
         for path, name in TEMPLATES.items()
     }
+    rule_files = {path.name: text for path, text in files.items() if path.parent == COLLECTOR}
+    for path in TESTS if tests else ():
+        files[path] = templating.generated_header(prefix, "store_metrics.pipeline.promtool_tests") + (
+            promtool_tests.render(path.name, prefix, given, rule_files)
+        )
     for wrap in WRAPPERS:
         files.update(wrap(dict(files), prefix))
     return files

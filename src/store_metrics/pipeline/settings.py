@@ -37,10 +37,25 @@ class Kind(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Setting:
+    """One export setting. ``low`` and ``high`` (in the setting's own syntax) are its documented
+    range, both included: ``export`` refuses a value outside it, and the exported promtool tests
+    are checked to pass at both ends (tests/pipeline/test_rule_tests.py)."""
+
     name: str
     default: str
     kind: Kind
     description: str
+    low: str = ""
+    high: str = ""
+
+    def number(self, value: str) -> float:
+        """``value`` as a number: seconds for a duration."""
+        return seconds(value) if self.kind is Kind.DURATION else float(value)
+
+    @property
+    def range(self) -> str:
+        """The documented range, as the docs say it (empty when the kind alone bounds it)."""
+        return f"{self.low} to {self.high}" if self.low else ""
 
 
 _DURATION = re.compile(r"^(?:[0-9]+(?:ms|s|m|h|d|w|y))+$")
@@ -73,7 +88,10 @@ SETTINGS: tuple[Setting, ...] = (
         "1m",
         Kind.DURATION,
         "Evaluation interval of the call-recording rules: each recorded sample holds the calls of one "
-        "interval.",
+        "interval. Not shorter than your scrape interval (a shorter one records nothing in most "
+        "intervals): 15s at least.",
+        low="15s",
+        high="5m",
     ),
     Setting(
         "rule_offset",
@@ -81,13 +99,19 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.DURATION,
         "How far behind each evaluation the call-recording rules read the counters, so a scrape still "
         "being written is never half seen (Prometheus' rule query_offset, for any version).",
+        low="1s",
+        high="5m",
     ),
     Setting(
         "counter_lookback",
         "1h",
         Kind.DURATION,
-        "A counter not seen for longer than this (a new task, a restarted exporter) counts in full "
-        "when it appears; within it, only its growth counts.",
+        "How far back the call-recording rules look for a counter's previous value (only its growth "
+        "counts) and for its target's last successful scrape: a counter first seen on a target "
+        "scraped within it (a task's first run) counts in full; after a longer gap, or on a fresh "
+        "Prometheus, what it already held never counts.",
+        low="5m",
+        high="1d",
     ),
     # -- alerts ---------------------------------------------------------------------------------------
     Setting(
@@ -96,6 +120,8 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.RATIO,
         "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: share of a DAG's (a watcher's) "
         "calls that raised, above which they fire.",
+        low="0.001",
+        high="0.9",
     ),
     Setting(
         "error_min_calls",
@@ -103,6 +129,8 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.COUNT,
         "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: the fewest calls in the window for "
         "them to fire (one failed call of three is noise).",
+        low="1",
+        high="1000",
     ),
     Setting(
         "error_window",
@@ -111,6 +139,8 @@ SETTINGS: tuple[Setting, ...] = (
         "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: the window the ratio is taken over, "
         "long enough to hold a whole short run (a 4-minute run of an hourly DAG failing on every call "
         "fires, once).",
+        low="5m",
+        high="1d",
     ),
     Setting(
         "error_for",
@@ -118,6 +148,8 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.DURATION,
         "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: how long the condition holds before "
         "they fire.",
+        low="1m",
+        high="1d",
     ),
     Setting(
         "failing_ratio",
@@ -125,24 +157,32 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.RATIO,
         "StateStoreFailingAcrossDags (critical): share of all state store calls of a deployment "
         "(every DAG and watcher) that raised, above which the store itself is failing.",
+        low="0.01",
+        high="0.9",
     ),
     Setting(
         "failing_min_calls",
         "20",
         Kind.COUNT,
         "StateStoreFailingAcrossDags: the fewest calls in its window to fire.",
+        low="1",
+        high="10000",
     ),
     Setting(
         "failing_window",
         "15m",
         Kind.DURATION,
         "StateStoreFailingAcrossDags: the window its ratio is taken over.",
+        low="5m",
+        high="6h",
     ),
     Setting(
         "failing_for",
         "5m",
         Kind.DURATION,
         "StateStoreFailingAcrossDags: how long the condition holds before it fires.",
+        low="1m",
+        high="6h",
     ),
     Setting(
         "never_read_window",
@@ -150,30 +190,67 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.DURATION,
         "StateStoreTaskStateNeverRead (info): a task that wrote task state in this window without one "
         "read; it resolves once the task has not written for this long (deleted, fixed).",
+        low="1h",
+        high="7d",
     ),
     Setting(
         "never_read_for",
         "1h",
         Kind.DURATION,
         "StateStoreTaskStateNeverRead: how long the condition holds before it fires.",
+        low="15m",
+        high="1d",
+    ),
+    Setting(
+        "retry_start_over_ratio",
+        "0.5",
+        Kind.RATIO,
+        "StateStoreRetriesStartOver (warning): share of a task's retried attempts whose first read "
+        "found nothing (retry_not_resumed), above which it fires.",
+        low="0.1",
+        high="0.99",
+    ),
+    Setting(
+        "retry_min_attempts",
+        "3",
+        Kind.COUNT,
+        "StateStoreRetriesStartOver: the fewest retried attempts that read the task store in the window "
+        "for it to fire (one retry that started over is no pattern).",
+        low="1",
+        high="100",
+    ),
+    Setting(
+        "retry_window",
+        "1d",
+        Kind.DURATION,
+        "StateStoreRetriesStartOver: the window its share is taken over (retries are rare: a day holds "
+        "enough of them).",
+        low="1h",
+        high="7d",
     ),
     Setting(
         "hygiene_interval",
         "15m",
         Kind.DURATION,
         "Evaluation interval of the hygiene alert (StateStoreTaskStateNeverRead), which reads a day.",
+        low="1s",
+        high="1h",
     ),
     Setting(
         "loop_stalled_ratio",
         "0.05",
         Kind.RATIO,
         "StateStoreApiServerLoopStalled: share of time an API server worker's event loop was stalled.",
+        low="0.001",
+        high="0.9",
     ),
     Setting(
         "loop_stalled_for",
         "10m",
         Kind.DURATION,
         "StateStoreApiServerLoopStalled: how long the condition holds before it fires.",
+        low="1m",
+        high="1h",
     ),
     Setting(
         "long_stall_ms",
@@ -181,18 +258,24 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.NUMBER,
         "StateStoreApiServerLongStalls: a stall at least this long (ms, one of the catalogue's stall "
         "bucket bounds) is a long stall.",
+        low="2.5",
+        high="10000",
     ),
     Setting(
         "long_stalls_per_minute",
         "1",
         Kind.NUMBER,
         "StateStoreApiServerLongStalls: more long stalls a minute than this, per worker, fire it.",
+        low="0",
+        high="600",
     ),
     Setting(
         "long_stalls_for",
         "15m",
         Kind.DURATION,
         "StateStoreApiServerLongStalls: how long the condition holds before it fires.",
+        low="1m",
+        high="1h",
     ),
     Setting(
         "retention_window",
@@ -200,30 +283,58 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.DURATION,
         "StateStoreRetentionNotApplied: expired entries present and not one removed for this long. "
         "Longer than the interval of your `airflow state-store clean` (daily: 25h).",
+        low="1h",
+        high="7d",
     ),
     Setting(
         "retention_for",
         "1h",
         Kind.DURATION,
         "StateStoreRetentionNotApplied: how long the condition holds before it fires.",
+        low="1m",
+        high="1d",
     ),
     Setting(
         "inventory_down_for",
         "15m",
         Kind.DURATION,
         "StateStoreInventoryDown: how long the inventory may fail (or be missing) before it fires.",
+        low="1m",
+        high="1d",
     ),
     Setting(
         "inventory_stale_after",
         "15m",
         Kind.DURATION,
         "StateStoreInventoryStale: a footprint older than this (three default inventory_interval) is stale.",
+        low="1m",
+        high="1d",
     ),
     Setting(
         "inventory_stale_for",
         "5m",
         Kind.DURATION,
         "StateStoreInventoryStale: how long the condition holds before it fires.",
+        low="1m",
+        high="1d",
+    ),
+    Setting(
+        "missing_window",
+        "1d",
+        Kind.DURATION,
+        "StateStoreMetricsMissing: a deployment and job (or a target) whose store-metrics counters "
+        "were there within this window and are gone (a target down, a renamed metric) fire it; it "
+        "resolves this long after they went.",
+        low="1h",
+        high="7d",
+    ),
+    Setting(
+        "missing_for",
+        "15m",
+        Kind.DURATION,
+        "StateStoreMetricsMissing: how long the counts (or the target) may be gone before it fires.",
+        low="5m",
+        high="1d",
     ),
     # -- series ---------------------------------------------------------------------------------------
     Setting(
@@ -233,6 +344,8 @@ SETTINGS: tuple[Setting, ...] = (
         "statsd_exporter: a counter or histogram series nothing updated for this long is dropped (the "
         "next update starts it again; the rules count it in full). Longer than a day keeps a daily "
         "DAG's series.",
+        low="1h",
+        high="7d",
     ),
     Setting(
         "statsd_gauge_ttl",
@@ -240,6 +353,8 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.DURATION,
         "statsd_exporter: a gauge (the inventory's, an API server worker's stall maximum) nothing "
         "updated for this long is dropped, so a stopped sender shows no last value forever.",
+        low="1m",
+        high="1d",
     ),
     # -- links and dashboards -------------------------------------------------------------------------
     Setting(
@@ -255,7 +370,14 @@ SETTINGS: tuple[Setting, ...] = (
         "Your Grafana: each alert's dashboard_url opens the dashboard there, filtered to the alert's labels.",
     ),
     Setting("dashboard_from", "now-24h", Kind.TIME, "The Grafana dashboard's default time range start."),
-    Setting("dashboard_refresh", "5m", Kind.DURATION, "The Grafana dashboard's default refresh interval."),
+    Setting(
+        "dashboard_refresh",
+        "5m",
+        Kind.DURATION,
+        "The Grafana dashboard's default refresh interval.",
+        low="10s",
+        high="1h",
+    ),
     Setting(
         "datadog_env_tag",
         "env",
@@ -268,6 +390,8 @@ SETTINGS: tuple[Setting, ...] = (
         "240",
         Kind.COUNT,
         "Datadog: a monitor still alerting notifies again after this many minutes (0: never).",
+        low="0",
+        high="10080",
     ),
     Setting(
         "datadog_dashboard_url",
@@ -318,6 +442,10 @@ def _check(setting: Setting, value: str) -> None:
         valid = False
     if not valid:
         raise ValueError(f"setting {setting.name}: {value!r} is not a {kind.value} ({_EXPECTED[kind]})")
+    if setting.low and not setting.number(setting.low) <= setting.number(value) <= setting.number(
+        setting.high
+    ):
+        raise ValueError(f"setting {setting.name}: {value} is outside its range, {setting.range}")
 
 
 _EXPECTED = {
@@ -332,7 +460,21 @@ _EXPECTED = {
 }
 
 
+#: Pairs that contradict each other: (setting, the one it may not exceed, what would happen).
+_NOT_LONGER = (
+    ("error_for", "error_window", "a run's failed calls leave the window before the alert can fire"),
+    ("failing_for", "failing_window", "the failed calls leave the window before the alert can fire"),
+    ("missing_for", "missing_window", "the counts age out of the window before the alert can fire"),
+    ("hygiene_interval", "never_read_for", "the hygiene alert would fire on its first evaluation"),
+)
+
+
 def _check_together(given: Mapping[str, str]) -> None:
+    for name, limit, why in _NOT_LONGER:
+        if seconds(given[name]) > seconds(given[limit]):
+            raise ValueError(
+                f"setting {name}: {given[name]} is longer than setting {limit} ({given[limit]}): {why}"
+            )
     stall = float(given["long_stall_ms"])
     if stall not in catalogue.STALL_BUCKETS_MS:
         bounds = ", ".join(_number(b) for b in catalogue.STALL_BUCKETS_MS)
@@ -340,10 +482,18 @@ def _check_together(given: Mapping[str, str]) -> None:
             f"setting long_stall_ms: {given['long_stall_ms']} is not a stall bucket bound ({bounds})"
         )
     interval = seconds(given["rule_interval"])
-    for name in ("error_window", "failing_window", "never_read_window", "counter_lookback"):
+    for name in (
+        "error_window",
+        "failing_window",
+        "never_read_window",
+        "retry_window",
+        "counter_lookback",
+        "missing_window",
+    ):
         if seconds(given[name]) < interval:
             raise ValueError(
-                f"setting {name}: {given[name]} is shorter than rule_interval {given['rule_interval']}"
+                f"setting {name}: {given[name]} is shorter than setting rule_interval "
+                f"{given['rule_interval']}"
             )
 
 

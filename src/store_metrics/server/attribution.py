@@ -45,6 +45,7 @@ import binascii
 import functools
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 from uuid import UUID
 
@@ -69,9 +70,10 @@ WATCHER_TAGS: Final[Tags] = task_tags(
     operator=UNKNOWN,
 )
 
-#: Looks a task instance id up in the metadata database: its tags, or ``None`` when there is no
-#: such task instance. Blocking: it runs on a lookup thread.
-Lookup = Callable[[UUID], "Tags | None"]
+#: Looks a task instance id up in the metadata database: its :class:`TaskAttempt` (or only its tags,
+#: the try then unknown), or ``None`` when there is no such task instance. Blocking: it runs on a
+#: lookup thread.
+Lookup = Callable[[UUID], "TaskAttempt | Tags | None"]
 
 
 # -- who made the request ------------------------------------------------------------------------
@@ -134,7 +136,7 @@ def _attempt_statement(model: Any, ident: Any) -> Any:
     from airflow.models.dagrun import DagRun
     from sqlalchemy import and_, bindparam, select
 
-    statement = select(model.dag_id, model.task_id, model.operator, DagRun.run_type).join(
+    statement = select(model.dag_id, model.task_id, model.operator, DagRun.run_type, model.try_number).join(
         DagRun, and_(DagRun.dag_id == model.dag_id, DagRun.run_id == model.run_id)
     )
     if conf.getboolean("core", "multi_team", fallback=False):
@@ -173,8 +175,24 @@ def _history_statement() -> Any:
     return _attempt_statement(TaskInstanceHistory, TaskInstanceHistory.task_instance_id)
 
 
+@dataclass(frozen=True)
+class TaskAttempt:
+    """What the API server needs to know of one attempt (one task instance id): its tags, its try."""
+
+    tags: Tags
+    #: The attempt's ``try_number`` (fixed for a task instance id: a retry gets a new id).
+    #: 0 when it is not known.
+    try_number: int = 0
+
+
 def lookup_task_instance(ti_id: UUID) -> Tags | None:
-    """The task side's tags of task instance (attempt) ``ti_id``, from the metadata database.
+    """The task side's tags of task instance (attempt) ``ti_id`` (:func:`lookup_attempt`'s tags)."""
+    attempt = lookup_attempt(ti_id)
+    return None if attempt is None else attempt.tags
+
+
+def lookup_attempt(ti_id: UUID) -> TaskAttempt | None:
+    """The task side's tags of task instance (attempt) ``ti_id``, and its try, from the metadata database.
 
     One query; a second one (Airflow 3.3's ``task_instance_history``) only for an id that is not in
     ``task_instance``. ``operator`` is the task instance's ``operator`` column: the operator's class
@@ -191,14 +209,15 @@ def lookup_task_instance(ti_id: UUID) -> Tags | None:
             row = session.execute(history, {"ti_id": ti_id}).first()
     if row is None:
         return None
-    team = row[4] if len(row) > 4 else None
-    return task_tags(
+    team = row[5] if len(row) > 5 else None
+    tags = task_tags(
         dag_id=str(row[0]),
         task_id=str(row[1]),
         run_type=str(row[3] or UNKNOWN),
         operator=str(row[2] or UNKNOWN),
         team_name=str(team) if team else None,
     )
+    return TaskAttempt(tags, int(row[4] or 0))
 
 
 # -- counting ----------------------------------------------------------------------------------

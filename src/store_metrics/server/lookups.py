@@ -1,4 +1,5 @@
-"""One API server worker's task instance ids -> their callers: cached, looked up once, off the loop.
+"""One API server worker's task instance ids -> their attempts (caller, try): cached, looked up once,
+off the loop.
 
 A bounded LRU cache keyed by task instance id (least recently used dropped first); a task instance
 not in it costs one metadata query, whoever asks for it meanwhile waits for that same query (single
@@ -17,16 +18,19 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any, TypeVar
 from uuid import UUID
 
 from .. import logs
-from .attribution import Lookup, Tags
-from .caller import Caller
+from .attribution import Lookup, Tags, TaskAttempt
+from .caller import Attempt, Caller
 from .stats import AttributionStats
+
+T = TypeVar("T")
 
 
 class Lookups:
-    """Task instance id -> :class:`Caller`, through the cache or one query (see the module)."""
+    """Task instance id -> :class:`Attempt`, through the cache or one query (see the module)."""
 
     def __init__(
         self,
@@ -46,8 +50,8 @@ class Lookups:
         self.cache_size = cache_size
         self.threads = threads
         self.retry_after = retry_after
-        self._cache: OrderedDict[UUID, Caller] = OrderedDict()
-        self._pending: dict[UUID, asyncio.Future[Caller]] = {}
+        self._cache: OrderedDict[UUID, Attempt] = OrderedDict()
+        self._pending: dict[UUID, asyncio.Future[Attempt]] = {}
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._executor_pid = 0
         self._failed_at = -1e9
@@ -55,18 +59,18 @@ class Lookups:
     def __len__(self) -> int:
         return len(self._cache)
 
-    def cached(self, ident: UUID) -> Caller | None:
-        """The cached caller, marked as just used; ``None`` when the id is not cached."""
-        caller = self._cache.get(ident)
-        if caller is not None:
+    def cached(self, ident: UUID) -> Attempt | None:
+        """The cached attempt, marked as just used; ``None`` when the id is not cached."""
+        attempt = self._cache.get(ident)
+        if attempt is not None:
             self._cache.move_to_end(ident)
-        return caller
+        return attempt
 
-    async def resolve(self, ident: UUID) -> Caller:
-        """The task instance's :class:`Caller`: cached, or from one query (shared by every waiter)."""
-        caller = self._cache.get(ident)
-        if caller is not None:
-            return caller
+    async def resolve(self, ident: UUID) -> Attempt:
+        """The task instance's :class:`Attempt`: cached, or from one query (shared by every waiter)."""
+        attempt = self._cache.get(ident)
+        if attempt is not None:
+            return attempt
         pending = self._pending.get(ident)
         if pending is None:
             pending = asyncio.ensure_future(self._query(ident))
@@ -77,14 +81,14 @@ class Lookups:
     def _forget_pending(self, ident: UUID, _done: object) -> None:
         self._pending.pop(ident, None)
 
-    async def _query(self, ident: UUID) -> Caller:
+    async def _query(self, ident: UUID) -> Attempt:
         loop = asyncio.get_running_loop()
         if loop.time() - self._failed_at < self.retry_after:
-            return self._caller(None)  # the database failed a moment ago: do not ask it per request
+            return Attempt(self._caller(None))  # the database failed a moment ago: do not ask it per request
         self.stats.queries += 1
         start = time.perf_counter()
         try:
-            tags = await loop.run_in_executor(self._pool(), self.lookup, ident)
+            found = await loop.run_in_executor(self._pool(), self.lookup, ident)
         except Exception:
             self.stats.failures += 1
             self._failed_at = loop.time()
@@ -95,14 +99,23 @@ class Lookups:
                 "database; its state store calls are counted as dag_id=unknown until it answers",
                 exc_info=True,
             )
-            return self._caller(None)
+            return Attempt(self._caller(None))
         finally:
             self.stats.query_seconds += time.perf_counter() - start
-        caller = self._cache[ident] = self._caller(tags)
+        attempt = self._cache[ident] = self._attempt(found)
         if len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
             self.stats.evictions += 1
-        return caller
+        return attempt
+
+    def _attempt(self, found: TaskAttempt | Tags | None) -> Attempt:
+        if isinstance(found, TaskAttempt):
+            return Attempt(self._caller(found.tags), found.try_number)
+        return Attempt(self._caller(found))  # tags alone (or no such task instance): try unknown
+
+    async def run(self, work: Callable[..., T], *args: Any) -> T:
+        """Run blocking ``work(*args)`` on the lookup threads (never on the event loop)."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool(), work, *args)
 
     def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
         pid = os.getpid()

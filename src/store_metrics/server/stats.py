@@ -24,6 +24,10 @@ class AttributionStats:
     evictions: int = 0
     #: Seconds the queries took on their threads, summed.
     query_seconds: float = 0.0
+    #: Retried attempts whose first read this worker counted (retry_resumed / retry_not_resumed)...
+    retries_decided: int = 0
+    #: ... and those it saw first but another worker of the host had already claimed.
+    retries_claimed_elsewhere: int = 0
 
     @property
     def hit_rate(self) -> float:

@@ -6,6 +6,10 @@ Everything runs on the worker's event loop except the metadata query: a request 
 is cached is counted at once (a dict lookup and an integer add); one whose task instance is not is
 counted by a background task once the query has answered. Nothing waits for it: not the response,
 which has been sent, and not the server's next request.
+
+A retried attempt's first answered task store read is also counted once as ``retry_resumed`` or
+``retry_not_resumed`` (:mod:`.retries`): the worker notes each task instance's first answered read
+on the loop, and once the attempt is known to be a retry, claims it for the host on a lookup thread.
 """
 
 from __future__ import annotations
@@ -16,10 +20,12 @@ from typing import Final
 from uuid import UUID
 
 from .. import logs
+from ..catalogue import Operation, Outcome, Store
 from ..counting.contracts import Emitter
-from .attribution import NULL_TI, UNKNOWN_TAGS, WATCHER_TAGS, Lookup, Tags, lookup_task_instance, requester
-from .caller import Caller
+from .attribution import NULL_TI, UNKNOWN_TAGS, WATCHER_TAGS, Lookup, Tags, lookup_attempt, requester
+from .caller import Attempt, Caller
 from .lookups import Lookups
+from .retries import FirstReads, HostClaims
 from .routes import Route, Scope
 from .stats import AttributionStats
 
@@ -34,6 +40,11 @@ LOOKUP_THREADS: Final = 2
 #: After a query failed, seconds during which unknown task instances are counted as ``unknown``
 #: without asking the database again (so a database that is down is not asked once per request).
 RETRY_AFTER: Final = 5.0
+
+
+_TASK_GET: Final[Route] = (Store.TASK.tag, Operation.GET.value)
+#: The outcomes of an answered read, and whether it found a value.
+_ANSWERED: Final = {Outcome.READ_FOUND.value: True, Outcome.READ_ABSENT.value: False}
 
 
 def _could_not_count() -> None:
@@ -51,14 +62,17 @@ class StoreCalls:
     def __init__(
         self,
         emitter: Emitter,
-        lookup: Lookup = lookup_task_instance,
+        lookup: Lookup = lookup_attempt,
         *,
         cache_size: int = CACHE_SIZE,
         threads: int = LOOKUP_THREADS,
         retry_after: float = RETRY_AFTER,
+        claims: HostClaims | None = None,
     ) -> None:
         self.emitter = emitter
         self.stats = AttributionStats()
+        self.first_reads = FirstReads(cache_size)
+        self.claims = claims or HostClaims()
         self._callers: dict[tuple[tuple[str, str], ...], Caller] = {}
         self._later: set[asyncio.Task[None]] = set()
         self.unknown = self.caller(UNKNOWN_TAGS)
@@ -87,10 +101,13 @@ class StoreCalls:
                 self.stats.anonymous += 1
                 (self.unknown if ident is None else self.watcher).count(route, outcome)
                 return
-            caller = self.lookups.cached(ident)
-            if caller is not None:
+            if route == _TASK_GET and outcome in _ANSWERED:
+                self.first_reads.note(ident, _ANSWERED[outcome])
+            attempt = self.lookups.cached(ident)
+            if attempt is not None:
                 self.stats.hits += 1
-                caller.count(route, outcome)
+                attempt.caller.count(route, outcome)
+                self._settle(ident, attempt)
                 return
             self.stats.misses += 1
             task = asyncio.get_running_loop().create_task(self._count_later(ident, route, outcome))
@@ -101,17 +118,46 @@ class StoreCalls:
 
     async def _count_later(self, ident: UUID, route: Route, outcome: str) -> None:
         try:
-            caller = await self.lookups.resolve(ident)
-            caller.count(route, outcome)
+            attempt = await self.lookups.resolve(ident)
+            attempt.caller.count(route, outcome)
+            self._settle(ident, attempt)
+        except Exception:
+            _could_not_count()
+
+    def _settle(self, ident: UUID, attempt: Attempt) -> None:
+        """A retried attempt whose first answered read this worker saw and has not decided: decide it."""
+        if not attempt.retried:
+            return
+        found = self.first_reads.take(ident)
+        if found is None:
+            return
+        task = asyncio.get_running_loop().create_task(self._decide(ident, attempt.caller, found))
+        self._later.add(task)
+        task.add_done_callback(self._later.discard)
+
+    async def _decide(self, ident: UUID, caller: Caller, found: bool) -> None:
+        try:
+            if await self.lookups.run(self.claims.claim, ident, found):
+                self.stats.retries_decided += 1
+                caller.count_retry(found)
+            else:
+                self.stats.retries_claimed_elsewhere += 1
         except Exception:
             _could_not_count()
 
     async def drain(self, timeout: float) -> bool:
-        """Wait (at most ``timeout`` s) until every request waiting for a lookup is counted."""
-        if not self._later:
-            return True
-        _, pending = await asyncio.wait(set(self._later), timeout=timeout)
-        return not pending
+        """Wait (at most ``timeout`` s) until every request waiting for a lookup is counted (and every
+        retried attempt it made known is decided: those start while the lookups answer)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._later:
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            _, pending = await asyncio.wait(set(self._later), timeout=left)
+            if pending:
+                return False
+        return True
 
     # -- callers, and the end ------------------------------------------------------------------
 
@@ -124,7 +170,8 @@ class StoreCalls:
         return caller
 
     def cached(self, ident: UUID) -> Caller | None:
-        return self.lookups.cached(ident)
+        attempt = self.lookups.cached(ident)
+        return None if attempt is None else attempt.caller
 
     def close(self) -> None:
         self.lookups.close()
@@ -135,5 +182,7 @@ class StoreCalls:
             f"{s.requests} state store requests counted, {s.hits} cache hits, {s.misses} misses "
             f"({s.hit_rate:.1%} hit rate), {s.queries} metadata queries ({s.failures} failed, "
             f"{s.query_seconds * 1000:.1f} ms on the lookup threads), {len(self.lookups)} task "
-            f"instances cached, {s.evictions} evicted, {s.anonymous} without a task instance"
+            f"instances cached, {s.evictions} evicted, {s.anonymous} without a task instance; "
+            f"{s.retries_decided} retried attempts decided here, {s.retries_claimed_elsewhere} by "
+            f"another worker of this host"
         )

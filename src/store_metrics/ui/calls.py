@@ -1,12 +1,16 @@
-"""The tab's calls: each task's state store calls per operation over a window, from Prometheus.
+"""The tab's calls: each task's state store calls per operation over a window, from Prometheus, and
+whether its retries resumed.
 
 The PromQL reads what the dashboards' panels read: the recorded calls of ``collector/rules.yml``
-(:data:`store_metrics.pipeline.RECORDED_CALLS`, each rule interval's calls once, so their sum over a
-window is exact), with the same exclusion of asset watchers (``run_type="asset_watcher"`` belongs to
+(:data:`store_metrics.pipeline.records.CALLS` for the configured prefix, each rule interval's calls
+once, so their sum over a window is exact), with the same exclusion of asset watchers
+(``run_type="asset_watcher"`` belongs to
 no DAG) and the DAG's id as the counters carry it (sanitised like every tag value). So the Prometheus
 it asks must load the shipped rules. One instant query per DAG and window, summed by ``task_id``,
 store and outcome; found ratios are computed from the same numbers (``read_found / (read_found +
-read_absent)``, as the dashboards' ratio panels).
+read_absent)``, as the dashboards' ratio panels). The same query also reads the recorded retried
+attempts (:data:`store_metrics.pipeline.records.RETRIES`, kept apart from the calls): each task's
+resume rate, ``retry_resumed / (retry_resumed + retry_not_resumed)``.
 
 The inventory's own health (``store-metrics inventory``'s footprint age and up gauges) comes from
 the same Prometheus, for the deployment page.
@@ -23,13 +27,15 @@ import urllib.parse
 import urllib.request
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..catalogue import (
     DAG_ID,
     INVENTORY_FOOTPRINT_AGE,
     INVENTORY_UP,
+    RETRY_METRICS,
+    RETRY_RESUMED,
     RUN_TYPE,
     RUN_TYPE_ASSET_WATCHER,
     STORE,
@@ -38,7 +44,7 @@ from ..catalogue import (
     Store,
 )
 from ..naming import sanitize_tag_value
-from ..pipeline import RECORDED_CALLS
+from ..pipeline import records
 
 #: The windows the tab offers, and how long each is.
 WINDOWS: Final[dict[str, int]] = {"1h": 3600, "6h": 6 * 3600, "1d": 86400, "7d": 7 * 86400}
@@ -47,6 +53,9 @@ DEFAULT_WINDOW: Final = "1d"
 COUNTERS: Final[tuple[tuple[Store, Outcome], ...]] = tuple(
     (store, outcome) for store in Store for outcome in Outcome
 )
+#: The ``outcome`` label of the recorded retried attempts: ``retry_resumed``, ``retry_not_resumed``.
+RETRY_OUTCOMES: Final[tuple[str, ...]] = tuple(m.name.rsplit(".", 1)[1] for m in RETRY_METRICS)
+RESUMED: Final = RETRY_RESUMED.name.rsplit(".", 1)[1]
 
 
 class PrometheusError(Exception):
@@ -63,12 +72,17 @@ def dag_selector(dag_id: str) -> str:
     return f'{{{DAG_ID}="{value}",{RUN_TYPE}!="{RUN_TYPE_ASSET_WATCHER}"}}'
 
 
-def calls_expr(dag_id: str, window: str) -> str:
+def calls_expr(dag_id: str, window: str, prefix: str) -> str:
     """Calls of every counter in ``window``, per task, store and outcome: the recorded calls the
-    dashboards' panels read, summed over the window (exact: each interval's calls once)."""
+    dashboards' panels read (the series of ``prefix``), summed over the window (exact: each
+    interval's calls once); and, their outcomes apart, the recorded retried attempts, summed the
+    same way."""
+    per_task = f"sum by ({TASK_ID}, store, outcome)"
+    selector = dag_selector(dag_id)
+    calls, retries = records.name(records.CALLS, prefix), records.name(records.RETRIES, prefix)
     return (
-        f"sum by ({TASK_ID}, store, outcome) "
-        f"(sum_over_time({RECORDED_CALLS}{dag_selector(dag_id)}[{window}]))"
+        f"{per_task} (sum_over_time({calls}{selector}[{window}]))\n"
+        f"or {per_task} (sum_over_time({retries}{selector}[{window}]))"
     )
 
 
@@ -107,22 +121,29 @@ class Calls:
     tasks: Mapping[str, Mapping[str, float]]
     #: When Prometheus answered (unix seconds).
     at: float
+    #: task_id -> ``retry_resumed`` / ``retry_not_resumed`` -> retried attempts (tasks that had any).
+    retries: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 def counter_key(store: Store, outcome: Outcome) -> str:
     return f"{store.value}.{outcome.value}"
 
 
-def read_calls(url: str, dag_id: str, window: str, timeout: float) -> Calls:
-    """One query; raises :class:`PrometheusError`."""
-    expr = calls_expr(dag_id, window)
+def read_calls(url: str, dag_id: str, window: str, prefix: str, timeout: float) -> Calls:
+    """One query over ``prefix``'s recorded calls; raises :class:`PrometheusError`."""
+    expr = calls_expr(dag_id, window, prefix)
     tasks: dict[str, dict[str, float]] = defaultdict(dict)
+    retries: dict[str, dict[str, float]] = defaultdict(dict)
     for sample in query(url, expr, timeout):
         labels = sample["metric"]
+        outcome, task_id = labels.get("outcome", ""), labels.get(TASK_ID, "")
+        value = float(sample["value"][1])
+        if outcome in RETRY_OUTCOMES:
+            retries[task_id][outcome] = value
+            continue
         store = Store.of_tag(labels.get("store", ""))
-        key = counter_key(store, Outcome(labels.get("outcome", "")))
-        tasks[labels.get(TASK_ID, "")][key] = float(sample["value"][1])
-    return Calls(window=window, expr=expr, tasks=dict(tasks), at=time.time())
+        tasks[task_id][counter_key(store, Outcome(outcome))] = value
+    return Calls(window=window, expr=expr, tasks=dict(tasks), at=time.time(), retries=dict(retries))
 
 
 def found_ratio(calls: Mapping[str, float], store: Store) -> float | None:
@@ -130,6 +151,13 @@ def found_ratio(calls: Mapping[str, float], store: Store) -> float | None:
     found = calls.get(counter_key(store, Outcome.READ_FOUND), 0.0)
     reads = found + calls.get(counter_key(store, Outcome.READ_ABSENT), 0.0)
     return found / reads if reads > 0 else None
+
+
+def resume_rate(retries: Mapping[str, float]) -> float | None:
+    """``retry_resumed / (retry_resumed + retry_not_resumed)``; ``None`` without a retried attempt."""
+    resumed = retries.get(RESUMED, 0.0)
+    attempts = sum(retries.get(outcome, 0.0) for outcome in RETRY_OUTCOMES)
+    return resumed / attempts if attempts > 0 else None
 
 
 @dataclass(frozen=True)

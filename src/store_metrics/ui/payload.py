@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import urllib.parse
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ..catalogue import Store
@@ -18,7 +18,7 @@ from ..config.reader import OptionValues
 from ..inventory.footprint import Group
 from ..naming import sanitize_tag_value
 from ..pipeline import DASHBOARD_UID
-from .calls import DEFAULT_WINDOW, WINDOWS, Calls, InventoryHealth, found_ratio
+from .calls import DEFAULT_WINDOW, RESUMED, WINDOWS, Calls, InventoryHealth, found_ratio, resume_rate
 from .reading import DagFootprint, Deployment, Named, total
 from .routes import PAGE_ROUTE, TAB_ROUTE
 from .sources import Answer
@@ -98,16 +98,29 @@ def dag_payload(
     }
 
 
+def _retries_json(retries: Mapping[str, float]) -> dict[str, Any]:
+    resumed = retries.get(RESUMED, 0.0)
+    return {
+        "resumed": resumed,
+        "started_over": sum(retries.values()) - resumed,
+        "resume_rate": resume_rate(retries),
+    }
+
+
 def calls_payload(window: str, answer: Answer[Calls]) -> dict[str, Any]:
     calls = answer.value
+    per_task = calls.tasks if calls else {}
+    retried = calls.retries if calls else {}
     tasks = []
-    for task_id, counts in sorted((calls.tasks if calls else {}).items()):
+    for task_id in sorted(set(per_task) | set(retried)):
+        counts = per_task.get(task_id, {})
         tasks.append(
             {
                 "task_id": task_id,
                 "calls": dict(counts),
                 "total": sum(counts.values()),
                 "found_ratio": {store.value: found_ratio(counts, store) for store in Store},
+                "retries": _retries_json(retried.get(task_id, {})),
             }
         )
     return {

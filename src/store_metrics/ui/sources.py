@@ -101,7 +101,7 @@ class Sources:
         return self._answer(
             self._calls,
             (dag_id, window),
-            lambda: read_calls(self.prometheus_url, dag_id, window, s.ui_timeout),
+            lambda: read_calls(self.prometheus_url, dag_id, window, s.prefix, s.ui_timeout),
             self._prometheus,
         )
 

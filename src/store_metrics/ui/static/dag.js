@@ -70,6 +70,17 @@ const STORES = [
   ["asset_state_store", "asset"],
 ];
 
+// Retried attempts (try 2 and later) of the task: resumed / all that read, on its task store row.
+function retryCells(task, store) {
+  const retries = task.retries || { resumed: 0, started_over: 0, resume_rate: null };
+  if (store !== "task_state_store") return [cell("retried", ""), cell("resume_rate", "")];
+  const retried = retries.resumed + retries.started_over;
+  return [
+    cell("retried", count(retried), `${retries.resumed} resumed, ${retries.started_over} started over`),
+    cell("resume_rate", ratio(retries.resume_rate)),
+  ];
+}
+
 function callsTable(data) {
   const rows = [];
   for (const task of data.tasks) {
@@ -84,6 +95,7 @@ function callsTable(data) {
           el("td", { class: "text", "data-field": "store" }, word),
           OPERATIONS.map(([op], i) => cell(op, count(counts[i]), `${counts[i]}`)),
           cell("found_ratio", ratio(task.found_ratio[store])),
+          retryCells(task, store),
         ),
       );
     }
@@ -96,6 +108,8 @@ function callsTable(data) {
     el("th", { class: "text" }, "store"),
     OPERATIONS.map(([, label]) => el("th", {}, label)),
     el("th", {}, "found ratio"),
+    el("th", { title: "Retried attempts (try 2 and later) that read the task store" }, "retries"),
+    el("th", { title: "Retried attempts whose first read found what an earlier attempt saved" }, "resumed"),
   );
   return el("table", { "data-table": "calls" }, el("thead", {}, head), el("tbody", {}, rows));
 }
@@ -111,7 +125,7 @@ async function loadCalls(window_) {
       el(
         "p",
         { class: "muted" },
-        `Calls in the last ${data.window} per task, from the counters Prometheus holds (the dashboards' series; found ratio = reads found / all reads). `,
+        `Calls in the last ${data.window} per task, from the counters Prometheus holds (the dashboards' series; found ratio = reads found / all reads; resumed = retried attempts whose first read found a value / all retried attempts that read). `,
         el("details", {}, el("summary", {}, "PromQL"), el("code", {}, data.query || "")),
       ),
     );

@@ -1,0 +1,135 @@
+"""What every generated promtool test shares: the prefix and settings it is written for, its clock,
+the labels its input series carry, the alerts it expects (rendered from the exported rule files)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from store_metrics import catalogue
+
+from .. import records
+from ..settings import seconds
+from .annotations import Alert, alerts, render
+from .document import Firing, selector
+from .selector import Labels
+from .timeline import EDGES, Clock
+
+__all__ = ["Context", "Target", "agree", "fraction"]
+
+#: Words the tests name their jobs with, where the selector accepts them.
+JOB_WORDS = ("airflow", "statsd", "api", "triggerer", "inventory")
+
+
+def fraction(duration: str) -> Fraction:
+    """A Prometheus duration in seconds, exactly."""
+    return Fraction(seconds(duration)).limit_denominator(1000)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A scrape target: its labels (job, instance, deployment, what the selector asks for)."""
+
+    labels: tuple[tuple[str, str], ...]
+
+    def get(self, name: str) -> str:
+        return dict(self.labels).get(name, "")
+
+    def with_labels(self, **labels: str) -> dict[str, str]:
+        """The target's labels and ``labels`` (a series' own tags), empty values left out."""
+        return {k: v for k, v in (*self.labels, *labels.items()) if v != ""}
+
+    def up(self) -> dict[str, str]:
+        """The labels of its ``up`` series: job, instance and the deployment (target labels)."""
+        return {k: v for k, v in self.labels if k in ("job", "instance") or v}
+
+
+@dataclass
+class Context:
+    """One export's promtool tests: ``prefix``, the settings' ``values``, the rule files' text."""
+
+    prefix: str
+    values: Mapping[str, str]
+    rule_files: Mapping[str, str]
+    labels: Labels = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.labels = Labels(self.values["selector"])
+
+    # -- time ---------------------------------------------------------------------------------
+
+    def duration(self, name: str) -> Fraction:
+        return fraction(self.values[name])
+
+    @property
+    def step(self) -> Fraction:
+        return self.duration("rule_interval")
+
+    @property
+    def clock(self) -> Clock:
+        return Clock(self.step, self.duration("rule_offset"), self.duration("counter_lookback"))
+
+    def steps(self, duration: Fraction) -> int:
+        """How many steps ``duration`` spans (rounded up)."""
+        return math.ceil(duration / self.step)
+
+    def setting_steps(self, name: str) -> int:
+        return self.steps(self.duration(name))
+
+    # -- labels -------------------------------------------------------------------------------
+
+    @property
+    def cluster(self) -> str:
+        return self.values["cluster_label"]
+
+    def jobs(self, wanted: int) -> list[str]:
+        return self.labels.values("job", wanted, JOB_WORDS)
+
+    def clusters(self, wanted: int) -> list[str]:
+        return self.labels.values(self.cluster, wanted, ("", "east", "west"))
+
+    def target(self, job: str, instance: str, cluster: str | None = None) -> Target:
+        """A target of ``job``: every other label the selector names at a value it accepts."""
+        pairs = {"job": job, "instance": instance}
+        pairs[self.cluster] = self.clusters(1)[0] if cluster is None else cluster
+        for label in self.labels.constrained():
+            if label not in pairs:
+                pairs[label] = self.labels.values(label, 1, ("",))[0]
+        return Target(tuple(pairs.items()))
+
+    def name(self, metric: catalogue.Metric, suffix: str = "") -> str:
+        return metric.prometheus_name(self.prefix) + suffix
+
+    def record(self, base: str) -> str:
+        return records.name(base, self.prefix)
+
+    # -- alerts -------------------------------------------------------------------------------
+
+    def alert(self, rule_file: str, name: str) -> Alert:
+        return alerts(self.rule_files[rule_file])[name]
+
+    def firing(
+        self,
+        rule_file: str,
+        name: str,
+        labels: Mapping[str, str],
+        value: float,
+        external: Mapping[str, str] | None = None,
+    ) -> Firing:
+        """The alert ``name`` firing with ``labels`` (its expression's) and ``value``."""
+        alert = self.alert(rule_file, name)
+        external = external or {}
+        shown = {k: v for k, v in labels.items() if v != ""}
+        notes = {k: render(t, shown, value, external) for k, t in alert.annotations.items()}
+        return Firing({**shown, **alert.labels}, notes)
+
+    @staticmethod
+    def sample(name: str, labels: Mapping[str, str]) -> str:
+        return selector(name, labels)
+
+
+def agree(per_edge: Mapping[bool, object]) -> bool:
+    """Whether Prometheus 2 and 3 (a closed and a left-open window edge) give the same."""
+    return all(per_edge[edge] == per_edge[EDGES[0]] for edge in EDGES)

@@ -1,0 +1,112 @@
+"""The rules that repeat per metric, generated from the catalogue (rules as data, as the mixins do).
+
+rules.yml's recording group is a template around :func:`call_recording_rules`: one rule per counter
+that has a :class:`~store_metrics.catalogue.Recording`, written once here, so adding a counter to
+the catalogue gives it its recorded calls, its place in the series count the "counts stopped
+arriving" alert reads, and nothing to copy by hand.
+
+One rule records a counter's calls of each rule interval (setting ``rule_interval``), read
+``rule_offset`` behind so a scrape being written is never half seen:
+
+* a series seen within ``counter_lookback`` before the previous read: its growth since then
+  (``last_over_time`` bridges failed scrapes and staleness markers);
+* the same series lower than before (a reset: the exporter, the Collector or the API server worker
+  restarted): its whole value, the calls since the restart;
+* a series not seen within ``counter_lookback`` (a task's first run, a series the exporter dropped
+  after its ``ttl``): its whole value, **only if its target was scraped successfully within
+  ``counter_lookback`` before the previous read** (``up == 1``, matched on the deployment label and
+  ``instance``). A fresh or replaced Prometheus, a target that was down or unreachable for longer
+  than the lookback, or a target seen for the first time show a value that holds calls made before
+  Prometheus could see them: those never count, so no alert fires on history. What is lost is
+  bounded: the calls a series held when its target was first scraped.
+
+Summed over a range, the recorded series is the calls made in it, exactly, in steady state and
+across restarts of the exporter, the Collector or an API server worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from store_metrics import catalogue
+
+from . import records, templating
+
+__all__ = [
+    "GENERATED_RECORDS",
+    "SERIES_COUNT",
+    "call_recording_rules",
+    "counter_expr",
+    "grouping",
+    "values",
+]
+
+#: Series of the recorded counters per deployment, job and instance: what the "counts stopped
+#: arriving" alert (StateStoreMetricsMissing) and the inventory's per-deployment absence read.
+SERIES_COUNT = "instance:store_metrics_series:count"
+#: The recorded series this module's rules write (the templates write the others' ``- record:``).
+GENERATED_RECORDS: frozenset[str] = frozenset(
+    {*(m.recording.series for m in catalogue.recorded_counters() if m.recording), SERIES_COUNT}
+)
+_RULE_INDENT = "  "
+_EXPR_INDENT = " " * 6
+
+
+def grouping(metric: catalogue.Metric) -> tuple[str, ...]:
+    """What a counter's calls are recorded by: the deployment, the job and the counter's tags
+    (``instance`` is summed away: the API server's workers add up to one)."""
+    return ("@cluster_label@", "job", *metric.all_tags)
+
+
+def counter_expr(metric: catalogue.Metric) -> str:
+    """A counter's calls of one rule interval, as a template (tokens for the prefix and settings)."""
+    series = f"@{metric.name}@{{@selector@}}"
+    now = f"{series} offset @rule_offset@"
+    previous = f"last_over_time({series}[@counter_lookback@] offset @rule_previous_offset@)"
+    up = "max_over_time(up[@counter_lookback@] offset @rule_previous_offset@)"
+    scraped = f"max by (@cluster_label@, instance) ({up})"
+    lines = [
+        f"sum by ({', '.join(grouping(metric))}) (",
+        "  (",
+        f"    {now}",
+        f"    - {previous}",
+        "  ) >= 0",
+        "  or",
+        "  (",
+        f"    {now}",
+        "    and on (@cluster_label@, instance)",
+        f"    ({scraped} == 1)",
+        "  )",
+        ")",
+    ]
+    return "\n".join(lines)
+
+
+def _rule(record: str, expr: str, labels: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    lines = [f"{_RULE_INDENT}- record: @{records.TOKEN}{record}@", f"{_RULE_INDENT}  expr: |-"]
+    lines += [f"{_EXPR_INDENT}{line}" if line else "" for line in expr.splitlines()]
+    if labels:
+        lines.append(f"{_RULE_INDENT}  labels:")
+        lines += [f"{_RULE_INDENT}    {name}: {value}" for name, value in labels]
+    return lines
+
+
+def _series_count() -> str:
+    counters = "\n  or ".join(f"@{m.name}@{{@selector@}}" for m in catalogue.recorded_counters())
+    return f"count by (@cluster_label@, job, instance) (\n  {counters}\n)"
+
+
+def call_recording_rules() -> str:
+    """The recording group's rules (YAML, indented for the group's ``rules:``), as a template."""
+    lines: list[str] = []
+    for metric in catalogue.recorded_counters():
+        assert metric.recording is not None
+        lines += _rule(metric.recording.series, counter_expr(metric), metric.recording.labels)
+    lines += _rule(SERIES_COUNT, _series_count())
+    return "\n".join(lines)
+
+
+def values(prefix: str, given: Mapping[str, str]) -> dict[str, str]:
+    """rules.yml's computed value: its recording rules, filled in for ``prefix`` and the settings."""
+    text = templating.fill(call_recording_rules(), prefix, given, "the call-recording rules")
+    return {"call_recording_rules": text}

@@ -1,0 +1,138 @@
+"""Every exported promtool test passes on the real promtool of every Prometheus pin, and the
+generated ones (rules.test.yml) for the settings they are exported with.
+
+Pins (testbed/peers.py): Prometheus 3 newest and LTS, and the 2.x minimum (Debian's 2.42). The
+settings table holds the docs' examples (docs/alerts.md) and both ends of the documented range of
+every setting rules.test.yml is generated for (others at their defaults); its expected values are
+worked out from each scenario's calls (store_metrics.pipeline.promtool_tests), never copied from a
+run. The other three test files are written for the default settings (their templates' eval times):
+they run here at the defaults.
+
+A row takes 5-60 s (an export, then promtool over a day or a week of samples), so the suite runs the
+docs' examples on every pin and a sample of range ends on the newest pin (CI_ROWS);
+``STORE_METRICS_RULE_TABLE=all`` runs every row on every pin (about half an hour).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from store_metrics.pipeline import export, settings
+from testbed import peers
+from testbed.repository import ROOT
+
+ROLES = ("newest", "lts", "minimum")
+TEST_FILES = ("rules.test.yml", "watcher-rules.test.yml", "server-rules.test.yml", "footprint-rules.test.yml")
+
+#: The settings rules.test.yml is generated for (its scenarios' steps, windows, floors, labels).
+GENERATED_FOR = (
+    "rule_interval",
+    "rule_offset",
+    "counter_lookback",
+    "error_ratio",
+    "error_min_calls",
+    "error_window",
+    "error_for",
+    "failing_ratio",
+    "failing_min_calls",
+    "failing_window",
+    "failing_for",
+    "never_read_window",
+    "never_read_for",
+    "retry_start_over_ratio",
+    "retry_min_attempts",
+    "retry_window",
+    "missing_window",
+    "missing_for",
+)
+#: The docs' examples (docs/alerts.md): a prefix, a deployment label, a threshold, a job selector.
+EXAMPLES: dict[str, tuple[str, dict[str, str]]] = {
+    "docs: prefix, cluster_label, error_ratio": (
+        "myco.airflow",
+        {"cluster_label": "env", "error_ratio": "0.1"},
+    ),
+    "docs: a job selector": ("airflow", {"selector": 'job=~"airflow-statsd|store-metrics-.*"'}),
+}
+
+
+def _bounds() -> dict[str, tuple[str, dict[str, str]]]:
+    rows: dict[str, tuple[str, dict[str, str]]] = {}
+    for setting in settings.SETTINGS:
+        if setting.name not in GENERATED_FOR:
+            continue
+        for value in (setting.low, setting.high):
+            try:
+                settings.resolve({setting.name: value})
+            except ValueError:
+                continue  # an end another setting's default contradicts (error_for 1d > error_window 1h)
+            rows[f"{setting.name}={value}"] = ("airflow", {setting.name: value})
+    return rows
+
+
+TABLE = {**EXAMPLES, **_bounds()}
+#: The range ends the suite runs: the shortest step and the longest windows (the most samples).
+CI_ROWS = (
+    "rule_interval=15s",
+    "rule_interval=5m",
+    "error_window=1d",
+    "never_read_window=7d",
+    "retry_window=7d",
+    "missing_window=7d",
+)
+WHOLE_TABLE = os.environ.get("STORE_METRICS_RULE_TABLE") == "all"
+
+
+def promtool(role: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    try:
+        path = peers.binary("promtool", role)
+    except peers.PeerMissing as missing:
+        pytest.fail(str(missing))
+    return subprocess.run(
+        [str(path), *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_exported_rule_test_passes_on_every_prometheus_pin(role: str) -> None:
+    for name in TEST_FILES:
+        result = promtool(role, "test", "rules", name, cwd=ROOT / "collector")
+        assert result.returncode == 0, f"{role} {name}:\n{result.stdout}{result.stderr}"
+
+
+@pytest.mark.slow  # an export and three promtools per row: 2-60 s each
+@pytest.mark.parametrize("row", list(TABLE), ids=list(TABLE))
+def test_the_generated_rule_tests_pass_for_the_settings_they_are_exported_with(
+    row: str, tmp_path: Path
+) -> None:
+    if not WHOLE_TABLE and row not in EXAMPLES and row not in CI_ROWS:
+        pytest.skip("a range end outside the suite's sample: STORE_METRICS_RULE_TABLE=all runs it")
+    prefix, changes = TABLE[row]
+    files = export.render_all(prefix, changes)
+    for path, text in files.items():
+        if path.parent == export.COLLECTOR and path.suffix == ".yml":
+            (tmp_path / path.name).write_text(text)
+    for role in ROLES if (WHOLE_TABLE or row in EXAMPLES) else ("newest",):
+        result = promtool(role, "test", "rules", "rules.test.yml", cwd=tmp_path)
+        assert result.returncode == 0, f"{role} {row}:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
+
+
+def test_contradicting_settings_are_refused_naming_both() -> None:
+    for changes, both in (
+        ({"error_for": "2h"}, ("error_for", "error_window")),
+        ({"missing_for": "1d", "missing_window": "1h"}, ("missing_for", "missing_window")),
+        ({"rule_interval": "5m", "counter_lookback": "5m", "error_window": "5m", "rule_offset": "5m"}, None),
+    ):
+        if both is None:
+            export.render_all(changes=changes, tests=False)  # equal is no contradiction
+            continue
+        with pytest.raises(ValueError, match="longer than setting") as refused:
+            export.render_all(changes=changes, tests=False)
+        assert all(f"setting {name}" in str(refused.value) for name in both), refused.value
+
+
+def test_the_suites_sample_of_range_ends_is_in_the_table() -> None:
+    assert set(CI_ROWS) <= set(TABLE), set(CI_ROWS) - set(TABLE)
