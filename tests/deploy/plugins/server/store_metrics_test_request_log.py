@@ -3,7 +3,7 @@
 A root middleware that appends one JSON line per Execution API request to the file named by
 ``STORE_METRICS_TEST_REQUEST_LOG``: the task instance the Execution API verified (its token's
 subject), the worker's process id, the client's port (one per connection), method, path, status,
-and when the response ended. ``tests/airflow/count_at_standalone/test_retries.py`` reads it to
+and when the response ended. ``tests/airflow/count_at_standalone/test_retried_attempts.py`` reads it to
 measure how an attempt's requests spread over connections and workers.
 """
 
