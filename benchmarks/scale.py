@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from typing import Self
 from store_metrics.backends.statsd_lines import Line, influx_counter_line
 from store_metrics.catalogue import task_tags
 from store_metrics.naming import normalize_tags
+from testbed.processes import stop_group
 from testbed.waiting import poll
 
 from .common import REPO_ROOT
@@ -162,12 +162,4 @@ class Peer:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
 
     def stop(self) -> None:
-        proc = self.proc
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        stop_group(self.proc, 30)

@@ -21,13 +21,13 @@ import glob
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from testbed.ports import free_port
+from testbed.processes import stop_group
 from testbed.waiting import poll
 
 
@@ -321,11 +321,4 @@ class ThrowawayMariaDB(ThrowawayServer):
     def stop(self) -> None:
         """Stop the server (SIGTERM: a clean shutdown; SIGKILL if it takes more than 60 s)."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+        stop_group(proc, 60)

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from store_metrics.commands.check import EXIT_BACKEND, EXIT_OK
+from support.cli import run_cli
 from testbed.airflow import AirflowHome
 from testbed.ports import free_port
 from testbed.waiting import wait_until
@@ -76,14 +77,7 @@ def _answers(url: str) -> bool:
 
 
 def check(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "store_metrics.commands.cli", "check"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli("check", **env)
 
 
 @pytest.fixture(scope="module")

@@ -212,9 +212,8 @@ def test_the_panels_table_keeps_whole_sentences() -> None:
 # -- user pages read as a guide ---------------------------------------------------------------------------
 
 #: Pages that say what is tested where, by design: contributing, the Airflow versions page and the
-#: benchmarks' report. alerts.md still cites its tests: issue 28 (the rules and dashboards) owns that
-#: page; its proof moves to contributing.md with that work.
-PROOF_PAGES = {"contributing.md", "airflow-versions.md", "performance.md", "alerts.md"}
+#: benchmarks' report.
+PROOF_PAGES = {"contributing.md", "airflow-versions.md", "performance.md"}
 TEST_CITATION = re.compile(r"\btests/\w|\btest_\w+\.py\b")
 #: Words of the lab notebook a reader has no key to (the topologies are named on how-it-works.md).
 JARGON = re.compile(r"\bstand(?:s|ing)? down\b|\bscenarios? [0-9]|\btopolog(?:y|ies) [0-9]", re.IGNORECASE)

@@ -43,6 +43,7 @@ import yaml
 from store_metrics.commands import host_processes
 from store_metrics.config import options
 from store_metrics.pipeline import helm
+from support.cli import run_cli
 from support.operator import Container, Pod, endpoint_targets, pod_targets, scrape_jobs
 from support.prometheus import PrometheusServer
 from support.servers import ServerProcess
@@ -260,14 +261,7 @@ def _statsd_exporter_with_a_check_increment(tmp: Path, host: str, stack: context
         AIRFLOW__STORE_METRICS__HOST="127.0.0.1",
         AIRFLOW__STORE_METRICS__PORT=str(udp),
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "store_metrics.commands.cli", "check"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_cli("check", **env)
     assert done.returncode == 0, done.stdout + done.stderr
     wait_until(
         lambda: "airflow_store_metrics_check_total" in _text(f"http://{host}:{web}/metrics"), 30, interval=0.2

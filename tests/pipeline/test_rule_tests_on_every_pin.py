@@ -1,0 +1,48 @@
+"""Every exported promtool test file passes on the real promtool of every Prometheus pin: Prometheus 3
+(the newest release and the LTS, testbed/peers.py) and the 2.x minimum (Debian's 2.42), for the
+repository's copy and for an export at another prefix. Float expectations are exact by construction
+(whole numbers or values every summation order gives), so no file needs ``fuzzy_compare``, which
+2.42 does not know."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from support.exported import OTHER_PREFIX, Exported
+from testbed import peers
+from testbed.repository import ROOT
+
+ROLES = ("newest", "lts", "minimum")
+TEST_FILES = ("rules.test.yml", "watcher-rules.test.yml", "server-rules.test.yml", "footprint-rules.test.yml")
+
+
+def promtool_test(role: str, folder: Path, name: str) -> subprocess.CompletedProcess[str]:
+    try:
+        path = peers.binary("promtool", role)
+    except peers.PeerMissing as missing:
+        pytest.fail(str(missing))
+    return subprocess.run(
+        [str(path), "test", "rules", name],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("prefix", ["airflow", OTHER_PREFIX])
+def test_every_exported_rule_test_passes_on_every_prometheus_pin(
+    role: str, prefix: str, exported: Exported
+) -> None:
+    folder = ROOT / "collector" if prefix == "airflow" else exported(prefix) / "collector"
+    for name in TEST_FILES:
+        assert (folder / name).is_file(), name
+        result = promtool_test(role, folder, name)
+        assert result.returncode == 0, (
+            f"{role} {prefix} {name}:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
+        )
