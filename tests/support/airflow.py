@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from testbed.airflow import SCENARIO_DAGS, AirflowHome
+from testbed.ports import free_port
 from testbed.waiting import wait_until
 
 
@@ -37,6 +38,10 @@ class Standalone:
             AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"http://localhost:{api_port}/execution/",
             AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
             AIRFLOW__CORE__PARALLELISM="8",
+            # The log servers' fixed default ports (8793, 8794) are free ports here: a component of
+            # a deployment still stopping, or another test's, never holds this one's.
+            AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+            AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
             **settings,
         )
         # standalone starts its components as `airflow ...` subprocesses found on PATH.

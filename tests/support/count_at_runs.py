@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import socket
 import subprocess
@@ -32,7 +33,7 @@ from support.totals import Key, totals
 from testbed.airflow import AirflowHome
 from testbed.ports import free_port
 from testbed.udp import UdpReceiver
-from testbed.waiting import wait_until
+from testbed.waiting import poll, wait_until
 
 PYOP = "_PythonDecoratedOperator"
 MOCK = "MockBatchOperator"
@@ -192,33 +193,55 @@ def api(airflow: Standalone, method: str, path: str, body: Any = None) -> Any:
         raise AssertionError(f"{method} {path}: {exc.reason}\n{airflow.log_tail()}") from exc
 
 
-def run_dags(airflow: Standalone, dag_ids: tuple[str, ...], tag: str) -> None:
-    """Trigger each run (through the REST API) and wait until all have succeeded."""
+def trigger(airflow: Standalone, dag_id: str, run_id: str, attempts: int = 3) -> None:
+    """Start a run through the REST API. On SQLite the API server can answer 500 ("Database error")
+    while the scheduler holds the database: the request is made again (bounded); a run it did make
+    answers 409 the next time."""
+    body = {"dag_run_id": run_id, "logical_date": None}
+    for attempt in range(1, attempts + 1):
+        try:
+            api(airflow, "POST", f"/api/v2/dags/{dag_id}/dagRuns", body)
+            return
+        except AssertionError as exc:
+            if attempt == attempts or not re.search(r": (500|409) ", str(exc)):
+                raise
+            if ": 409 " in str(exc):
+                return
+
+
+def run_dags(airflow: Standalone, dag_ids: tuple[str, ...], tag: str, timeout: float = 300) -> None:
+    """Start each run and wait (bounded) until all have finished; all must have succeeded. When
+    they have not, the failure shows every task instance of the runs and the end of the log."""
     barrier = Path(airflow.env["STORE_METRICS_TEST_BARRIER"])
     shutil.rmtree(barrier, ignore_errors=True)
     barrier.mkdir()
-    run_ids = []
-    for n, dag_id in enumerate(dag_ids):
-        run_id = f"{tag}-{n}-{dag_id}"
-        api(airflow, "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"dag_run_id": run_id, "logical_date": None})
-        run_ids.append(run_id)
+    run_ids = [f"{tag}-{n}-{dag_id}" for n, dag_id in enumerate(dag_ids)]
+    for dag_id, run_id in zip(dag_ids, run_ids, strict=True):
+        trigger(airflow, dag_id, run_id)
+    marks = ",".join("?" * len(run_ids))
 
     def states() -> dict[str, str]:
-        marks = ",".join("?" * len(run_ids))
-        return dict(
-            airflow.home.query(f"select run_id, state from dag_run where run_id in ({marks})", *run_ids)
-        )  # type: ignore[arg-type]
+        rows = airflow.home.query(f"select run_id, state from dag_run where run_id in ({marks})", *run_ids)
+        return {str(run_id): str(state) for run_id, state in rows}
 
-    wait_until(
-        lambda: (
-            (all(s in ("success", "failed") for s in states().values()) and len(states()) == len(run_ids))
-            or airflow._died()
-        ),
-        300,
-        interval=0.5,
-    )
+    def finished() -> bool:
+        done = states()
+        return len(done) == len(run_ids) and all(s in ("success", "failed") for s in done.values())
+
+    def report() -> str:
+        rows = airflow.home.query(
+            "select run_id, task_id, map_index, state, try_number from task_instance"
+            f" where run_id in ({marks}) order by run_id, task_id, map_index",
+            *run_ids,
+        )
+        tis = "\n".join(" ".join(str(v) for v in row) for row in rows)
+        arrived = sorted(p.name for p in barrier.iterdir())
+        return f"runs: {states()}\ntask instances:\n{tis}\nat the barrier: {arrived}"
+
+    if not poll(lambda: finished() or airflow._died(), timeout, interval=0.5):
+        raise AssertionError(f"runs not finished within {timeout} s\n{report()}\n{airflow.log_tail()}")
     assert not airflow._died(), airflow.log_tail()
-    assert set(states().values()) == {"success"}, (states(), airflow.log_tail())
+    assert set(states().values()) == {"success"}, f"{report()}\n{airflow.log_tail()}"
 
 
 def run_waves(airflow: Standalone, tag: str) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -48,10 +47,11 @@ from support.count_at_runs import (
     PYOP,
     SECOND_WAVE,
     Calls,
-    api,
     as_prometheus,
     deployment,
+    run_dags,
     task_series,
+    trigger,
 )
 from support.deploy import MODULES
 from support.helm_chart import CHART_ENV
@@ -359,45 +359,6 @@ def start_airflow(root: Path, peers: Peers) -> Standalone:
     shutil.copy(DAG_FILE, airflow.home.dags)
     airflow.start([*DAG_IDS, ERRORS_DAG, *CONSUMERS])
     return airflow
-
-
-def trigger(airflow: Standalone, dag_id: str, run_id: str, attempts: int = 3) -> None:
-    """Start a run through the REST API. On SQLite the API server can answer 500 ("Database error")
-    while the scheduler holds the database: the request is made again (bounded); a run it did make
-    answers 409 the next time."""
-    body = {"dag_run_id": run_id, "logical_date": None}
-    for attempt in range(1, attempts + 1):
-        try:
-            api(airflow, "POST", f"/api/v2/dags/{dag_id}/dagRuns", body)
-            return
-        except AssertionError as exc:
-            if attempt == attempts or not re.search(r": (500|409) ", str(exc)):
-                raise
-            if ": 409 " in str(exc):
-                return
-
-
-def run_dags(airflow: Standalone, dag_ids: tuple[str, ...], tag: str) -> None:
-    """Start each run and wait (bounded) until all have succeeded."""
-    run_ids = [f"{tag}-{n}-{dag_id}" for n, dag_id in enumerate(dag_ids)]
-    barrier = Path(airflow.env["STORE_METRICS_TEST_BARRIER"])
-    shutil.rmtree(barrier, ignore_errors=True)
-    barrier.mkdir()
-    for dag_id, run_id in zip(dag_ids, run_ids, strict=True):
-        trigger(airflow, dag_id, run_id)
-    marks = ",".join("?" * len(run_ids))
-
-    def states() -> dict[str, str]:
-        rows = airflow.home.query(f"select run_id, state from dag_run where run_id in ({marks})", *run_ids)
-        return {str(run_id): str(state) for run_id, state in rows}
-
-    def finished() -> bool:
-        done = states()
-        return len(done) == len(run_ids) and all(s in ("success", "failed") for s in done.values())
-
-    wait_until(lambda: finished() or airflow._died(), 300, interval=0.5)
-    assert not airflow._died(), airflow.log_tail()
-    assert set(states().values()) == {"success"}, (states(), airflow.log_tail())
 
 
 def run_everything(airflow: Standalone, wave: tuple[str, ...]) -> None:
