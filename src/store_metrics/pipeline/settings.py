@@ -89,8 +89,8 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.DURATION,
         "Evaluation interval of the call-recording rules: each recorded sample holds the calls of one "
         "interval. Not shorter than your scrape interval (a shorter one records nothing in most "
-        "intervals): 15s at least.",
-        low="15s",
+        "intervals). Below 15s, only the short windows get promtool tests (the file says which).",
+        low="1s",
         high="5m",
     ),
     Setting(
@@ -148,7 +148,7 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.DURATION,
         "StateStoreErrorRateHigh, StateStoreWatcherErrorRateHigh: how long the condition holds before "
         "they fire.",
-        low="1m",
+        low="1s",
         high="1d",
     ),
     Setting(
@@ -181,7 +181,7 @@ SETTINGS: tuple[Setting, ...] = (
         "5m",
         Kind.DURATION,
         "StateStoreFailingAcrossDags: how long the condition holds before it fires.",
-        low="1m",
+        low="1s",
         high="6h",
     ),
     Setting(

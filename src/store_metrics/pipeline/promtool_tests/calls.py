@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from store_metrics import catalogue
 
 from .context import Context, Target
 from .document import Series, Value
-from .timeline import EDGES, Recorder, firing, window_steps
+from .timeline import EDGES, Recorder, WindowSums, firing, window_steps
 
 __all__ = ["Counter", "RatioAlert", "Recorded", "counting", "flat_after", "record"]
 
@@ -64,6 +64,14 @@ class Recorded:
 
     steps: int
     series: dict[Key, list[float | None]]
+    _sums: dict[Key, WindowSums] = field(default_factory=dict, init=False, repr=False)
+
+    def window(self, key: Key, end: int, window: Fraction, step: Fraction, closed: bool) -> float | None:
+        """Series ``key``'s recorded calls over ``window`` up to step ``end`` (``sum_over_time``);
+        ``None`` when it has no sample there."""
+        if key not in self._sums:
+            self._sums[key] = WindowSums(self.series[key])
+        return self._sums[key].over(window_steps(end, window, step, closed))
 
     def labels(self, key: Key) -> dict[str, str]:
         return dict(key)
@@ -107,17 +115,15 @@ class RatioAlert:
         errors: dict[Key, float] = defaultdict(float)
         calls: dict[Key, float] = defaultdict(float)
         has_errors: set[Key] = set()
-        for key, values in recorded.select(self.keep).items():
+        for key in recorded.select(self.keep):
             labels = dict(key)
             group = tuple((b, labels.get(b, "")) for b in self.by)
-            present = [
-                values[i] for i in window_steps(end, self.window, step, closed) if values[i] is not None
-            ]
-            if not present:
+            total = recorded.window(key, end, self.window, step, closed)
+            if total is None:
                 continue
-            calls[group] += sum(present)  # type: ignore[arg-type]
+            calls[group] += total
             if labels.get("outcome") == self.bad:
-                errors[group] += sum(present)  # type: ignore[arg-type]
+                errors[group] += total
                 has_errors.add(group)
         return {
             g: errors[g] / calls[g]

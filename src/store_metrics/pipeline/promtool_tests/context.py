@@ -17,8 +17,12 @@ from .document import Firing, selector
 from .selector import Labels
 from .timeline import EDGES, Clock
 
-__all__ = ["Context", "Target", "agree", "fraction"]
+__all__ = ["PROMTOOL_MAX_SAMPLES", "Context", "Target", "TooLong", "agree", "fraction"]
 
+#: The most samples one query may load in promtool's rule tests (``promqltest``'s
+#: DefaultMaxSamplesPerQuery, the same from Prometheus 2.42 to 3.16; a running Prometheus allows
+#: 50,000,000). A scenario spanning more rule intervals than that cannot run there.
+PROMTOOL_MAX_SAMPLES = 10_000
 #: Words the tests name their jobs with, where the selector accepts them.
 JOB_WORDS = ("airflow", "statsd", "api", "triggerer", "inventory")
 
@@ -26,6 +30,10 @@ JOB_WORDS = ("airflow", "statsd", "api", "triggerer", "inventory")
 def fraction(duration: str) -> Fraction:
     """A Prometheus duration in seconds, exactly."""
     return Fraction(seconds(duration)).limit_denominator(1000)
+
+
+class TooLong(Exception):
+    """A scenario whose series span more rule intervals than promtool lets a query load."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,17 @@ class Context:
 
     def setting_steps(self, name: str) -> int:
         return self.steps(self.duration(name))
+
+    def within_promtool(self, steps: int, what: str, *settings: str) -> None:
+        """Raise :class:`TooLong` (saying why) when a scenario of ``what`` spans more than
+        :data:`PROMTOOL_MAX_SAMPLES` steps: its windowed queries would load more samples than
+        promtool allows."""
+        if steps > PROMTOOL_MAX_SAMPLES:
+            given = ", ".join(f"{name} {self.values[name]}" for name in settings)
+            raise TooLong(
+                f"{what}: {given} at rule_interval {self.values['rule_interval']} is a scenario of"
+                f" {steps} steps; promtool's rule tests load at most {PROMTOOL_MAX_SAMPLES} samples a query"
+            )
 
     # -- labels -------------------------------------------------------------------------------
 

@@ -14,14 +14,15 @@ holds for Prometheus 2.42 and 3.x alike.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from .document import STALE, Value
 
-__all__ = ["EDGES", "LOOKBACK_DELTA", "Clock", "Recorder", "firing", "window_steps"]
+__all__ = ["EDGES", "LOOKBACK_DELTA", "Clock", "Recorder", "WindowSums", "firing", "window_steps"]
 
 #: Whether a sample exactly at a window's start is in it: Prometheus 2 (closed) and 3 (left-open).
 EDGES = (True, False)
@@ -36,6 +37,7 @@ def steps_in(end: Fraction, window: Fraction, step: Fraction, closed: bool) -> r
     return range(max(first, 0), math.floor(end / step) + 1)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def window_steps(end: int, window: Fraction, step: Fraction, closed: bool) -> range:
     """The steps whose time is within ``window`` before step ``end``'s time (``end`` included)."""
     return steps_in(end * step, window, step, closed)
@@ -59,9 +61,12 @@ class Clock:
         return index * self.step
 
 
-def _present(values: Sequence[Value], steps: range) -> list[float]:
-    """The samples of ``values`` at ``steps``, staleness markers left out (as a range selector)."""
-    return [float(values[i]) for i in steps if i < len(values) and values[i] not in (None, STALE)]  # type: ignore[arg-type]
+def _newest(values: Sequence[Value], steps: range) -> float | None:
+    """The newest sample of ``values`` at ``steps`` (what ``last_over_time`` reads), or ``None``."""
+    for i in reversed(steps):
+        if i < len(values) and values[i] not in (None, STALE):
+            return float(values[i])  # type: ignore[arg-type]
+    return None
 
 
 def _instant(values: Sequence[Value], at: Fraction, step: Fraction, closed: bool) -> float | None:
@@ -96,11 +101,13 @@ class Recorder:
         if current is None:
             return None
         before = now - clock.step
-        seen = _present(values, steps_in(before, clock.lookback, clock.step, closed)) if before >= 0 else []
-        if seen and current >= seen[-1]:
-            return current - seen[-1]
-        ups = _present(up, steps_in(before, clock.lookback, clock.step, closed)) if before >= 0 else []
-        return current if 1.0 in ups else None
+        if before < 0:
+            return None
+        looked = steps_in(before, clock.lookback, clock.step, closed)
+        previous = _newest(values, looked)
+        if previous is not None and current >= previous:
+            return current - previous
+        return current if any(up[i] == 1 for i in reversed(looked) if i < len(up)) else None
 
     def recorded(
         self, values: Sequence[Value], up: Sequence[Value], steps: int
@@ -128,15 +135,19 @@ def firing(condition: Callable[[int], bool], steps: int, hold: Fraction, step: F
     return out
 
 
-def sums(
-    per_step: Mapping[str, Sequence[float | None]], end: int, window: Fraction, step: Fraction, closed: bool
-) -> dict[str, float]:
-    """Per key, the sum of its recorded values over ``window`` up to step ``end`` (keys with no
-    sample in it left out), as ``sum_over_time`` gives it."""
-    out: dict[str, float] = {}
-    for key, values in per_step.items():
-        found = [values[i] for i in window_steps(end, window, step, closed) if i < len(values)]
-        present = [v for v in found if v is not None]
-        if present:
-            out[key] = float(sum(present))
-    return out
+class WindowSums:
+    """Sums of a per-step series (``None``: no sample) over any window, in constant time: what
+    ``sum_over_time`` gives at each evaluation, without adding up the window again each step."""
+
+    def __init__(self, values: Sequence[float | None]) -> None:
+        self.totals, self.counts = [0.0], [0]
+        for value in values:
+            self.totals.append(self.totals[-1] + (value or 0.0))
+            self.counts.append(self.counts[-1] + (value is not None))
+
+    def over(self, steps: range) -> float | None:
+        """The sum of the samples at ``steps`` (``None`` when there is none)."""
+        start, stop = min(steps.start, len(self.counts) - 1), min(steps.stop, len(self.counts) - 1)
+        if stop <= start or self.counts[stop] == self.counts[start]:
+            return None
+        return self.totals[stop] - self.totals[start]
