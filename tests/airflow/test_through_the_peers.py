@@ -8,7 +8,8 @@ pinned peer carries it to Prometheus 3.16 (newest) and 3.13.5 (LTS). Checked, pe
 Prometheus:
 
 * what the sender put on the wire is exactly the calls made (six task processes at once among them);
-* the series each peer serves, and the calls the rules record, are exactly the calls made, per series;
+* the series each peer serves, and the calls the rules record, are exactly the calls made, per series
+  (the retried attempts too, where the retried tasks' DAG runs);
 * every row of the shipped dashboard has data, and only the panels said below have none;
 * the error alert fires for the DAG whose calls raise, and the Alertmanager pin receives it;
 * the API server's request histograms count exactly its requests, where the path carries histograms;
@@ -36,6 +37,7 @@ from support.peer_servers import scrape
 from support.peer_topologies import (
     ASSET_ENTRIES,
     EXPORT_SETTINGS,
+    RECORDED,
     SERVER_REQUESTS,
     TASK_ENTRIES,
     TOPOLOGIES,
@@ -46,6 +48,7 @@ from support.peer_topologies import (
     recorded_calls,
     running,
     scraped_by,
+    with_retries,
 )
 from support.prometheus import PrometheusServer
 from support.totals import totals
@@ -98,7 +101,7 @@ def test_the_rules_record_exactly_the_calls_made(topology: Topology) -> None:
 
 def recorded(prom: PrometheusServer, pipeline: Pipeline, at: float) -> e2e.Model:
     """The calls the rules recorded for ``pipeline``, summed per series, keyed as the model is."""
-    query = f'sum_over_time({e2e.CALLS}{{cluster="{pipeline.cluster}"}}[1h])'
+    query = f'sum_over_time({{{RECORDED},cluster="{pipeline.cluster}"}}[1h])'
     out = e2e.Model()
     for sample in prom.query(query, at):
         labels = sample["metric"]
@@ -116,6 +119,7 @@ def recorded(prom: PrometheusServer, pipeline: Pipeline, at: float) -> e2e.Model
 NO_DATA = {
     "Expired entries not cleaned up, by DAG": "nothing the runs write expires within them",
 }
+RESUME_RATE = "Resume rate per DAG and task: resumed / (resumed + not resumed)"
 #: Panels that may or may not have data: only an event-loop stall of 100 ms or more is a long one.
 MAYBE = {"Long stalls per second by state store route in flight"}
 #: Panels without data on the Airflow chart's statsd_exporter, and why: the Helm values' mappings
@@ -151,6 +155,8 @@ def without_data(topology: Topology, pipeline: Pipeline) -> dict[str, str]:
         wanted.update(NO_INVENTORY_MAPPINGS)
     if topology.name == "dogstatsd":
         wanted.update(STATSD_RECEIVER)
+    if not with_retries(topology.name):
+        wanted[RESUME_RATE] = "no retried task runs over OTLP (see support.peer_topologies.with_retries)"
     return wanted
 
 

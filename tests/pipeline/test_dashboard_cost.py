@@ -32,7 +32,7 @@ def test_every_query_executes_over_the_recorded_calls_and_the_load_is_measured(t
         load = measure(prom, dashboard, end)
     finally:
         prom.stop()
-    assert len(every) == len(load_queries(dashboard, collapsed=True)) > len(load) == 46
+    assert len(every) == len(load_queries(dashboard, collapsed=True)) > len(load) == 49
     # The synthetic tasks read, write and fail get(): every panel of the open rows shows something,
     # but the deletes and clears (none made) and the asset store's absent reads.
     empty = {(c.query.panel, c.query.ref) for c in load if c.series == 0}
@@ -44,6 +44,7 @@ def test_every_query_executes_over_the_recorded_calls_and_the_load_is_measured(t
         "Task store calls per second by operation",
         "Errors per second by store and method",
         "Errors by DAG, task and method",
+        "Resume rate per DAG and task: resumed / (resumed + not resumed)",  # no task is retried
     }, empty
     assert all(c.samples > 0 for c in load if c.series)
     # One sample per recorded series and minute: a day's range reads at most a day of each.

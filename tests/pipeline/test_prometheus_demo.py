@@ -154,6 +154,8 @@ NO_DATA_ON_THE_DEMO = {
     "Expired entries not cleaned up, by DAG",
     # Only a stall of 100 ms or more is a long one: the in-process API's loop may have none.
     "Long stalls per second by state store route in flight",
+    # dag.test() runs each task once: no retried attempt.
+    "Resume rate per DAG and task: resumed / (resumed + not resumed)",
 }
 
 
@@ -190,7 +192,8 @@ def test_demo_lights_every_row_of_the_dashboard(demo: DemoSource) -> None:
     except AssertionError:
         assert empty() == {}, "panels without data on the demo"
     lit = {row for row, panels in rows.items() if any(has_data(p) for p in panels)}
-    assert lit == set(rows)
+    # Every row lights but one whose every panel is said above (Retries: nothing is retried).
+    assert lit == {row for row, panels in rows.items() if {p["title"] for p in panels} - NO_DATA_ON_THE_DEMO}
 
 
 @pytest.mark.prometheus

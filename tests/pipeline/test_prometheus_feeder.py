@@ -72,6 +72,9 @@ def feeder(tmp_path_factory: pytest.TempPathFactory, e2e_export: Path) -> Iterat
             wait_for(lambda: prom.recorded_total() == value, 30, f"the rules to record {value} calls")
             return prom.last_evaluation()
 
+        # The calls are made while Prometheus watches: what a target holds at its first scrape is
+        # history, which the rules never record.
+        wait_for(lambda: prom.query("up == 1"), 30, "a first scrape of the feeder")
         assert feeder.command("pass") == "done"
         t_a = recorded_up_to(total)
         assert feeder.command("pass") == "done"

@@ -39,8 +39,12 @@ CALLS = 50
 
 
 class _Handler(BaseHTTPRequestHandler):
+    #: Set once Prometheus has scraped every job empty: the counts are then calls made while it
+    #: watched (what a counter holds at a target's first scrape is history, never recorded).
+    serving = threading.Event()
+
     def do_GET(self) -> None:
-        body = EXPOSITION.encode()
+        body = EXPOSITION.encode() if self.serving.is_set() else b""
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.send_header("Content-Length", str(len(body)))
@@ -72,8 +76,11 @@ def prometheus(
         "rule_files": [str(files / "collector" / name) for name in ("rules.yml", "watcher-rules.yml")],
         "scrape_configs": [scrape("statsd", target), scrape("otel", target), east],
     }
+    _Handler.serving.clear()
     prom = PrometheusServer(tmp, config)
     try:
+        wait_until(lambda: len(prom.query("up == 1")) == 3, timeout=30, interval=0.2)
+        _Handler.serving.set()
         total = "sum(sum_over_time(task:airflow_store_metrics_calls:increase[1h]))"
         wait_until(lambda: prom.scalar(total) == 3 * CALLS, timeout=30, interval=0.2)
         yield prom, files

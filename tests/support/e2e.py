@@ -171,6 +171,11 @@ def expected(spec: Any, model: Model, filters: Mapping[str, str], seconds: float
     if kind == "TopK":
         values = expected(spec.measure, model, filters, seconds)
         return dict(sorted(values.items(), key=lambda kv: -kv[1])[: spec.k])
+    if kind == "Retries":
+        # The modelled runs retry nothing: the resume rate has no group (the retried attempts are
+        # counted through the real peers by tests/airflow/test_through_the_peers.py).
+        assert not any("_retry_" in name for name, _ in model.counts), "a model with retries"
+        return {}
     raise AssertionError(kind)
 
 
@@ -219,6 +224,7 @@ ALERTING_SETTINGS = {**E2E_SETTINGS, "error_for": "1s", "failing_for": "1s"}
 #: The job prometheus-demo.yml scrapes the demo as; the dashboard's $job.
 JOB = "store-metrics-demo"
 CALLS = "task:airflow_store_metrics_calls:increase"
+RETRIES = "task:airflow_store_metrics_retries:increase"
 
 
 # -- a real Prometheus -----------------------------------------------------------------------------

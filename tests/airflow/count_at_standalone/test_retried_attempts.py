@@ -34,7 +34,8 @@ import pytest
 
 from support.airflow import Standalone
 from support.count_at_runs import restarted
-from support.deploy import DEPLOY, SERVER_PLUGINS
+from support.deploy import SERVER_PLUGINS
+from support.retries import DAG_FILE, DAG_ID, model
 from support.totals import Key, totals
 from testbed.ports import free_port
 from testbed.udp import UdpReceiver
@@ -42,48 +43,12 @@ from testbed.waiting import poll, wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
-DAG_ID = "store_metrics_retries"
-PYOP = "_PythonDecoratedOperator"
 #: Seconds each reading retry pauses (twice) before reading again: more than httpx's 5 s keep-alive.
 PAUSE = 5.5
 PAUSES = 2
 KEEP_ALIVE = 5.0
 WORKERS = 2
 PHASES = ("tasks", "api_server")
-
-
-def model() -> Counter[Key]:
-    """What one run of ``store_metrics_retries`` counts, by series: its calls and its retried attempts."""
-    out: Counter[Key] = Counter()
-
-    def add(task_id: str, name: str, n: int = 1) -> None:
-        tags = (("dag_id", DAG_ID), ("task_id", task_id), ("run_type", "manual"), ("operator", PYOP))
-        out[(f"airflow.task_state_store.{name}", tags)] += n
-
-    # saves_then_fails: try 1 reads (absent), saves, fails; try 2 reads (found), then reads again.
-    add("saves_then_fails", "read_absent")
-    add("saves_then_fails", "write")
-    add("saves_then_fails", "read_found", 1 + PAUSES)
-    add("saves_then_fails", "retry_resumed")
-    # fails_before_saving: both tries read nothing; try 2 saves, then reads again.
-    add("fails_before_saving", "read_absent", 2)
-    add("fails_before_saving", "write")
-    add("fails_before_saving", "read_found", PAUSES)
-    add("fails_before_saving", "retry_not_resumed")
-    # never_reads: try 2 writes and deletes; no read, no retry counter.
-    add("never_reads", "write")
-    add("never_reads", "delete")
-    # first_try_success: one try, no retry counter.
-    add("first_try_success", "read_absent")
-    add("first_try_success", "write")
-    # mapped: 0 reads once (absent); 1 reads (absent), saves and fails, its retry reads (found);
-    # 2 reads (absent) and fails, its retry reads (absent) and reads again (absent).
-    add("mapped", "read_absent", 1 + 1 + 1 + 1 + PAUSES)
-    add("mapped", "write")
-    add("mapped", "read_found", 1 + PAUSES)
-    add("mapped", "retry_resumed")
-    add("mapped", "retry_not_resumed")
-    return out
 
 
 RETRY_NAMES = ("airflow.task_state_store.retry_resumed", "airflow.task_state_store.retry_not_resumed")
@@ -141,7 +106,7 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             "TMPDIR": str(tmp),
         },
     )
-    shutil.copy(DEPLOY / "dags" / "retries" / f"{DAG_ID}.py", airflow.home.dags)
+    shutil.copy(DAG_FILE, airflow.home.dags)
     out: dict[str, Phase] = {}
     try:
         for n, phase in enumerate(PHASES, start=1):
@@ -204,7 +169,7 @@ def run_phase(airflow: Standalone, receiver: UdpReceiver, request_log: Path, run
     states = airflow.wait_for_runs(DAG_ID, runs, timeout=300)
     assert states == ["success"] * runs, airflow.log_tail()
     # Wait for the model's number of counts (a short count shows as a difference in the tests).
-    wanted = sum(model().values())
+    wanted = sum(model(PAUSES).values())
     poll(lambda: sum(ours(receiver.lines()[start:]).values()) >= wanted, 30, interval=0.2)
     airflow.stop()  # every process exits, each having sent what it counted; then the marker
     received = ours(receiver.lines_before_marker()[start:])
@@ -217,7 +182,7 @@ def test_each_retried_attempt_counts_once_and_every_call_as_it_was(
     phases: dict[str, Phase], phase: str
 ) -> None:
     received = phases[phase].received
-    assert received == model()
+    assert received == model(PAUSES)
     retries = {
         (name, dict(tags)["task_id"]): n for (name, tags), n in received.items() if name in RETRY_NAMES
     }
