@@ -122,8 +122,13 @@ MUTATIONS = {
     ),
     "retention alert fires at once": ("for: 1h", "for: 0s"),
     "inventory down ignores a missing inventory": (
-        '== 0\n      or\n      absent(airflow_state_store_inventory_up{job!=""})',
-        "== 0",
+        '\n      or\n      absent(airflow_state_store_inventory_up{job!=""})',
+        "",
+    ),
+    "inventory down only when no deployment reports": (
+        "      (\n        max by (cluster) (max_over_time(airflow_state_store_inventory_up{job!=\"\"}[1d]))\n"
+        "        unless\n        max by (cluster) (airflow_state_store_inventory_up{job!=\"\"})\n      )\n      or\n",
+        "",
     ),
     "inventory down fires at once": ("for: 15m", "for: 1m"),
     "stale threshold 10x too high": ("> 900", "> 9000"),

@@ -324,7 +324,8 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.DURATION,
         "StateStoreMetricsMissing: a deployment and job (or a target) whose store-metrics counters "
         "were there within this window and are gone (a target down, a renamed metric) fire it; it "
-        "resolves this long after they went.",
+        "resolves this long after they went. StateStoreInventoryDown likewise, per deployment, for "
+        "the inventory's series.",
         low="1h",
         high="7d",
     ),
