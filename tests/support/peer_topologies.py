@@ -438,7 +438,7 @@ def settled(topology: Topology) -> bool:
             # the inventory's gauges, and what the footprint rules recorded of them
             if not prom.query(f"{TASK_ENTRIES}{{{where}}}"):
                 return False
-            if not prom.query(f"dag_id:store_metrics_footprint_entries:sum{{{where}}}"):
+            if not prom.query(f"dag_id:airflow_store_metrics_footprint_entries:sum{{{where}}}"):
                 return False
     return True
 
