@@ -15,7 +15,6 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -25,7 +24,6 @@ from store_metrics.commands import check
 from store_metrics.config import options
 from store_metrics.config.reader import OptionValues, environment_reader, read_options
 from store_metrics.counting import runtime
-from store_metrics.counting.runtime import create_emitter
 from store_metrics.emitter import AggregatingEmitter
 from store_metrics.errors import ConfigError
 from store_metrics.integration import plugin, startup, task_listener
@@ -225,13 +223,6 @@ class Lookup:
         if self.fail:
             raise RuntimeError("database is down")
         return self.known.get(ti_id)
-
-
-@pytest.fixture
-def emitter() -> Iterator[AggregatingEmitter]:
-    em = create_emitter("none", flush_interval=60)
-    yield em
-    em.close(1)
 
 
 def counts(em: AggregatingEmitter) -> dict[tuple[str, tuple[tuple[str, str], ...]], int]:

@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -26,7 +25,6 @@ from typing import Any
 import pytest
 
 from store_metrics.counting import runtime
-from store_metrics.counting.runtime import create_emitter
 from store_metrics.emitter import AggregatingEmitter
 from store_metrics.integration import plugin, startup, task_listener
 from store_metrics.server import StoreCalls
@@ -117,13 +115,6 @@ class Lookup:
         if self.fail:
             raise RuntimeError("database is down")
         return self.known.get(ti_id)
-
-
-@pytest.fixture
-def emitter() -> Iterator[AggregatingEmitter]:
-    em = create_emitter("none", flush_interval=60)
-    yield em
-    em.close(1)
 
 
 def counts(em: AggregatingEmitter, **tags: str) -> dict[str, int]:
