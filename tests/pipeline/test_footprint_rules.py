@@ -126,8 +126,8 @@ MUTATIONS = {
         "",
     ),
     "inventory down only when no deployment reports": (
-        "      (\n        max by (cluster) (max_over_time(airflow_state_store_inventory_up{job!=\"\"}[1d]))\n"
-        "        unless\n        max by (cluster) (airflow_state_store_inventory_up{job!=\"\"})\n"
+        '      (\n        max by (cluster) (max_over_time(airflow_state_store_inventory_up{job!=""}[1d]))\n'
+        '        unless\n        max by (cluster) (airflow_state_store_inventory_up{job!=""})\n'
         "      )\n      or\n",
         "",
     ),
