@@ -17,6 +17,7 @@ docs' examples on every pin and a sample of range ends on the newest pin (CI_ROW
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import pytest
 
 from store_metrics.pipeline import export, settings
 from testbed import peers
+from testbed.repository import ROOT
 
 ROLES = ("newest", "lts", "minimum")
 
@@ -148,3 +150,17 @@ def test_a_window_longer_than_promtool_holds_is_left_out_and_said() -> None:
     default = export.render_all("airflow", {})[export.COLLECTOR / "rules.test.yml"]
     assert "Not generated" not in default
     assert "alertname: StateStoreTaskStateNeverRead" in default
+
+
+def test_an_alert_link_names_the_deployment_from_prometheus_external_label() -> None:
+    """Where no series carries the deployment label (Prometheus adds it as an external label), the
+    dashboard link still opens that deployment: the burst scenario runs with ``cluster: prod`` as an
+    external label, and every exported alert link reads the label, else the external label."""
+    tested = (ROOT / "collector" / "rules.test.yml").read_text()
+    assert "external_labels:\n      cluster: 'prod'" in tested
+    assert "?var-cluster=prod&var-job=airflow&var-dag_id=hourly'" in tested
+    for name in ("rules.yml", "watcher-rules.yml", "server-rules.yml", "footprint-rules.yml"):
+        links = re.findall(r"dashboard_url: '[^']*'", (ROOT / "collector" / name).read_text())
+        assert links and all(
+            "var-cluster={{ or $labels.cluster $externalLabels.cluster }}" in link for link in links
+        ), name
