@@ -237,3 +237,29 @@ def test_user_pages_use_no_lab_notebook_words() -> None:
         for m in JARGON.finditer(prose(p))
     ]
     assert not used
+
+
+RECORDED_NAME = re.compile(r"\b[a-z_]+:(?:[a-z0-9_]+_)?store_metrics_[a-z0-9_]+:[a-z0-9_]+")
+
+
+def test_the_recorded_series_pages_name_are_the_exported_rules() -> None:
+    """A page's query over a recorded series names one the shipped rule files record (at the default
+    prefix, or another prefix's spelling of one); upgrading.md also names the old, unprefixed ones."""
+    recorded = {
+        name
+        for rules in (ROOT / "collector").glob("*rules.yml")
+        for name in re.findall(r"^\s*- record: (\S+)$", rules.read_text(), re.MULTILINE)
+    }
+    assert len(recorded) > 10
+    named = {
+        (page_id(page), name)
+        for page in USER_PAGES
+        if page.name != "upgrading.md"
+        for name in RECORDED_NAME.findall(page.read_text())
+    }
+    assert named
+    # An example at another prefix (--prefix myco.airflow) names the same series.
+    at_default = {
+        (page, re.sub(r":[a-z0-9_]+?_store_metrics_", ":airflow_store_metrics_", n)) for page, n in named
+    }
+    assert sorted((page, name) for page, name in at_default if name not in recorded) == []
