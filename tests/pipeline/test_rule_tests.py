@@ -112,9 +112,16 @@ def test_the_generated_rule_tests_pass_for_the_settings_they_are_exported_with(
     for path, text in files.items():
         if path.parent == export.COLLECTOR and path.suffix == ".yml":
             (tmp_path / path.name).write_text(text)
+    # The docs' examples: every test file (the hand-written ones take the selector's jobs and the
+    # deployment label); the range ends: the generated one, which their settings shape.
+    names = sorted(p.name for p in tmp_path.glob("*.test.yml")) if row in EXAMPLES else ["rules.test.yml"]
+    assert len(names) == (4 if row in EXAMPLES else 1)
     for role in ROLES if (WHOLE_TABLE or row in EXAMPLES) else ("newest",):
-        result = promtool(role, "test", "rules", "rules.test.yml", cwd=tmp_path)
-        assert result.returncode == 0, f"{role} {row}:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
+        for name in names:
+            result = promtool(role, "test", "rules", name, cwd=tmp_path)
+            assert result.returncode == 0, (
+                f"{role} {row} {name}:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
+            )
 
 
 def test_contradicting_settings_are_refused_naming_both() -> None:

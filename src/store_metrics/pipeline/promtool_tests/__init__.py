@@ -21,8 +21,9 @@ from collections.abc import Callable, Mapping
 
 from .context import Context
 from .document import Document
+from .selector import Labels
 
-__all__ = ["BUILDERS", "render"]
+__all__ = ["BUILDERS", "TEMPLATE_JOBS", "render", "template_values"]
 
 
 def _calls(ctx: Context) -> Document:
@@ -39,3 +40,23 @@ def render(name: str, prefix: str, values: Mapping[str, str], rule_files: Mappin
     """The test file ``name`` for ``prefix`` and the settings' ``values``; ``rule_files`` holds the
     exported rule files' text by file name."""
     return BUILDERS[name](Context(prefix, values, rule_files)).text()
+
+
+#: The jobs the hand-written test files (watcher-, server- and footprint-rules.test.yml) name, by
+#: token. Each becomes a job the export's ``selector`` accepts: itself under the default selector.
+TEMPLATE_JOBS = {
+    "job_airflow": "airflow",
+    "job_api": "api",
+    "job_triggerer": "triggerer",
+    "job_inventory": "store-metrics-inventory",
+    "job_kubernetes_pods": "kubernetes-pods",
+}
+
+
+def template_values(prefix: str, given: Mapping[str, str]) -> dict[str, str]:
+    """The hand-written test files' job tokens for the export's ``selector``: distinct jobs it
+    accepts, each test's own name where the selector accepts that."""
+    del prefix
+    accepted = Labels(given["selector"]).values("job", len(TEMPLATE_JOBS), tuple(TEMPLATE_JOBS.values()))
+    spare = [job for job in accepted if job not in TEMPLATE_JOBS.values()]
+    return {token: job if job in accepted else spare.pop(0) for token, job in TEMPLATE_JOBS.items()}
