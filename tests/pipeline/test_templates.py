@@ -16,11 +16,11 @@ import store_metrics
 from generators import templates as generated
 from generators.tokens import SENTINEL, tokenize
 from store_metrics import catalogue
-from store_metrics.pipeline import export, records, rules, settings, templating
+from store_metrics.pipeline import export, promtool_tests, records, rules, settings, templating
 from store_metrics.pipeline.rules import GENERATED_RECORDS
 
 #: The values export computes for a template (rules.yml's generated recording rules).
-COMPUTED = {*rules.values("airflow", settings.values()), "collector_filter"}
+COMPUTED = {*rules.values("airflow", settings.values()), "collector_filter", *promtool_tests.TEMPLATE_JOBS}
 
 
 def test_the_dashboard_templates_are_what_the_generators_build() -> None:
