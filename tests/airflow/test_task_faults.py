@@ -219,6 +219,8 @@ CALLER_CALLS: Counter[Key] = Counter(
         ("asset", "delete"): 1,
     }
 )
+#: Try 2 of the killed task: a retried attempt whose first read found its state (not a request).
+RESUMED: Counter[Key] = Counter({("task", "retry_resumed"): 1})
 #: The killed task's calls: before the last flush of try 1, after it, and in try 2.
 CALLS_A: Counter[Key] = Counter({("task", "read_absent"): 1, ("task", "write"): 2, ("asset", "write"): 1})
 CALLS_B: Counter[Key] = Counter({("task", "write"): 1, ("task", "read_found"): 1, ("asset", "read_found"): 1})
@@ -456,10 +458,11 @@ def test_a_task_process_killed_mid_run_loses_only_what_came_after_its_last_flush
 
     assert d.airflow.wait_for_runs(KILLED, 1, timeout=300) == ["success"], d.airflow.log_tail()
     # Try 1's calls before the kill arrived once; its calls after the last flush died with it;
-    # the retry's arrived once, exactly.
-    wait_until(lambda: task_side(d.receiver, KILLED) == CALLS_A + CALLS_C, 30, 0.1)
+    # the retry's arrived once, exactly, and the retry counts as one that resumed (its first read
+    # found what try 1 saved before the kill).
+    wait_until(lambda: task_side(d.receiver, KILLED) == CALLS_A + CALLS_C + RESUMED, 30, 0.1)
     d.receiver.lines_before_marker()
-    assert task_side(d.receiver, KILLED) == CALLS_A + CALLS_C
+    assert task_side(d.receiver, KILLED) == CALLS_A + CALLS_C + RESUMED
     # The API server answered all of them (B too) and counted each once.
     expected = CALLS_A + CALLS_B + CALLS_C
     wait_until(lambda: server_side(d.receiver) - before == expected, 30, 0.2)
