@@ -228,22 +228,22 @@ _RETRY_WHEN = (
     "Retried attempts (try_number >= 2, each map index its own) whose first task state store get/aget "
     "that answered found {what}; once per attempt, a read that raised decides nothing."
 )
-RETRY_RESUMED = Metric(
-    name="task_state_store.retry_resumed",
-    kind=Kind.COUNTER,
-    description=_RETRY_WHEN.format(what="a stored value, so the retry could resume"),
-    tags=BASE_TAGS,
-    unit="{attempt}",
-    recording=Recording(RETRIES_RECORDING, ((STORE, Store.TASK.tag), (OUTCOME, "retry_resumed"))),
-)
-RETRY_NOT_RESUMED = Metric(
-    name="task_state_store.retry_not_resumed",
-    kind=Kind.COUNTER,
-    description=_RETRY_WHEN.format(what="nothing, so the retry started over"),
-    tags=BASE_TAGS,
-    unit="{attempt}",
-    recording=Recording(RETRIES_RECORDING, ((STORE, Store.TASK.tag), (OUTCOME, "retry_not_resumed"))),
-)
+
+
+def _retry_metric(outcome: str, what: str) -> Metric:
+    """A retried-attempt counter: the call counters' tags, recorded apart from the calls."""
+    return Metric(
+        name=f"task_state_store.{outcome}",
+        kind=Kind.COUNTER,
+        description=_RETRY_WHEN.format(what=what),
+        tags=BASE_TAGS,
+        unit="{attempt}",
+        recording=Recording(RETRIES_RECORDING, ((STORE, Store.TASK.tag), (OUTCOME, outcome))),
+    )
+
+
+RETRY_RESUMED = _retry_metric("retry_resumed", "a stored value, so the retry could resume")
+RETRY_NOT_RESUMED = _retry_metric("retry_not_resumed", "nothing, so the retry started over")
 #: Per retried attempt, not per call: whether a retry found what an earlier attempt saved.
 RETRY_METRICS: tuple[Metric, ...] = (RETRY_RESUMED, RETRY_NOT_RESUMED)
 

@@ -264,20 +264,22 @@ class FirstRead:
         return not self._pending
 
 
+def _retried_answer(self: Any, value: Any, default: Any) -> Any:
+    """What a retried attempt's read answered: the call's counter, then the attempt's decision."""
+    found = value is not _ABSENT
+    (self._found if found else self._absent)()
+    self._retry.decide(found)
+    return value if found else default
+
+
 def _retried_get(self: Any, key: str, default: Any = None) -> Any:
-    """``get`` of a retried attempt's task store: the call's counter, then the attempt's decision."""
+    """``get`` of a retried attempt's task store (a read that raised counts its error, decides nothing)."""
     try:
         value = self._inner.get(key, _ABSENT)
     except Exception:
         self._err_get()
         raise
-    if value is _ABSENT:
-        self._absent()
-        self._retry.decide(False)
-        return default
-    self._found()
-    self._retry.decide(True)
-    return value
+    return _retried_answer(self, value, default)
 
 
 async def _retried_aget(self: Any, key: str, default: Any = None) -> Any:
@@ -287,13 +289,7 @@ async def _retried_aget(self: Any, key: str, default: Any = None) -> Any:
     except Exception:
         self._err_get()
         raise
-    if value is _ABSENT:
-        self._absent()
-        self._retry.decide(False)
-        return default
-    self._found()
-    self._retry.decide(True)
-    return value
+    return _retried_answer(self, value, default)
 
 
 class _MappingMixin:
