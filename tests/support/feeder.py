@@ -1,9 +1,11 @@
 """The Prometheus end-to-end tests' second source: a feeder process, driven in controlled passes.
 
-    python -m support.feeder PORT     # (tests/ and the repository on PYTHONPATH)
+    python -m support.feeder PORT              # (tests/ and the repository on PYTHONPATH)
+    python -m support.feeder --dogstatsd PORT
 
-It serves a Prometheus endpoint (the ``otel`` backend's exporter) on ``PORT`` and, for each
-``pass`` line on stdin, makes one pass of :data:`~support.e2e.FEEDER_PASS`'s calls through the
+It serves a Prometheus endpoint (the ``otel`` backend's exporter) on ``PORT`` -- or, with
+``--dogstatsd``, sends DogStatsD to 127.0.0.1:``PORT`` -- and, for each ``pass`` line on stdin,
+makes one pass of :data:`~support.e2e.FEEDER_PASS`'s calls through the
 instrumented wrappers over in-memory stores, then answers ``done``; ``quit`` ends it. So the test
 knows which samples Prometheus holds: per-second rates, ratios over a window and recording rules
 (which need a series to exist before it grows) are checked against the calls of exactly one pass.
@@ -23,12 +25,15 @@ from testbed.repository import python_path
 
 
 class Feeder:
-    def __init__(self, port: int, tmp: Path) -> None:
+    """The feeder process: serving on ``port`` (or, ``dogstatsd``, sending DogStatsD there)."""
+
+    def __init__(self, port: int, tmp: Path, dogstatsd: bool = False) -> None:
+        args = ["--dogstatsd", str(port)] if dogstatsd else [str(port)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-u", "-m", "support.feeder", str(port)],
+            [sys.executable, "-u", "-m", "support.feeder", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=(tmp / "feeder.err").open("w"),
+            stderr=(tmp / f"feeder-{'dogstatsd-' if dogstatsd else ''}{port}.err").open("a"),
             text=True,
             env={**__import__("os").environ, "PYTHONPATH": python_path()},
         )
@@ -141,13 +146,17 @@ def _one_dag(emitter: Any, dag: str, asset: Any) -> None:
             flaky_asset.set("watermark", 1)
 
 
-def main(port: int) -> None:
-    """Serve a Prometheus endpoint; on "pass", make one pass of FEEDER_PASS's calls through the wrappers."""
+def main(port: int, dogstatsd: bool = False) -> None:
+    """Serve a Prometheus endpoint (or send DogStatsD to ``port``); on "pass", make one pass of
+    FEEDER_PASS's calls through the wrappers, then flush them."""
     import store_metrics
 
-    emitter = store_metrics.configure(
-        "otel", exporter="prometheus", prometheus_port=port, prometheus_host="127.0.0.1"
-    )
+    if dogstatsd:
+        emitter = store_metrics.configure("dogstatsd", host="127.0.0.1", port=port)
+    else:
+        emitter = store_metrics.configure(
+            "otel", exporter="prometheus", prometheus_port=port, prometheus_host="127.0.0.1"
+        )
     print("ready", flush=True)
     for line in sys.stdin:
         command = line.strip()
@@ -155,6 +164,7 @@ def main(port: int) -> None:
             asset = store_metrics.instrument_asset_store(Store(), emitter, _tags("state_store_metrics_02"))
             for dag in FEEDER_PASS:
                 _one_dag(emitter, dag, asset)
+            emitter.flush()
             print("done", flush=True)
         elif command == "quit":
             break
@@ -163,4 +173,4 @@ def main(port: int) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[-1]), dogstatsd="--dogstatsd" in sys.argv[1:-1])

@@ -1,5 +1,6 @@
 """A server a test starts as a subprocess (Prometheus, Alertmanager): ready when its URL answers 200,
-stopped (terminated, then killed) by :meth:`ServerProcess.stop`."""
+stopped (terminated, then killed) by :meth:`ServerProcess.stop`, started again with the same command
+(same ports, same files) by :meth:`ServerProcess.restart`."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ class ServerProcess:
         self.log = log.open("w")
         self.proc = subprocess.Popen(list(command), stdout=self.log, stderr=subprocess.STDOUT)
         self._ready_url = ready_url
+        self._timeout = timeout
         wait_until(self._ready, timeout=timeout, interval=0.1)
 
     def _ready(self) -> bool:
@@ -41,3 +43,10 @@ class ServerProcess:
             self.proc.kill()
             self.proc.wait(5)
         self.log.close()
+
+    def restart(self) -> None:
+        """Stop it, then run the same command again (its log appended to), and wait until it is ready."""
+        self.stop()
+        self.log = open(self.log.name, "a")  # noqa: SIM115 -- closed by stop()
+        self.proc = subprocess.Popen(list(self.proc.args), stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(self._ready, timeout=self._timeout, interval=0.1)
