@@ -8,17 +8,24 @@ arriving" alert reads, and nothing to copy by hand.
 One rule records a counter's calls of each rule interval (setting ``rule_interval``), read
 ``rule_offset`` behind so a scrape being written is never half seen:
 
-* a series seen within ``counter_lookback`` before the previous read: its growth since then
-  (``last_over_time`` bridges failed scrapes and staleness markers);
+* a series present at the previous read: its growth since then;
+* a series absent at the previous read (stale) while its target was scraped successfully then
+  (``up == 1``): it went away and came back -- its exporter, Collector or API server worker
+  restarted, or dropped it after its ``ttl`` -- so its whole value is the calls since: counted in
+  full, even where it came back at or above its old value (which a "lower than before" check misses);
+* a series absent at the previous read while its target was not scraped (a failed scrape, Prometheus
+  down): its growth since its newest value within ``counter_lookback`` (``last_over_time`` bridges
+  the gap);
 * the same series lower than before (a reset: the exporter, the Collector or the API server worker
-  restarted): its whole value, the calls since the restart;
+  restarted and already counted again): its whole value, the calls since the restart;
 * a series not seen within ``counter_lookback`` (a task's first run, a series the exporter dropped
   after its ``ttl``): its whole value, **only if its target was scraped successfully within
   ``counter_lookback`` before the previous read** (``up == 1``, matched on the deployment label and
   ``instance``). A fresh or replaced Prometheus, a target that was down or unreachable for longer
   than the lookback, or a target seen for the first time show a value that holds calls made before
   Prometheus could see them: those never count, so no alert fires on history. What is lost is
-  bounded: the calls a series held when its target was first scraped.
+  bounded: the calls a series held when its target was first scraped, and the calls a restarted
+  peer counted before its first successful scrape where they are not fewer than before the restart.
 
 Summed over a range, the recorded series is the calls made in it, exactly, in steady state and
 across restarts of the exporter, the Collector or an API server worker.
@@ -62,14 +69,20 @@ def counter_expr(metric: catalogue.Metric) -> str:
     """A counter's calls of one rule interval, as a template (tokens for the prefix and settings)."""
     series = f"@{metric.name}@{{@selector@}}"
     now = f"{series} offset @rule_offset@"
+    at_previous = f"{series} offset @rule_previous_offset@"
     previous = f"last_over_time({series}[@counter_lookback@] offset @rule_previous_offset@)"
+    scraped_then = "up offset @rule_previous_offset@ == 1"
     up = "max_over_time(up[@counter_lookback@] offset @rule_previous_offset@)"
     scraped = f"max by (@cluster_label@, instance) ({up})"
     lines = [
         f"sum by ({', '.join(grouping(metric))}) (",
         "  (",
         f"    {now}",
-        f"    - {previous}",
+        "    - (",
+        f"      {at_previous}",
+        "      or",
+        f"      ({previous} unless on (@cluster_label@, instance) ({scraped_then}))",
+        "    )",
         "  ) >= 0",
         "  or",
         "  (",

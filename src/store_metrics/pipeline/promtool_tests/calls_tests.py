@@ -71,6 +71,14 @@ def _known_target_counters(ctx: Context, main: Target, flaky: Target, n: int) ->
             "3 a step, reset at step 6 (the exporter restarted: 15 -> 1): the 1 counts in full",
         ),
         Counter(
+            main,
+            metric(Store.TASK, Outcome.DELETE),
+            etl,
+            [*counting(0, 1, 6), STALE, *counting(0, 1, n - 7, first=5)],
+            "1 a step; its exporter restarted: scraped without it at step 6, back at step 7 holding 5, "
+            "its old value: the 5 count in full",
+        ),
+        Counter(
             flaky,
             metric(Store.TASK, Outcome.ERROR),
             {**etl, "operation": "set"},

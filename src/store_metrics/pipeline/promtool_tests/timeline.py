@@ -91,8 +91,10 @@ class Recorder:
         self, values: Sequence[Value], up: Sequence[Value], evaluation: int, closed: bool
     ) -> float | None:
         """The calls the rule records for this series at step ``evaluation`` (``None``: no sample):
-        its growth since the previous read, or (a reset, or a series not seen within the lookback)
-        its whole value if its target was scraped successfully within the lookback before."""
+        its growth since the previous read (present then; or, where its target was not scraped
+        then, since its newest value within the lookback), or (a reset, a series gone from a target
+        scraped successfully at the previous read and back, or a series not seen within the
+        lookback) its whole value if its target was scraped successfully within the lookback before."""
         clock = self.clock
         now = clock.at(evaluation) - clock.offset
         if now < 0:
@@ -104,7 +106,9 @@ class Recorder:
         if before < 0:
             return None
         looked = steps_in(before, clock.lookback, clock.step, closed)
-        previous = _newest(values, looked)
+        previous = _instant(values, before, clock.step, closed)
+        if previous is None and _instant(up, before, clock.step, closed) != 1:
+            previous = _newest(values, looked)
         if previous is not None and current >= previous:
             return current - previous
         return current if any(up[i] == 1 for i in reversed(looked) if i < len(up)) else None
