@@ -114,8 +114,8 @@ def _loop_panels() -> list[Panel]:
             "serves had to wait.",
             [
                 Target(
-                    Server(f"max by (worker) ({_STALL_MAX}{_SCOPE})"),
-                    "{{worker}}",
+                    Server(f"max by (instance, worker) ({_STALL_MAX}{_SCOPE})"),
+                    "{{worker}} {{instance}}",
                 )
             ],
             unit="ms",
@@ -128,8 +128,8 @@ def _loop_panels() -> list[Panel]:
             "is the alert threshold (StateStoreApiServerLoopStalled, export setting loop_stalled_ratio).",
             [
                 Target(
-                    Server(f"max by (worker) ({_STALLED}{_SCOPE})"),
-                    "{{worker}}",
+                    Server(f"max by (instance, worker) ({_STALLED}{_SCOPE})"),
+                    "{{worker}} {{instance}}",
                 )
             ],
             unit="percentunit",

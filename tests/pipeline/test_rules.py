@@ -63,8 +63,13 @@ def test_promtool_test_rules() -> None:
 #: Plausible mistakes in rules.yml; each must make `promtool test rules` fail.
 MUTATIONS = {
     "a counter's growth taken from its latest sample only (a failed scrape recounts everything)": (
-        '- last_over_time(airflow_task_state_store_error_total{job!=""}[1h] offset 90s)',
-        '- airflow_task_state_store_error_total{job!=""} offset 90s',
+        '(last_over_time(airflow_task_state_store_error_total{job!=""}[1h] offset 90s) unless',
+        '(airflow_task_state_store_error_total{job!=""} offset 90s unless',
+    ),
+    "a restarted peer's counter, back at its old value, counted as nothing": (
+        '(last_over_time(airflow_task_state_store_delete_total{job!=""}[1h] offset 90s)'
+        " unless on (cluster, instance) (up offset 90s == 1))",
+        'last_over_time(airflow_task_state_store_delete_total{job!=""}[1h] offset 90s)',
     ),
     "a new series' first count dropped": (
         '          airflow_task_state_store_read_found_total{job!=""} offset 30s\n          and on',
@@ -75,9 +80,10 @@ MUTATIONS = {
         "(max by (cluster, instance) (up offset 30s))",
     ),
     "a reset counted as nothing": (
-        'last_over_time(airflow_task_state_store_read_absent_total{job!=""}[1h] offset 90s)\n        ) >= 0',
-        'last_over_time(airflow_task_state_store_read_absent_total{job!=""}[1h] offset 90s)'
-        "\n        ) > -1000",
+        '(last_over_time(airflow_task_state_store_read_absent_total{job!=""}[1h] offset 90s)'
+        " unless on (cluster, instance) (up offset 90s == 1))\n          )\n        ) >= 0",
+        '(last_over_time(airflow_task_state_store_read_absent_total{job!=""}[1h] offset 90s)'
+        " unless on (cluster, instance) (up offset 90s == 1))\n          )\n        ) > -1000",
     ),
     "jobs added up": (
         "sum by (cluster, job, dag_id, task_id, run_type, operator, team_name) (\n        (\n"

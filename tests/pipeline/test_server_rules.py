@@ -49,8 +49,8 @@ MUTATIONS = {
     ),
     "duration buckets added up across bounds": ("value_size, le) (rate(", "value_size) (rate("),
     "largest stall from the calmest worker": (
-        "max by (cluster, job, worker)",
-        "min by (cluster, job, worker)",
+        "max by (cluster, job, instance, worker)",
+        "min by (cluster, job, instance, worker)",
     ),
     "long stalls by route split by worker": (
         "sum by (cluster, job, store, operation) (rate(",

@@ -82,6 +82,11 @@ def test_own_section_wins_over_metrics() -> None:
         ("prefix", "air flow", "[store_metrics] prefix = 'air flow' is not valid"),
         ("prefix", "airflow.", "prefix = 'airflow.' is not valid"),
         (
+            "worker_label",
+            "pod",
+            "[store_metrics] worker_label = 'pod' is not valid: accepted values are auto, host_slot, slot",
+        ),
+        (
             "host",
             "bad host",
             "[store_metrics] host = 'bad host' is not valid: accepted values are a host name or IP address",
@@ -93,6 +98,30 @@ def test_bad_values_name_the_option_and_the_accepted_values(option: str, value: 
         settings(**{f"store_metrics__{option}": value})
     assert message in str(err.value)
     assert err.value.option == option
+
+
+@pytest.mark.parametrize(
+    ("env", "style"),
+    [
+        ({}, "host_slot"),  # auto, no backend
+        ({"store_metrics__backend": "statsd"}, "host_slot"),  # one statsd_exporter holds every pod's
+        ({"store_metrics__backend": "otel"}, "host_slot"),  # OTLP: one Collector holds every pod's
+        ({"store_metrics__backend": "otel", "store_metrics__otel_exporter": "prometheus"}, "slot"),
+        ({"store_metrics__backend": "statsd", "store_metrics__worker_label": "slot"}, "slot"),
+        (
+            {
+                "store_metrics__backend": "otel",
+                "store_metrics__otel_exporter": "prometheus",
+                "store_metrics__worker_label": "HOST_SLOT",
+            },
+            "host_slot",
+        ),
+    ],
+)
+def test_worker_label_auto_is_the_slot_alone_only_where_each_worker_is_scraped(
+    env: dict[str, str], style: str
+) -> None:
+    assert settings(**env).worker_label_style == style
 
 
 def test_unknown_option_is_an_error_listing_the_known_ones() -> None:

@@ -21,7 +21,7 @@ _WORKER = """
 import sys
 from pathlib import Path
 from store_metrics.server import worker_slot
-print(worker_slot.claim(Path(sys.argv[1])), flush=True)
+print(worker_slot.label(sys.argv[2], Path(sys.argv[1])), flush=True)
 sys.stdin.read()  # hold the slot until told to go
 """
 
@@ -31,9 +31,9 @@ class Workers:
         self.folder = folder
         self.running: list[subprocess.Popen[str]] = []
 
-    def start(self) -> tuple[subprocess.Popen[str], str]:
+    def start(self, style: str = "host_slot") -> tuple[subprocess.Popen[str], str]:
         proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER, str(self.folder)],
+            [sys.executable, "-c", _WORKER, str(self.folder), style],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -66,6 +66,19 @@ def test_live_workers_get_distinct_slots_and_a_successor_reuses_a_dead_workers(w
     assert successor_id == f"{HOST}-0"
     _, fourth_id = workers.start()
     assert fourth_id == f"{HOST}-2"
+
+
+def test_worker_label_slot_is_the_slot_alone_the_same_for_every_pod(tmp_path: Path) -> None:
+    """``worker_label = slot``: two hosts' (pods') first workers carry the same label, ``0``, and a
+    rollout's new pod brings no new value; ``host_slot`` keeps the host."""
+    pods = [Workers(tmp_path / f"pod-{n}") for n in range(2)]  # one slots' folder per pod
+    try:
+        labels = [pod.start("slot")[1] for pod in pods] + [pods[0].start("slot")[1]]
+        assert labels == ["0", "0", "1"]
+        assert pods[1].start("host_slot")[1] == f"{HOST}-1"
+    finally:
+        for pod in pods:
+            pod.stop()
 
 
 def test_no_slot_falls_back_to_the_process_id_once_said(tmp_path: Path) -> None:

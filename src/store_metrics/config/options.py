@@ -44,6 +44,12 @@ COUNT_AT_API_SERVER: Final = "api_server"
 COUNT_AT: Final = (COUNT_AT_TASKS, COUNT_AT_API_SERVER)
 #: How many ports from server_prometheus_port up the API server's workers may take, one each.
 SERVER_PROMETHEUS_PORTS: Final = 16
+#: What an API server worker's ``worker`` label holds: ``<short host>-<slot>``, the slot alone, or
+#: (``auto``) the slot alone where each worker is scraped on its own endpoint, else host and slot.
+WORKER_LABEL_AUTO: Final = "auto"
+WORKER_LABEL_HOST_SLOT: Final = "host_slot"
+WORKER_LABEL_SLOT: Final = "slot"
+WORKER_LABELS: Final = (WORKER_LABEL_AUTO, WORKER_LABEL_HOST_SLOT, WORKER_LABEL_SLOT)
 #: Where ``store-metrics inventory --serve`` reports the footprint.
 INVENTORY_EXPORTS: Final = ("prometheus", "backend")
 
@@ -262,6 +268,19 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "1 to 65535",
         "with `otel_exporter = prometheus`: the first port of the API server workers' scrape "
         f"endpoints, one per worker, up to {SERVER_PROMETHEUS_PORTS}",
+    ),
+    Option(
+        "worker_label",
+        _choice(WORKER_LABELS),
+        WORKER_LABEL_AUTO,
+        ", ".join(f"`{name}`" for name in WORKER_LABELS),
+        "what each API server worker's `worker` label holds: `host_slot` is `<short host>-<slot>`, "
+        "distinct across hosts and pods (needed where every pod sends to one statsd_exporter or "
+        "Collector, which keeps one series per label set), but a rollout brings new values; `slot` "
+        "is the slot alone (`0`, `1`, ...), the same in every pod, so a rollout adds no values: "
+        "only where each worker is scraped on its own endpoint, whose `instance` keeps pods apart",
+        default_doc="`auto`: `slot` with `backend = otel` and `otel_exporter = prometheus` (each "
+        "worker scraped), else `host_slot`",
     ),
     # -- store-metrics inventory (the state store footprint) ---------------------------------------
     Option(

@@ -52,6 +52,7 @@ class OptionValues:
     stall_tick_ms: float = default("stall_tick_ms")
     stall_threshold_ms: float = default("stall_threshold_ms")
     server_prometheus_port: int = default("server_prometheus_port")
+    worker_label: str = default("worker_label")
     inventory_interval: float = default("inventory_interval")
     inventory_timeout: float = default("inventory_timeout")
     inventory_top: int = default("inventory_top")
@@ -85,6 +86,15 @@ class OptionValues:
             if option.emitter or option.backends:
                 kwargs[option.keyword] = values[option.name]
         return kwargs
+
+    @property
+    def worker_label_style(self) -> str:
+        """``worker_label`` with ``auto`` decided: ``slot`` where each API server worker is scraped on
+        its own endpoint (``otel`` with the ``prometheus`` exporter), else ``host_slot``."""
+        if self.worker_label != options.WORKER_LABEL_AUTO:
+            return self.worker_label
+        scraped = self.backend == "otel" and self.otel_exporter == "prometheus"
+        return options.WORKER_LABEL_SLOT if scraped else options.WORKER_LABEL_HOST_SLOT
 
     def server_configure_kwargs(self, worker: str) -> dict[str, Any]:
         """Arguments for the API server worker's emitter: long-lived, so cumulative, with its identity."""

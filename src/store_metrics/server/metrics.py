@@ -47,9 +47,10 @@ from .store_calls import StoreCalls
 STALL_FLOOR_MS: Final = 1.0
 
 
-def worker_identity() -> str:
-    """``<short host name>-<slot>``: distinct between a host's live workers, reused by a successor."""
-    return worker_slot.claim()
+def worker_identity(style: str = "host_slot") -> str:
+    """``<short host name>-<slot>`` (``host_slot``) or ``<slot>`` (``slot``, setting ``worker_label``):
+    distinct between a host's live workers, reused by a successor."""
+    return worker_slot.label(style)
 
 
 class ServerMetrics:
@@ -255,7 +256,7 @@ def _build() -> ServerMetrics | None:
         if not (options.enabled and (options.server_metrics or count_calls)):
             logs.once("server:off", logging.INFO, "store-metrics: API server metrics are off")
             return None
-        worker = worker_identity()
+        worker = worker_identity(options.worker_label_style)
         emitter = create_emitter(**options.server_configure_kwargs(worker))
     except (ConfigError, MissingExtraError) as exc:
         logs.once("server:config", logging.ERROR, "store-metrics API server metrics are off: %s", exc)

@@ -6,6 +6,10 @@ ends (a crash or SIGKILL included), so the worker that replaces it takes the sam
 carry the same ``worker`` label: restarts and worker recycling leave no stale series behind, and the
 label's values are bounded by the workers a host runs at once. A process that cannot take a slot (no
 writable temp directory, all ``MAX_SLOTS`` taken) falls back to ``<host>-p<pid>`` and says so once.
+
+With ``worker_label = slot`` (:func:`label`) the label is the slot alone (``0``, ``p<pid>``): the same
+in every pod of a Deployment, so a rollout brings no new values where the scrape's ``instance``
+keeps the pods apart.
 """
 
 from __future__ import annotations
@@ -61,3 +65,10 @@ def claim(directory: Path | None = None) -> str:
     )
     _held[pid] = (-1, identity)
     return identity
+
+
+def label(style: str, directory: Path | None = None) -> str:
+    """This process's ``worker`` label: :func:`claim`'s ``<host>-<slot>`` (``host_slot``), or the slot
+    alone (``slot``)."""
+    identity = claim(directory)
+    return identity.removeprefix(f"{host()}-") if style == "slot" else identity
