@@ -83,6 +83,7 @@ def test_rules_use_only_server_catalogue_series_and_labels() -> None:
         "severity",
         "cluster",
         "job",
+        "instance",  # per worker: two pods' workers with the same label (worker_label = slot) stay apart
         *catalogue.SERVER_REQUESTS.tags,
         *catalogue.SERVER_DURATION.tags,
     }
