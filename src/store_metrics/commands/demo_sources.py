@@ -46,7 +46,7 @@ def attach_api_server_metrics(provider: Any, options: OptionValues) -> ServerMet
     """Put the plugin's root middleware on the in-process Execution API; before its first request."""
     from airflow.sdk.execution_time.supervisor import in_process_api_server
 
-    worker = worker_identity()
+    worker = worker_identity(options.worker_label_style)
     metrics = ServerMetrics(
         _emitter_on(provider, options, worker),
         worker,
