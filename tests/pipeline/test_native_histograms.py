@@ -57,7 +57,8 @@ def nhcb(metric: catalogue.Metric, per_bucket: Mapping[float, int], total: float
 
     def histogram(total: float, counts: Sequence[int]) -> str:
         buckets = " ".join(str(c) for c in counts)
-        return f"{{{{schema:-53 sum:{total:g} count:{sum(counts)} custom_values:[{values}] buckets:[{buckets}]}}}}"
+        fields = f"schema:-53 sum:{total:g} count:{sum(counts)} custom_values:[{values}] buckets:[{buckets}]"
+        return "{{" + fields + "}}"
 
     return f"{histogram(0, [0] * len(counts))}+{histogram(total, counts)}x{minutes}"
 
@@ -119,7 +120,10 @@ def native_expectations() -> list[dict[str, Any]]:
         # 0.001, w3 0.02.
         _samples(
             stalled,
-            {f'{stalled}{{job="{API_JOB}",worker="{w}"}}': v for w, v in (("w1", 0.1), ("w2", 0.001), ("w3", 0.02))},
+            {
+                f'{stalled}{{job="{API_JOB}",worker="{w}"}}': v
+                for w, v in (("w1", 0.1), ("w2", 0.001), ("w3", 0.02))
+            },
         ),
         # Long stalls per second: the count's rate times the fraction above 100 ms: w1 2 * 20/120 =
         # 1/3, w2 0, w3 (40/60) * 2/40 = 1/30 (in floats, as the classic form's subtraction gives).
@@ -147,7 +151,13 @@ def native_expectations() -> list[dict[str, Any]]:
             f'{sizes}{{le=~"256|1024|262144|1.048576e\\\\+06|\\\\+Inf"}}',
             {
                 f'{sizes}{{job="{API_JOB}",operation="set",le="{le}"}}': v
-                for le, v in (("256", 0), ("1024", 0.1), ("262144", 0.1), ("1.048576e+06", 0.15), ("+Inf", 0.15))
+                for le, v in (
+                    ("256", 0),
+                    ("1024", 0.1),
+                    ("262144", 0.1),
+                    ("1.048576e+06", 0.15),
+                    ("+Inf", 0.15),
+                )
             },
         ),
         # Task gets, both workers: 90 a minute (1.5/s) in (2.5, 5], 10 (0.1667/s) in (5, 10]. p50:
@@ -240,7 +250,7 @@ def test_the_bars_stay_one_per_bound_across_the_le_spelling(role: str, tmp_path:
     evaluate_queries(tmp_path, "1m", inputs, cases, "39m", role=role)
     # Rewriting le in place instead makes two series with one label set: refused.
     in_place = cases[1][0].replace('"bound", "$1", "le"', '"le", "$1", "le"').replace("by (bound)", "by (le)")
-    with pytest.raises(AssertionError, match="same label ?set|duplicate"):
+    with pytest.raises(AssertionError, match=r"same label ?set|duplicate"):
         evaluate_queries(tmp_path, "1m", inputs, [(in_place, {}, {'{le="100"}': 7200})], "39m", role=role)
 
 
@@ -298,7 +308,9 @@ def test_prometheus_3_converting_the_api_server_histograms(tmp_path: Path, e2e_e
         prom.wait(lambda: prom.scalar(stalls) == 600, "the batch scraped")
         seen = time.time()
         long_stalls = _record("worker:store_metrics_api_loop_long_stalls:rate5m")
-        prom.wait(lambda: (prom.scalar(f"max(timestamp({long_stalls}))") or 0) > seen + 1, "a record after it")
+        prom.wait(
+            lambda: (prom.scalar(f"max(timestamp({long_stalls}))") or 0) > seen + 1, "a record after it"
+        )
         at = seen + 1.5
         _check_converted(prom, at)
         _check_records(prom, at)
@@ -328,7 +340,9 @@ def _check_records(prom: PrometheusServer, at: float) -> None:
     lengths = _record("le:store_metrics_api_loop_stall_ms_bucket:rate5m")
     # Per batch: 12,000 ms stalled (/1000 = 12 s) against 20 long stalls of 120.
     assert one(stalled) / one(long_stalls) == pytest.approx(12 / 20, rel=1e-9)
-    assert one(f'{lengths}{{le="100"}}') / one(f'{lengths}{{le="+Inf"}}') == pytest.approx(100 / 120, rel=1e-9)
+    assert one(f'{lengths}{{le="100"}}') / one(f'{lengths}{{le="+Inf"}}') == pytest.approx(
+        100 / 120, rel=1e-9
+    )
     assert one(long_stalls) / one(f'{lengths}{{le="+Inf"}}') == pytest.approx(20 / 120, rel=1e-9)
     bounds = {r["metric"]["le"] for r in prom.query(lengths, at)}
     assert bounds == {go_float(b) for b in catalogue.STALL_BUCKETS_MS} | {"+Inf"}

@@ -114,9 +114,9 @@ def native_buckets(metric: catalogue.Metric, recorded: str) -> str:
     if not metric.buckets:
         raise KeyError(metric.name)
     terms = [
-        f'label_replace(histogram_count({recorded}) * histogram_fraction(-Inf, {go_float(bound)}, {recorded}), '
-        f'"le", "{go_float(bound)}", "", "")'
-        for bound in metric.buckets
+        f"label_replace(histogram_count({recorded}) * histogram_fraction(-Inf, {le}, {recorded}), "
+        f'"le", "{le}", "", "")'
+        for le in map(go_float, metric.buckets)
     ]
     terms.append(f'label_replace(histogram_count({recorded}), "le", "+Inf", "", "")')
     return "(\n      " + "\n      or ".join(terms) + "\n      )"
