@@ -34,10 +34,22 @@ def _quantile(q: str) -> str:
     return f"histogram_quantile({q}, sum by (le, store, operation, value_size) ({_DURATIONS}{_SCOPE}))"
 
 
+def _per_bound(recorded: str, selector: str) -> str:
+    """Events per bucket within the range: the recorded per-second rates, integrated, one series per
+    bound however ``le`` was spelled. Prometheus 3 stores a classic bucket's ``le="1024"`` as
+    ``le="1024.0"`` (the Python exporter writes that from the start), so over a range reaching back
+    before an upgrade one bound comes as two ``le`` values. The bound without a trailing ``.0`` goes
+    to a label of its own (``bound``), since rewriting ``le`` in place makes two series with one label
+    set, which label_replace refuses; the values that Prometheus spells in exponent form
+    (``1.048576e+06``) are spelled so by every path."""
+    integrated = f"sum_over_time({recorded}{selector}[$__range])"
+    normalised = f'label_replace({integrated}, "bound", "$1", "le", "(.+?)(?:\\\\.0)?")'
+    return f"sum by (bound) ({normalised}) * {_INTERVAL}"
+
+
 def _sizes(recorded: str, operation: str) -> str:
-    """Requests per size bucket within the range: the recorded per-second rates, integrated."""
-    selector = f'{{{SCOPE},operation="{operation}"}}'
-    return f"sum by (le) (sum_over_time({recorded}{selector}[$__range])) * {_INTERVAL}"
+    """Requests per size bucket within the range."""
+    return _per_bound(recorded, f'{{{SCOPE},operation="{operation}"}}')
 
 
 def _latency(q: str) -> Panel:
@@ -85,7 +97,7 @@ def _route_panels() -> list[Panel]:
                         _sizes(_REQUEST_SIZES, "set"),
                         "count",
                     ),
-                    "set <= {{le}} B",
+                    "set <= {{bound}} B",
                     instant=True,
                 ),
                 Target(
@@ -93,7 +105,7 @@ def _route_panels() -> list[Panel]:
                         _sizes(_RESPONSE_SIZES, "get"),
                         "count",
                     ),
-                    "get <= {{le}} B",
+                    "get <= {{bound}} B",
                     instant=True,
                 ),
             ],
@@ -159,10 +171,10 @@ def _loop_panels() -> list[Panel]:
             [
                 Target(
                     Server(
-                        f"sum by (le) (sum_over_time({_STALL_LENGTHS}{_SCOPE}[$__range])) * {_INTERVAL}",
+                        _per_bound(_STALL_LENGTHS, _SCOPE),
                         "count",
                     ),
-                    "<= {{le}} ms",
+                    "<= {{bound}} ms",
                     instant=True,
                 )
             ],

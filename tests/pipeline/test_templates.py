@@ -77,6 +77,10 @@ def test_every_token_of_every_template_is_a_catalogue_name_or_a_setting() -> Non
                 base = token.removeprefix(records.TOKEN)
                 assert token in recorded or base in GENERATED_RECORDS, (name, token)
                 continue
+            if token.startswith("buckets:"):  # a histogram's buckets from a recorded native histogram
+                metric, _, base = token.removeprefix("buckets:").partition(":")
+                assert catalogue.get(metric).buckets and f"{records.TOKEN}{base}" in recorded, (name, token)
+                continue
             metric = token.removeprefix("full:")
             assert metric in names or token in values or token in COMPUTED, (name, token)
     # Every setting is used by some template (directly, or through a value derived from it).
@@ -97,3 +101,26 @@ def test_the_shipped_provider_info_is_what_the_option_table_builds() -> None:
     info = provider_info.get_provider_info()
     assert info["versions"] == [store_metrics.__version__]
     assert {k: v for k, v in info.items() if k != "versions"} == generator.build()
+
+
+def test_native_buckets_are_spelled_as_go_exporters_write_le() -> None:
+    """Go's shortest float formatting (client_golang, statsd_exporter, the Collector), which
+    Prometheus 2 stores as it comes: whole numbers below 1e6 as they are, an exponent from 1e6 on
+    (Prometheus 3 stores 1024 as 1024.0 and the same exponent form, which the bar panels fold)."""
+    spelled = {
+        b: templating.go_float(b) for b in (*catalogue.SIZE_BUCKETS_BYTES, *catalogue.STALL_BUCKETS_MS)
+    }
+    assert spelled[64.0] == "64" and spelled[262144.0] == "262144" and spelled[2.5] == "2.5"
+    assert spelled[1048576.0] == "1.048576e+06" and spelled[16777216.0] == "1.6777216e+07"
+    assert templating.go_float(1_000_000) == "1e+06" and templating.go_float(10000) == "10000"
+    expanded = templating.fill(
+        "@buckets:api_server.event_loop.stall:job:store_metrics_api_loop_stall_ms:rate5m@", "myco.airflow", {}
+    )
+    recorded = "job:myco_airflow_store_metrics_api_loop_stall_ms:rate5m"
+    assert expanded.count(f"histogram_count({recorded})") == len(catalogue.STALL_BUCKETS_MS) + 1
+    assert [f'"le", "{templating.go_float(b)}"' in expanded for b in catalogue.STALL_BUCKETS_MS] == [
+        True
+    ] * 12
+    assert "histogram_fraction(-Inf, 2.5, " in expanded and '"le", "+Inf"' in expanded
+    with pytest.raises(KeyError, match="unknown token"):
+        templating.fill("@buckets:api_server.event_loop.stall.max:job:store_metrics_x:rate5m@", "airflow", {})

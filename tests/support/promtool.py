@@ -1,4 +1,5 @@
-"""promtool (Debian's prometheus package), for the tests that check rules and configs and run rule tests."""
+"""promtool (Debian's prometheus package, or a pinned build of :mod:`testbed.peers`), for the tests
+that check rules and configs and run rule tests."""
 
 from __future__ import annotations
 
@@ -8,14 +9,22 @@ from pathlib import Path
 
 import pytest
 
+from testbed import peers
 from testbed.repository import ROOT
 
 COLLECTOR = ROOT / "collector"
 
 
-def promtool(*args: str, cwd: Path = COLLECTOR) -> subprocess.CompletedProcess[str]:
-    """``promtool <args>`` in ``cwd``; the test fails when promtool is not installed."""
-    path = shutil.which("promtool")
+def promtool(*args: str, cwd: Path = COLLECTOR, role: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``promtool <args>`` in ``cwd``: Debian's, or the pin playing ``role`` (``newest``, ``lts``,
+    ``minimum``); the test fails when it is not installed."""
+    if role is not None:
+        try:
+            path: str | None = str(peers.binary("promtool", role))
+        except peers.PeerMissing as missing:
+            pytest.fail(str(missing))
+    else:
+        path = shutil.which("promtool")
     if path is None:
         pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
     return subprocess.run([path, *args], cwd=cwd, check=False, capture_output=True, text=True, timeout=60)

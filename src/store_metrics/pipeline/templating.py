@@ -9,6 +9,9 @@ Templates are the files as users get them, except for ``@token@`` placeholders:
   (``airflow.task_state_store.write``: StatsD lines, DogStatsD and Datadog);
 * ``@record:<recorded series>@`` (``@record:task:store_metrics_calls:increase@``) becomes that
   recorded series' name for the prefix (``task:airflow_store_metrics_calls:increase``, :mod:`.records`);
+* ``@buckets:<catalogue histogram>:<recorded series>@`` becomes classic-style bucket series from
+  that recorded series of native histograms: one ``le`` series per bucket bound of the histogram
+  in the catalogue, and ``+Inf`` (:func:`native_buckets`);
 * any other token is a value the caller passes: an export setting (``@error_ratio@``,
   :mod:`.settings`) or a computed value (``@collector_filter@``).
 
@@ -30,10 +33,20 @@ from store_metrics import catalogue
 
 from . import records
 
-__all__ = ["fill", "generated_header", "render", "source", "template_names", "written_header"]
+__all__ = [
+    "fill",
+    "generated_header",
+    "go_float",
+    "native_buckets",
+    "render",
+    "source",
+    "template_names",
+    "written_header",
+]
 
 _TOKEN = re.compile(r"@([A-Za-z_][A-Za-z0-9_.:]*)@")
 _FULL = "full:"
+_BUCKETS = "buckets:"
 _NOTE = "#@"
 _PACKAGE = "store_metrics.pipeline"
 _DIRECTORY = "templates"
@@ -80,9 +93,44 @@ def source(name: str) -> str:
     return resources.files(_PACKAGE).joinpath(_DIRECTORY, *name.split("/")).read_text(encoding="utf-8")
 
 
+def go_float(value: float) -> str:
+    """A bucket bound as Go exporters write ``le`` (and Prometheus 2 stores it): ``1024``, ``2.5``,
+    ``1.048576e+06``. Prometheus 3 stores ``1024.0`` instead, but the same ``2.5`` and ``1.048576e+06``."""
+    value = float(value)
+    if not value.is_integer():
+        return repr(value)
+    digits = str(int(value))
+    if len(digits) <= 6:  # Go's shortest %g keeps digits below 1e6 and writes an exponent from it
+        return digits
+    mantissa = digits[1:].rstrip("0")
+    return f"{digits[0]}{'.' + mantissa if mantissa else ''}e+{len(digits) - 1:02d}"
+
+
+def native_buckets(metric: catalogue.Metric, recorded: str) -> str:
+    """PromQL for the cumulative bucket counts of ``recorded`` (native histograms with the custom
+    buckets of ``metric``, as Prometheus 3 converts a classic histogram) at each of ``metric``'s bucket
+    bounds, as ``le`` series: what ``sum by (..., le) (rate(<metric>_bucket[5m]))`` gives for classic
+    histograms. At a bound of the histogram's own buckets ``histogram_fraction`` interpolates nothing."""
+    if not metric.buckets:
+        raise KeyError(metric.name)
+    terms = [
+        f"label_replace(histogram_count({recorded}) * histogram_fraction(-Inf, {le}, {recorded}), "
+        f'"le", "{le}", "", "")'
+        for le in map(go_float, metric.buckets)
+    ]
+    terms.append(f'label_replace(histogram_count({recorded}), "le", "+Inf", "", "")')
+    return "(\n      " + "\n      or ".join(terms) + "\n      )"
+
+
 def _value(token: str, prefix: str, given: Mapping[str, str]) -> str:
     if token in given:
         return given[token]
+    if token.startswith(_BUCKETS):
+        metric, _, base = token[len(_BUCKETS) :].partition(":")
+        try:
+            return native_buckets(catalogue.get(metric), records.name(base, prefix))
+        except ValueError:
+            raise KeyError(token) from None
     if token.startswith(_FULL):
         return catalogue.get(token[len(_FULL) :]).full_name(prefix)
     if token.startswith(records.TOKEN):
