@@ -9,14 +9,16 @@ calls in any whole number of minutes are known without Prometheus.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-__all__ = ["COMPONENTS", "Family", "calls_per_minute", "exposition", "openmetrics"]
+__all__ = ["COMPONENTS", "Family", "calls", "exposition", "openmetrics"]
 
 TASK = 'dag_id="etl",task_id="extract",run_type="scheduled",operator="PythonOperator"'
 WATCHER = 'dag_id="none",task_id="orders",run_type="asset_watcher",operator="SqsTrigger"'
 WORKER = 'worker="api-0"'
+FOOTPRINT_TASK = 'dag_id="etl",task_id="extract"'
 
 
 @dataclass(frozen=True)
@@ -24,7 +26,7 @@ class Family:
     """One metric family: its name, type and series as (labels, growth per minute)."""
 
     name: str
-    kind: str  # counter | gauge | histogram
+    kind: str  # counter | gauge | rising (a gauge that grows like a counter) | histogram
     series: tuple[tuple[str, float], ...]
 
 
@@ -92,17 +94,39 @@ COMPONENTS: dict[str, tuple[Family, ...]] = {
             (f'store="task",operation="get",{WORKER}', 1),
         ),
     ),
+    # store-metrics inventory: what the state store holds (its values grow), and its own health.
+    "inventory": (
+        Family("airflow_task_state_store_footprint_entries", "gauge", ((FOOTPRINT_TASK, 10),)),
+        Family("airflow_task_state_store_footprint_bytes", "rising", ((FOOTPRINT_TASK, 100),)),
+        Family("airflow_task_state_store_footprint_expired_entries", "gauge", ((FOOTPRINT_TASK, 1),)),
+        Family("airflow_task_state_store_footprint_external_entries", "gauge", ((FOOTPRINT_TASK, 0),)),
+        Family("airflow_task_state_store_footprint_oldest_age_seconds", "gauge", ((FOOTPRINT_TASK, 3600),)),
+        Family("airflow_task_state_store_footprint_newest_age_seconds", "gauge", ((FOOTPRINT_TASK, 60),)),
+        Family("airflow_asset_state_store_footprint_entries", "gauge", (('asset="orders"', 2),)),
+        Family("airflow_asset_state_store_footprint_bytes", "rising", (('asset="orders"', 10),)),
+        Family("airflow_state_store_inventory_up", "gauge", (('store="task"', 1), ('store="asset"', 1))),
+        Family("airflow_state_store_inventory_footprint_age_seconds", "gauge", (('store="task"', 30),)),
+        Family("airflow_state_store_inventory_query_duration_milliseconds", "gauge", (('store="task"', 5),)),
+    ),
 }
 
 
-def calls_per_minute(component: str) -> float:
-    """The state store calls ``component`` makes each minute (retried attempts are not calls)."""
-    return sum(
-        n
-        for family in COMPONENTS[component]
-        if "_state_store_" in family.name and "retry" not in family.name and "api_server" not in family.name
-        for _, n in family.series
-    )
+_CALL = re.compile(
+    r"airflow_(task|asset)_state_store_(read_found|read_absent|write|delete|clear|error)_total"
+)
+
+
+def calls(components: Sequence[str], minutes: float) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """The state store calls ``components`` make in ``minutes``, by series name and labels (the
+    model :func:`support.e2e.expected` reads); retried attempts are not calls."""
+    out: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+    for component in components:
+        for family in COMPONENTS[component]:
+            if _CALL.fullmatch(family.name):
+                for labels, n in family.series:
+                    pairs = frozenset(re.findall(r'(\w+)="([^"]*)"', labels))
+                    out[(family.name, pairs)] = out.get((family.name, pairs), 0.0) + n * minutes
+    return out
 
 
 def _samples(family: Family, minutes: float) -> Iterator[tuple[str, float]]:
@@ -121,7 +145,7 @@ def exposition(component: str, minutes: float) -> str:
     """``component``'s endpoint after ``minutes`` of calls, in Prometheus' text format."""
     lines = []
     for family in COMPONENTS[component]:
-        lines.append(f"# TYPE {family.name} {family.kind}")
+        lines.append(f"# TYPE {family.name} {'gauge' if family.kind == 'rising' else family.kind}")
         lines += [f"{series} {value:g}" for series, value in _samples(family, minutes)]
     return "\n".join(lines) + "\n"
 

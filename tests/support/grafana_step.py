@@ -114,6 +114,7 @@ def grafana_query(
     start: float,
     end: float,
     max_data_points: int,
+    *,
     query_interval: str = "",
     scrape_interval: str = "",
     interval_ms: float = 0,

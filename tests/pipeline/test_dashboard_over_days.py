@@ -1,0 +1,199 @@
+"""The dashboard queried as Grafana queries it, over a day and over a week, on Prometheus 3 (the
+newest pin) and on the 2.x minimum (Debian's 2.42).
+
+A week and two hours of every component's series (:mod:`support.component_series`: DAG tasks,
+asset watchers, the API server, the inventory; scraped each minute, one job as the shipped
+PodMonitor gives it) are written as OpenMetrics and turned into blocks by the pin's own promtool
+(``tsdb create-blocks-from openmetrics``). The pin's Prometheus serves them to the pin's promtool,
+which evaluates the shipped recording rules the dashboard reads over the whole week
+(``tsdb create-blocks-from rules``: Prometheus' own engine, at 17 s past each minute, as a rule group
+evaluates at an offset into its interval); then Prometheus restarts on raw and recorded blocks
+together: two starts per pin, none per panel.
+
+Every target of every panel is then sent as Grafana sends it (:mod:`support.grafana_step`): a range
+query with the step Grafana computes for a panel of its width on a 1920-pixel screen (max data points
+= its width in pixels), its min interval and a 60 s scrape interval, or an instant query at the
+range's end. Checked over 24 h and 7 d: every panel returns data, and every stat panel equals the
+calls the synthetic week made in the range, as its spec says (:func:`support.e2e.expected`).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from generators.grafana.dashboard import specs
+from support import component_series
+from support.dashboard import COLLECTOR, dashboard, interpolate
+from support.e2e import Model, dashboard_rows, expected
+from support.grafana_step import grafana_query
+from support.prometheus import PrometheusServer
+from testbed import peers
+
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
+
+#: One deployment; every component under the job the shipped PodMonitor gives (the inventory: its own).
+CLUSTER, JOB, INVENTORY_JOB = "prod", "airflow/store-metrics-api-server", "store-metrics-inventory"
+SCRAPES = [
+    ("tasks", JOB, CLUSTER),
+    ("watchers", JOB, CLUSTER),
+    ("server", JOB, CLUSTER),
+    ("inventory", INVENTORY_JOB, CLUSTER),
+]
+SCOPE = {"cluster": CLUSTER, "job": JOB, "watcher_job": JOB, "server_job": JOB}
+DAY, WEEK, SCRAPE, RULE_OFFSET = 86400, 7 * 86400, 60, 17
+#: Grafana's grid on a 1920-pixel screen: a panel's width in pixels is its grid width x 80.
+PIXELS_PER_COLUMN = 1920 // 24
+RULE_FILES = ("rules.yml", "watcher-rules.yml", "server-rules.yml", "footprint-rules.yml")
+
+
+def _promtool(role: str, *args: str) -> None:
+    done = subprocess.run(
+        [str(peers.binary("promtool", role)), *args], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _recorded_names() -> set[str]:
+    """The recorded series the dashboard's panels read."""
+    text = "\n".join(t["expr"] for p in dashboard_panels() for t in p["targets"])
+    return set(re.findall(r"\b[a-z_]+:[a-z0-9_]+:[a-z0-9_]+\b", text))
+
+
+def dashboard_panels() -> list[dict[str, Any]]:
+    return [p for panels in _rows().values() for p in panels]
+
+
+def _rows() -> dict[str, list[dict[str, Any]]]:
+    return dashboard_rows(COLLECTOR.parent)
+
+
+def _rules_the_dashboard_reads(out: Path) -> list[str]:
+    """The shipped rule files, each cut to the recording rules the panels read (the backfill
+    evaluates recording rules only), written to ``out``."""
+    wanted, files = _recorded_names(), []
+    for name in RULE_FILES:
+        doc = yaml.safe_load((COLLECTOR / name).read_text())
+        groups = [{**g, "rules": [r for r in g["rules"] if r.get("record") in wanted]} for g in doc["groups"]]
+        groups = [g for g in groups if g["rules"]]
+        if groups:
+            (out / name).write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
+            files.append(str(out / name))
+    assert len(files) == 3, files  # task-side, server and footprint rules; the watchers' are alerts
+    return files
+
+
+@pytest.fixture(scope="module")
+def week(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """The week's series as OpenMetrics, and the end of the data (a whole hour, the dashboard's "now")."""
+    end = int(time.time() // 3600 * 3600)
+    path = tmp_path_factory.mktemp("week") / "week.om"
+    with path.open("w") as out:
+        for line in component_series.openmetrics(SCRAPES, end - WEEK - 2 * 3600, end, SCRAPE):
+            out.write(line + "\n")
+    return path, end
+
+
+@pytest.fixture(scope="module", params=["newest", "minimum"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, week: tuple[Path, int]
+) -> Iterator[tuple[PrometheusServer, int]]:
+    """The pin's Prometheus on the week's raw blocks and the recorded blocks its rules made."""
+    role, (data, end) = request.param, week
+    tmp = tmp_path_factory.mktemp(f"over-days-{role}")
+    # One block for the week (2 h blocks would make promtool read the file once per block).
+    _promtool(
+        role,
+        "tsdb",
+        "create-blocks-from",
+        "openmetrics",
+        "--max-block-duration=504h",
+        "-q",
+        str(data),
+        str(tmp / "tsdb"),
+    )
+    config = {"global": {"scrape_interval": f"{SCRAPE}s", "evaluation_interval": "1m"}}
+    retention = "--storage.tsdb.retention.time=30d"
+    prom = PrometheusServer(tmp, config, retention, role=role)
+    try:
+        start = end - WEEK - 2 * 3600 + RULE_OFFSET
+        rules = _rules_the_dashboard_reads(tmp)
+        args = (
+            "--url",
+            prom.url,
+            "--start",
+            str(start),
+            "--end",
+            str(end),
+            "--output-dir",
+            str(tmp / "recorded"),
+        )
+        _promtool(role, "tsdb", "create-blocks-from", "rules", "-q", *args, *rules)
+    finally:
+        prom.stop()
+    for block in (tmp / "recorded").iterdir():
+        shutil.move(str(block), tmp / "tsdb" / block.name)
+    prom = PrometheusServer(tmp, config, retention, role=role)
+    try:
+        yield prom, end
+    finally:
+        prom.stop()
+
+
+def _run(prom: PrometheusServer, panel: dict[str, Any], target: dict[str, Any], end: int, span: int) -> Any:
+    """``target`` as Grafana sends it for ``panel`` over ``[end - span, end]``: the result."""
+    q = grafana_query(
+        end - span,
+        end,
+        panel["gridPos"]["w"] * PIXELS_PER_COLUMN,
+        query_interval=target.get("interval", ""),
+        scrape_interval=f"{SCRAPE}s",
+    )
+    expr = interpolate(target["expr"], SCOPE, interval=q.interval, rate_interval=q.rate_interval, rng=q.range)
+    if target["instant"]:
+        return prom.api("query", query=expr, time=str(end))["result"]
+    return prom.api("query_range", query=expr, start=str(q.start), end=str(q.end), step=str(q.step))["result"]
+
+
+SPANS = [pytest.param(DAY, id="24h"), pytest.param(WEEK, id="7d")]
+
+
+@pytest.mark.parametrize("span", SPANS)
+def test_every_panel_returns_data(served: tuple[PrometheusServer, int], span: int) -> None:
+    prom, end = served
+    empty = [
+        (row, panel["title"])
+        for row, panels in _rows().items()
+        for panel in panels
+        if not any(
+            any(s.get("values") or s.get("value") for s in _run(prom, panel, t, end, span))
+            for t in panel["targets"]
+        )
+    ]
+    assert empty == []
+
+
+@pytest.mark.parametrize("span", SPANS)
+def test_stat_panels_equal_the_calls_of_the_range(served: tuple[PrometheusServer, int], span: int) -> None:
+    prom, end = served
+    made = Model()
+    made.counts.update(component_series.calls(("tasks", "watchers"), span / 60))
+    by_ref = {(title, ref): target for title, ref, target in specs()}
+    stats = [p for p in dashboard()["panels"] if p["type"] == "stat"]
+    assert stats
+    for panel in stats:
+        for target in panel["targets"]:
+            spec = by_ref[(panel["title"], target["refId"])].spec
+            (wanted,) = expected(spec, made, {}).values()
+            result = _run(prom, panel, target, end, span)
+            (series,) = result
+            got = float(series["value"][1] if target["instant"] else series["values"][-1][1])
+            assert got == pytest.approx(wanted, rel=1e-9), panel["title"]
