@@ -4,11 +4,11 @@ newest pin) and on the 2.x minimum (Debian's 2.42).
 A week and two hours of every component's series (:mod:`support.component_series`: DAG tasks,
 asset watchers, the API server, the inventory; scraped each minute, one job as the shipped
 PodMonitor gives it) are written as OpenMetrics and turned into blocks by the pin's own promtool
-(``tsdb create-blocks-from openmetrics``). The pin's Prometheus serves them to the pin's promtool,
-which evaluates the shipped recording rules the dashboard reads over the whole week
-(``tsdb create-blocks-from rules``: Prometheus' own engine, at 17 s past each minute, as a rule group
-evaluates at an offset into its interval); then Prometheus restarts on raw and recorded blocks
-together: two starts per pin, none per panel.
+(``tsdb create-blocks-from openmetrics``). The pin's Prometheus then evaluates the shipped recording
+rules the dashboard reads over the whole week, each in one range query at the rules' interval, 17 s
+past each minute as a rule group evaluates at an offset into its interval (what promtool's rules
+backfill does, which took three minutes a pin in 2-hour slices); the results go into blocks the same
+way, and Prometheus restarts on raw and recorded blocks together: two starts per pin, none per panel.
 
 Every target of every panel is then sent as Grafana sends it (:mod:`support.grafana_step`): a range
 query with the step Grafana computes for a panel of its width on a 1920-pixel screen (max data points
@@ -20,7 +20,6 @@ calls the synthetic week made in the range, as its spec says (:func:`support.e2e
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -30,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from generators.grafana.dashboard import specs
+from generators.grafana.dashboard import specs, trigger_specs
 from support import component_series
 from support.dashboard import COLLECTOR, dashboard, interpolate
 from support.e2e import Model, dashboard_rows, expected
@@ -76,19 +75,54 @@ def _rows() -> dict[str, list[dict[str, Any]]]:
     return dashboard_rows(COLLECTOR.parent)
 
 
-def _rules_the_dashboard_reads(out: Path) -> list[str]:
-    """The shipped rule files, each cut to the recording rules the panels read (the backfill
-    evaluates recording rules only), written to ``out``."""
-    wanted, files = _recorded_names(), []
+def _rules_the_dashboard_reads() -> list[dict[str, Any]]:
+    """The shipped recording rules whose series the panels read (alerts and other records left out)."""
+    wanted = _recorded_names()
+    rules = []
     for name in RULE_FILES:
-        doc = yaml.safe_load((COLLECTOR / name).read_text())
-        groups = [{**g, "rules": [r for r in g["rules"] if r.get("record") in wanted]} for g in doc["groups"]]
-        groups = [g for g in groups if g["rules"]]
-        if groups:
-            (out / name).write_text(yaml.safe_dump({"groups": groups}, sort_keys=False))
-            files.append(str(out / name))
-    assert len(files) == 3, files  # task-side, server and footprint rules; the watchers' are alerts
-    return files
+        for group in yaml.safe_load((COLLECTOR / name).read_text())["groups"]:
+            assert group.get("interval", "1m") in ("1m", "15m"), group["name"]
+            if group.get("interval", "1m") == "1m":
+                rules += [r for r in group["rules"] if r.get("record") in wanted]
+    assert {r["record"] for r in rules} == wanted  # every recorded series the dashboard reads
+    return rules
+
+
+def _recorded(prom: PrometheusServer, start: int, end: int) -> Iterator[str]:
+    """The rules the dashboard reads, evaluated by ``prom`` every minute from ``start`` to ``end``:
+    one range query per rule at the rules' interval, the rule's labels added, as OpenMetrics.
+
+    What ``promtool tsdb create-blocks-from rules`` does, in one query per rule where promtool makes
+    one per 2-hour block (5.5 s a rule, three minutes a pin, measured on this machine).
+    """
+    by_record: dict[str, list[str]] = {}
+    for rule in _rules_the_dashboard_reads():
+        result = prom.api("query_range", query=rule["expr"], start=str(start), end=str(end), step="60")[
+            "result"
+        ]
+        lines = by_record.setdefault(rule["record"], [])
+        for series in result:
+            labels = {k: v for k, v in series["metric"].items() if k != "__name__"} | rule.get("labels", {})
+            selector = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+            lines += [f"{rule['record']}{{{selector}}} {value} {int(t)}" for t, value in series["values"]]
+    for lines in by_record.values():
+        yield from lines
+    yield "# EOF"
+
+
+def _blocks(role: str, source: Path, tsdb: Path) -> None:
+    """OpenMetrics into blocks in ``tsdb``: one block for the week (2 h blocks would make promtool
+    read the file once per block)."""
+    _promtool(
+        role,
+        "tsdb",
+        "create-blocks-from",
+        "openmetrics",
+        "--max-block-duration=504h",
+        "-q",
+        str(source),
+        str(tsdb),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -109,38 +143,17 @@ def served(
     """The pin's Prometheus on the week's raw blocks and the recorded blocks its rules made."""
     role, (data, end) = request.param, week
     tmp = tmp_path_factory.mktemp(f"over-days-{role}")
-    # One block for the week (2 h blocks would make promtool read the file once per block).
-    _promtool(
-        role,
-        "tsdb",
-        "create-blocks-from",
-        "openmetrics",
-        "--max-block-duration=504h",
-        "-q",
-        str(data),
-        str(tmp / "tsdb"),
-    )
+    _blocks(role, data, tmp / "tsdb")
     config = {"global": {"scrape_interval": f"{SCRAPE}s", "evaluation_interval": "1m"}}
     retention = "--storage.tsdb.retention.time=30d"
     prom = PrometheusServer(tmp, config, retention, role=role)
     try:
+        # Each rule as a group evaluates it: at an offset into the minute (17 s here).
         start = end - WEEK - 2 * 3600 + RULE_OFFSET
-        rules = _rules_the_dashboard_reads(tmp)
-        args = (
-            "--url",
-            prom.url,
-            "--start",
-            str(start),
-            "--end",
-            str(end),
-            "--output-dir",
-            str(tmp / "recorded"),
-        )
-        _promtool(role, "tsdb", "create-blocks-from", "rules", "-q", *args, *rules)
+        (tmp / "recorded.om").write_text("\n".join(_recorded(prom, start, end)) + "\n")
     finally:
         prom.stop()
-    for block in (tmp / "recorded").iterdir():
-        shutil.move(str(block), tmp / "tsdb" / block.name)
+    _blocks(role, tmp / "recorded.om", tmp / "tsdb")
     prom = PrometheusServer(tmp, config, retention, role=role)
     try:
         yield prom, end
@@ -197,3 +210,29 @@ def test_stat_panels_equal_the_calls_of_the_range(served: tuple[PrometheusServer
             (series,) = result
             got = float(series["value"][1] if target["instant"] else series["values"][-1][1])
             assert got == pytest.approx(wanted, rel=1e-9), panel["title"]
+
+
+@pytest.mark.parametrize("span", SPANS)
+def test_per_second_panels_equal_the_calls_at_every_step(
+    served: tuple[PrometheusServer, int], span: int
+) -> None:
+    """Every point of every per-second query of the task-side and Triggers rows: the week's calls per
+    minute / 60, whatever step Grafana chose for the panel's width and range (a step shorter than the
+    rule interval would read no recorded sample, one not a multiple would read a varying number)."""
+    prom, end = served
+    per_minute = Model()
+    per_minute.counts.update(component_series.calls(("tasks", "watchers"), 1))
+    by_ref = {(title, ref): target for title, ref, target in [*specs(), *trigger_specs()]}
+    checked = 0
+    for panel in dashboard_panels():
+        for target in panel["targets"]:
+            found = by_ref.get((panel["title"], target["refId"]))
+            if found is None or target["instant"] or found.spec.kind != "rate":
+                continue
+            wanted = expected(found.spec, per_minute, {}, seconds=60)
+            for series in _run(prom, panel, target, end, span):
+                key = tuple(series["metric"].get(label, "") for label in found.spec.by)
+                values = [float(v) for _, v in series["values"]]
+                assert values == pytest.approx([wanted[key]] * len(values), rel=1e-9), (panel["title"], key)
+                checked += 1
+    assert checked > 20
