@@ -60,7 +60,9 @@ _TITLES = {
 # -- variables --------------------------------------------------------------------------------
 
 
-def _query_variable(name: str, label: str, selector: str, metric: str = CALLS, **options: Any) -> dict[str, Any]:
+def _query_variable(
+    name: str, label: str, selector: str, *, metric: str = CALLS, **options: Any
+) -> dict[str, Any]:
     query = f"label_values({metric}{selector}, {label})"
     return {
         "name": name,
@@ -93,7 +95,7 @@ def _scope_variables() -> list[dict[str, Any]]:
     """
     in_cluster = f'{CLUSTER}="$cluster"'
     watcher = f'{WATCHER[0]}="{WATCHER[1]}"'
-    one = {"multi": False, "includeAll": False}
+    one: dict[str, Any] = {"multi": False, "includeAll": False}
     return [
         _query_variable("cluster", CLUSTER, "", title="Deployment", **one),
         _query_variable("job", "job", f'{{{in_cluster},{WATCHER[0]}!="{WATCHER[1]}"}}', title="Job", **one),
