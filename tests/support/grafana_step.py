@@ -122,7 +122,9 @@ def grafana_query(
     """The query Grafana's Prometheus data source sends for a panel over ``[start, end]`` (epoch
     seconds) whose width (or *Max data points*) is ``max_data_points``, with the query's *Min
     interval* ``query_interval`` and the data source's *Scrape interval* ``scrape_interval``.
-    ``interval_ms`` is the interval the browser computed (used only where no min interval is set)."""
+    ``interval_ms`` is the interval the browser computed (intervalMs): the floor where the query
+    sets no min interval, and what ``$__rate_interval`` adds a scrape interval to (the step when not
+    given)."""
     span = end - start
     minimum = _min_interval(query_interval, scrape_interval, interval_ms)
     raw = span / (max_data_points or DEFAULT_RESOLUTION)
