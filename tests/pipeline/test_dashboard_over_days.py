@@ -12,8 +12,10 @@ way, and Prometheus restarts on raw and recorded blocks together: two starts per
 
 Every target of every panel is then sent as Grafana sends it (:mod:`support.grafana_step`): a range
 query with the step Grafana computes for a panel of its width on a 1920-pixel screen (max data points
-= its width in pixels), its min interval and a 60 s scrape interval, or an instant query at the
-range's end. Checked over 24 h and 7 d: every panel returns data, and every stat panel equals the
+= its width in pixels), its min interval and the shipped data source's scrape interval (15 s; the
+week is sampled each minute, which the recorded tier reads the same), or an instant query at the
+range's end. Checked over 24 h and 7 d, and over 1 h (Grafana's default range, where the steps of
+the narrow panels would fall under the rule interval without the queries' min interval): every panel returns data, and every stat panel equals the
 calls the synthetic week made in the range, as its spec says (:func:`support.e2e.expected`).
 """
 
@@ -31,9 +33,9 @@ import yaml
 
 from generators.grafana.dashboard import specs, trigger_specs
 from support import component_series
-from support.dashboard import COLLECTOR, dashboard, interpolate
+from support.dashboard import COLLECTOR, DASHBOARDS, dashboard, interpolate
 from support.e2e import Model, dashboard_rows, expected
-from support.grafana_step import grafana_query
+from support.grafana_step import GrafanaQuery, grafana_query
 from support.prometheus import PrometheusServer
 from testbed import peers
 
@@ -161,22 +163,36 @@ def served(
         prom.stop()
 
 
-def _run(prom: PrometheusServer, panel: dict[str, Any], target: dict[str, Any], end: int, span: int) -> Any:
-    """``target`` as Grafana sends it for ``panel`` over ``[end - span, end]``: the result."""
-    q = grafana_query(
+def _data_source_scrape_interval() -> str:
+    """The scrape interval the shipped data source tells Grafana (``jsonData.timeInterval``)."""
+    provisioned = yaml.safe_load(
+        (DASHBOARDS / "provisioning" / "datasources" / "store-metrics.yml").read_text()
+    )
+    (source,) = provisioned["datasources"]
+    return str(source["jsonData"]["timeInterval"])
+
+
+def _query(panel: dict[str, Any], target: dict[str, Any], end: int, span: int) -> GrafanaQuery:
+    """What Grafana sends for ``target`` of ``panel`` over ``[end - span, end]``."""
+    return grafana_query(
         end - span,
         end,
         panel["gridPos"]["w"] * PIXELS_PER_COLUMN,
         query_interval=target.get("interval", ""),
-        scrape_interval=f"{SCRAPE}s",
+        scrape_interval=_data_source_scrape_interval(),
     )
+
+
+def _run(prom: PrometheusServer, panel: dict[str, Any], target: dict[str, Any], end: int, span: int) -> Any:
+    """``target`` as Grafana sends it for ``panel`` over ``[end - span, end]``: the result."""
+    q = _query(panel, target, end, span)
     expr = interpolate(target["expr"], SCOPE, interval=q.interval, rate_interval=q.rate_interval, rng=q.range)
     if target["instant"]:
         return prom.api("query", query=expr, time=str(end))["result"]
     return prom.api("query_range", query=expr, start=str(q.start), end=str(q.end), step=str(q.step))["result"]
 
 
-SPANS = [pytest.param(DAY, id="24h"), pytest.param(WEEK, id="7d")]
+SPANS = [pytest.param(3600, id="1h"), pytest.param(DAY, id="24h"), pytest.param(WEEK, id="7d")]
 
 
 @pytest.mark.parametrize("span", SPANS)
@@ -230,9 +246,12 @@ def test_per_second_panels_equal_the_calls_at_every_step(
             if found is None or target["instant"] or found.spec.kind != "rate":
                 continue
             wanted = expected(found.spec, per_minute, {}, seconds=60)
+            q = _query(panel, target, end, span)
             for series in _run(prom, panel, target, end, span):
                 key = tuple(series["metric"].get(label, "") for label in found.spec.by)
                 values = [float(v) for _, v in series["values"]]
+                # A point at every step: a step that read no recorded sample would leave a gap.
+                assert len(values) == (q.end - q.start) // q.step + 1, (panel["title"], q)
                 assert values == pytest.approx([wanted[key]] * len(values), rel=1e-9), (panel["title"], key)
                 checked += 1
     assert checked > 20
