@@ -14,7 +14,7 @@ Every target of every panel is then sent as Grafana sends it (:mod:`support.graf
 query with the step Grafana computes for a panel of its width on a 1920-pixel screen (max data points
 = its width in pixels), its min interval and the shipped data source's scrape interval (15 s; the
 week is sampled each minute, which the recorded tier reads the same), or an instant query at the
-range's end. Checked over 24 h and 7 d, and over 1 h (Grafana's default range, where the steps of
+range's end. Checked over 24 h and 7 d, and over 1 h (where the steps of
 the narrow panels would fall under the rule interval without the queries' min interval): every
 panel returns data, every stat panel equals the calls the synthetic week made in the range, as its
 spec says (:func:`support.e2e.expected`), and every per-second query has a point at every step, each
