@@ -16,7 +16,17 @@ from store_metrics.pipeline import records
 from .facts import ALL_OUTCOMES, BOTH, store_word
 from .tokens import record, setting
 
-__all__ = ["CALLS", "CLUSTER", "RETRIES", "SCOPE", "by", "calls_matchers", "count", "per_second", "ratio"]
+__all__ = [
+    "CALLS",
+    "CLUSTER",
+    "RETRIES",
+    "SCOPE",
+    "SERVER_SCOPE",
+    "WATCHER_SCOPE",
+    "by", "calls_matchers",     "count",
+    "per_second",
+    "ratio",
+]
 
 #: The recorded calls.
 CALLS = record(records.CALLS)
@@ -24,8 +34,16 @@ CALLS = record(records.CALLS)
 RETRIES = record(records.RETRIES)
 #: The deployment label (export setting cluster_label).
 CLUSTER = setting("cluster_label")
-#: The dashboard's deployment and job: one of each, so two never add up.
+#: The dashboard's deployment and job: one of each, so two never add up. One job per component, as
+#: the monitoring mixins keep a selector per component (kubernetes-mixin's kubeletSelector,
+#: kubeApiserverSelector, ...): the tasks' calls ($job), the asset watchers' ($watcher_job, the
+#: Triggers row) and the API server's own series ($server_job, its row). Where one job carries all
+#: three (every shipped topology), the three variables pick that job; where a topology splits them
+#: (another PodMonitor for the triggerer, the API server's own endpoint beside a Collector), each row
+#: still finds its component, and two jobs carrying the same calls are still never added up.
 SCOPE = f'{CLUSTER}="$cluster",job="$job"'
+WATCHER_SCOPE = f'{CLUSTER}="$cluster",job="$watcher_job"'
+SERVER_SCOPE = f'{CLUSTER}="$cluster",job="$server_job"'
 
 
 def by(labels: Sequence[str]) -> str:

@@ -15,12 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..facts import DOCS, FILTERS, TITLE, UID
+from ..facts import DOCS, FILTERS, TITLE, UID, WATCHER
 from ..promql import CALLS, CLUSTER
 from ..tokens import Value, dumps, setting
 from .footprint_row import footprint_row
 from .queries import DS, Panel, Row, Target, ref_id
 from .rows import build_rows, build_triggers_row
+from .server_row import REQUESTS as SERVER_REQUESTS
 from .server_row import server_row
 
 __all__ = [
@@ -59,8 +60,10 @@ _TITLES = {
 # -- variables --------------------------------------------------------------------------------
 
 
-def _query_variable(name: str, label: str, selector: str, **options: Any) -> dict[str, Any]:
-    query = f"label_values({CALLS}{selector}, {label})"
+def _query_variable(
+    name: str, label: str, selector: str, *, metric: str = CALLS, **options: Any
+) -> dict[str, Any]:
+    query = f"label_values({metric}{selector}, {label})"
     return {
         "name": name,
         "label": options.pop("title"),
@@ -80,13 +83,25 @@ def _query_variable(name: str, label: str, selector: str, **options: Any) -> dic
 
 
 def _scope_variables() -> list[dict[str, Any]]:
-    """One deployment and one job, never All: two of them carrying the same calls (a second cluster,
-    a migration scraped twice) are never added up. Without a cluster label, $cluster is empty and
-    matches the series that have none."""
+    """One deployment, and one job per component, never All: two of them carrying the same calls (a
+    second cluster, a migration scraped twice) are never added up. Without a cluster label, $cluster
+    is empty and matches the series that have none.
+
+    A job per component, as the monitoring mixins keep a selector per component: $job offers the
+    jobs that carry DAG tasks' calls, $watcher_job those carrying asset watchers' calls (the Triggers
+    row), $server_job those carrying the API server's own series (its row). With one job for all
+    (every shipped topology) the three pick that job; with a job per component, each row still has
+    its component's data.
+    """
+    in_cluster = f'{CLUSTER}="$cluster"'
+    watcher = f'{WATCHER[0]}="{WATCHER[1]}"'
+    one: dict[str, Any] = {"multi": False, "includeAll": False}
     return [
-        _query_variable("cluster", CLUSTER, "", title="Deployment", multi=False, includeAll=False),
+        _query_variable("cluster", CLUSTER, "", title="Deployment", **one),
+        _query_variable("job", "job", f'{{{in_cluster},{WATCHER[0]}!="{WATCHER[1]}"}}', title="Job", **one),
+        _query_variable("watcher_job", "job", f"{{{in_cluster},{watcher}}}", title="Watchers' job", **one),
         _query_variable(
-            "job", "job", f'{{{CLUSTER}="$cluster"}}', title="Job", multi=False, includeAll=False
+            "server_job", "job", f"{{{in_cluster}}}", metric=SERVER_REQUESTS, title="API server job", **one
         ),
     ]
 

@@ -19,7 +19,7 @@ from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
 from .. import promql
-from ..facts import FILTERS
+from ..facts import FILTERS, WATCHER
 from ..tokens import setting
 
 __all__ = [
@@ -67,13 +67,15 @@ class Measure:
 
     @property
     def selector(self) -> str:
-        """The dashboard's deployment, job and filters, the stores and outcomes, ``only``, ``exclude``.
+        """The dashboard's deployment, job (the watchers' own job where ``only`` keeps to them) and
+        filters, the stores and outcomes, ``only``, ``exclude``.
 
         A label may appear twice (``run_type=~"$run_type",run_type="asset_watcher"``): a series
         must match both, so the panel follows the dashboard's filter and keeps to (or away from)
         its own value.
         """
-        matchers = [promql.SCOPE, *FILTER_MATCHERS, *promql.calls_matchers(self.stores, self.outcomes)]
+        scope = promql.WATCHER_SCOPE if WATCHER in self.only else promql.SCOPE
+        matchers = [scope, *FILTER_MATCHERS, *promql.calls_matchers(self.stores, self.outcomes)]
         matchers += [f'{label}="{value}"' for label, value in self.only]
         matchers += [f'{label}!="{value}"' for label, value in self.exclude]
         return ",".join(matchers)

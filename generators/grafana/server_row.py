@@ -2,25 +2,27 @@
 
 The state store routes' requests, latency and value sizes, and each worker's event-loop stalls,
 from server-rules.yml's recorded series. These series have no DAG labels, so only the dashboard's
-deployment and job apply; the row's queries load only when it is opened.
+deployment and the API server's own job ($server_job) apply; the row's queries load only when it is opened.
 """
 
 from __future__ import annotations
 
-from ..promql import SCOPE
+from ..promql import SERVER_SCOPE
 from ..tokens import record, setting
 from .queries import Panel, Row, Server, Target
 
-__all__ = ["SERVER_ROW_TITLE", "server_row"]
+__all__ = ["REQUESTS", "SERVER_ROW_TITLE", "server_row"]
 
 SERVER_ROW_TITLE = "API server: state store routes and event loop (not filtered by DAG)"
 _ABOUT = (
     " From the API server's root middleware (every task's state store calls reach it as "
     "Execution API requests), recorded by server-rules.yml: the workers summed."
 )
-_SCOPE = f"{{{SCOPE}}}"
+_SCOPE = f"{{{SERVER_SCOPE}}}"
 _INTERVAL = setting("rule_interval_seconds")
 _REQUESTS = record("store_operation_outcome:store_metrics_api_requests:rate5m")
+#: The dashboard's $server_job offers the jobs that carry it.
+REQUESTS = _REQUESTS
 _DURATIONS = record("store_operation_value_size_le:store_metrics_api_request_duration_ms_bucket:rate5m")
 _REQUEST_SIZES = record("operation_le:store_metrics_api_request_size_bytes_bucket:rate5m")
 _RESPONSE_SIZES = record("operation_le:store_metrics_api_response_size_bytes_bucket:rate5m")
@@ -49,7 +51,7 @@ def _per_bound(recorded: str, selector: str) -> str:
 
 def _sizes(recorded: str, operation: str) -> str:
     """Requests per size bucket within the range."""
-    return _per_bound(recorded, f'{{{SCOPE},operation="{operation}"}}')
+    return _per_bound(recorded, f'{{{SERVER_SCOPE},operation="{operation}"}}')
 
 
 def _latency(q: str) -> Panel:

@@ -38,6 +38,8 @@ LEGACY_PANEL_TYPES = {"graph", "singlestat", "table-old", "grafana-piechart-pane
 DS = {"type": "prometheus", "uid": "${datasource}"}
 CALLS = "task:airflow_store_metrics_calls:increase"
 SCOPE = 'cluster="$cluster",job="$job"'
+#: The Triggers row's own job: the jobs carrying asset watchers' calls.
+WATCHER_SCOPE = 'cluster="$cluster",job="$watcher_job"'
 
 
 # -- the Triggers row: asset watchers (run_type="asset_watcher") ------------------------------------
@@ -71,7 +73,7 @@ def test_triggers_queries_keep_every_filter_and_only_watcher_calls() -> None:
             selectors = re.findall(r"([\w:]+)\{([^}]*)\}", target["expr"])
             assert selectors
             for name, selector in selectors:
-                assert name == CALLS and selector.startswith(SCOPE)
+                assert name == CALLS and selector.startswith(WATCHER_SCOPE)
                 for variable in VARIABLES:
                     assert f'{variable}=~"${variable}"' in selector, (panel["title"], selector)
                 assert selector.endswith(',run_type="asset_watcher"'), selector

@@ -97,9 +97,13 @@ def test_every_panel_and_query_uses_the_datasource_variable() -> None:
             assert t["expr"].strip()
 
 
-def test_variables_one_deployment_one_job_then_multi_select_filters() -> None:
+JOBS = ("job", "watcher_job", "server_job")
+SERVER_REQUESTS = "store_operation_outcome:airflow_store_metrics_api_requests:rate5m"
+
+
+def test_variables_one_deployment_one_job_per_component_then_multi_select_filters() -> None:
     variables = dashboard()["templating"]["list"]
-    assert [v["name"] for v in variables] == ["datasource", "cluster", "job", *VARIABLES]
+    assert [v["name"] for v in variables] == ["datasource", "cluster", *JOBS, *VARIABLES]
     datasource = variables[0]
     assert datasource["type"] == "datasource" and datasource["query"] == "prometheus"
     # Saved as Grafana's "default" option (value and text both "default", which is what makes Grafana
@@ -111,16 +115,20 @@ def test_variables_one_deployment_one_job_then_multi_select_filters() -> None:
     assert ds["isDefault"] is False
     for v in variables[1:]:
         assert v["type"] == "query" and v["datasource"] == DS and v["refresh"] == 2, v["name"]
-        m = re.fullmatch(rf"label_values\({re.escape(CALLS)}(\{{.*\}})?, (\w+)\)", v["query"])
+        metric = SERVER_REQUESTS if v["name"] == "server_job" else CALLS
+        m = re.fullmatch(rf"label_values\({re.escape(metric)}(\{{.*\}})?, (\w+)\)", v["query"])
         assert m and v["definition"] == v["query"], v["query"]
-        assert m.group(2) == ("cluster" if v["name"] == "cluster" else v["name"])
-    for v in variables[1:3]:  # never All: two deployments or two jobs never add up
+        assert m.group(2) == ("job" if v["name"] in JOBS else v["name"])
+    for v in variables[1:5]:  # never All: two deployments or two jobs never add up
         assert v["multi"] is False and v["includeAll"] is False, v["name"]
-    for v in variables[3:]:
+    for v in variables[5:]:
         assert v["multi"] is True and v["includeAll"] is True and v["allValue"] == ".*", v["name"]
         assert SCOPE in v["query"]
     by_name = {v["name"]: v["query"] for v in variables}
-    assert 'cluster="$cluster"' in by_name["job"]
+    # Each job variable offers the jobs that carry its component: DAG tasks, watchers, the API server.
+    assert 'cluster="$cluster",run_type!="asset_watcher"}' in by_name["job"]
+    assert 'cluster="$cluster",run_type="asset_watcher"}' in by_name["watcher_job"]
+    assert by_name["server_job"] == f'label_values({SERVER_REQUESTS}{{cluster="$cluster"}}, job)'
     assert 'team_name=~"$team_name"' in by_name["dag_id"] and 'dag_id=~"$dag_id"' in by_name["task_id"]
 
 

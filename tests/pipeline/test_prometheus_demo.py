@@ -232,6 +232,10 @@ def test_demo_variables(demo: DemoSource) -> None:
     dags = {dict(ls)["dag_id"] for _, ls in demo.model.counts}
     assert label_values(demo.prom, variables["cluster"]["query"], {}) == set()  # no cluster label here
     assert label_values(demo.prom, variables["job"]["query"], {}) == {JOB}
+    # One job carries the demo's tasks, its asset watcher and its API server: each component's job
+    # variable offers it alone.
+    for name in ("watcher_job", "server_job"):
+        assert label_values(demo.prom, variables[name]["query"], {}) == {JOB}, name
     assert label_values(demo.prom, variables["dag_id"]["query"], {}) == dags
     assert label_values(demo.prom, variables["team_name"]["query"], {}) == set()
     assert label_values(demo.prom, variables["task_id"]["query"], {"dag_id": ["state_store_metrics_02"]}) == {

@@ -230,5 +230,7 @@ def test_alerts_carry_severity_text_runbook_and_dashboard_link() -> None:
         assert notes["dashboard_url"].startswith(
             "http://localhost:3000/d/store-metrics-state-store/?var-cluster="
         )
-        assert "var-job={{ $labels.job }}" in notes["dashboard_url"]
+        # The job variable of the alert's component: the watchers' own for a watcher alert.
+        job_variable = "watcher_job" if alert in watcher_alerts else "job"
+        assert f"var-{job_variable}={{{{ $labels.job }}}}" in notes["dashboard_url"]
         assert alert["for"]

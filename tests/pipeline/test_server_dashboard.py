@@ -74,7 +74,7 @@ def test_server_queries_read_the_server_rules_which_cover_every_server_metric() 
         assert names and names <= set(recorded), (title, names - set(recorded))
         assert not SERIES.findall(expr), title  # no raw series
         read |= names
-        assert 'cluster="$cluster",job="$job"' in expr
+        assert 'cluster="$cluster",job="$server_job"' in expr  # the API server's own job
         # No task-side filter variables: these series have no DAG labels.
         assert "$dag_id" not in expr and "$team_name" not in expr
         if committed[(title, ref)]["instant"]:  # selected-range summaries

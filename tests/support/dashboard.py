@@ -24,8 +24,8 @@ GRID_WIDTH = 24
 #: The dashboard's filter variables: an unset one matches everything (Grafana's "All").
 VARIABLES = ("team_name", "dag_id", "task_id", "operator", "run_type")
 #: The deployment and job variables (one value each, never All): by default no cluster label and
-#: the job the tests' input series carry.
-SCOPE = {"cluster": "", "job": "airflow"}
+#: the job the tests' input series carry, for the tasks, the asset watchers and the API server alike.
+SCOPE = {"cluster": "", "job": "airflow", "watcher_job": "airflow", "server_job": "airflow"}
 
 #: One query to evaluate: its expression, the dashboard variables it runs with, and the samples
 #: it must return (labels -> value).

@@ -315,11 +315,12 @@ def grafana_value(values: list[str] | None) -> str:
 def interpolate(
     expr: str, variables: Mapping[str, list[str] | None], rng: str, interval: str, job: str = JOB
 ) -> str:
-    """``expr`` as Grafana sends it: the filters, no cluster label, the job (the demo's by default),
-    the range, and ``interval`` per point."""
+    """``expr`` as Grafana sends it: the filters, no cluster label, the job (the demo's by default)
+    for the tasks, the watchers and the API server alike, the range, and ``interval`` per point."""
     for name in ("team_name", "dag_id", "task_id", "operator", "run_type"):
         expr = expr.replace(f"${name}", grafana_value(variables.get(name)))
     expr = expr.replace("$cluster", "").replace("$job", job)
+    expr = expr.replace("$watcher_job", job).replace("$server_job", job)
     expr = expr.replace("$__interval", interval).replace("$__range", rng)
     # Left: no Grafana variable; "$1" is label_replace's reference (Grafana has no variable "1").
     assert not re.search(r"\$(?!\d)", expr), expr
