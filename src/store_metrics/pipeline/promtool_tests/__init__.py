@@ -12,7 +12,7 @@ any setting within its documented range (tests/pipeline/test_rule_tests.py runs 
 * :mod:`.selector`: label values the ``selector`` accepts;
 * :mod:`.annotations`: an alert's annotations as Prometheus renders them;
 * :mod:`.timeline`, :mod:`.moments`, :mod:`.calls`: what the rules must record, when alerts fire;
-* :mod:`.calls_tests`: ``rules.test.yml``.
+* :mod:`.calls_tests`: ``rules.test.yml``; :mod:`.watcher_tests`: ``watcher-rules.test.yml``.
 """
 
 from __future__ import annotations
@@ -32,8 +32,17 @@ def _calls(ctx: Context) -> Document:
     return document(ctx)
 
 
+def _watchers(ctx: Context) -> Document:
+    from .watcher_tests import document
+
+    return document(ctx)
+
+
 #: Test file name -> builder (the rule files it loads are rendered first).
-BUILDERS: dict[str, Callable[[Context], Document]] = {"rules.test.yml": _calls}
+BUILDERS: dict[str, Callable[[Context], Document]] = {
+    "rules.test.yml": _calls,
+    "watcher-rules.test.yml": _watchers,
+}
 
 
 def render(name: str, prefix: str, values: Mapping[str, str], rule_files: Mapping[str, str]) -> str:
