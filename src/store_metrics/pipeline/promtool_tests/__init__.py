@@ -75,7 +75,8 @@ def template_values(prefix: str, given: Mapping[str, str]) -> dict[str, str]:
     accepted = Labels(given["selector"]).values("job", len(TEMPLATE_JOBS), tuple(TEMPLATE_JOBS.values()))
     spare = [job for job in accepted if job not in TEMPLATE_JOBS.values()] or accepted
     return {
-        token: job if job in accepted else spare[i % len(spare)] for i, (token, job) in enumerate(TEMPLATE_JOBS.items())
+        token: job if job in accepted else spare[i % len(spare)]
+        for i, (token, job) in enumerate(TEMPLATE_JOBS.items())
     }
 
 

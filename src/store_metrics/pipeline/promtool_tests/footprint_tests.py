@@ -23,16 +23,24 @@ from .timeline import LOOKBACK_DELTA
 __all__ = ["document"]
 
 FOOTPRINT = "footprint-rules.yml"
-DOWN, STALE, RETENTION = "StateStoreInventoryDown", "StateStoreInventoryStale", "StateStoreRetentionNotApplied"
+DOWN, STALE, RETENTION = (
+    "StateStoreInventoryDown",
+    "StateStoreInventoryStale",
+    "StateStoreRetentionNotApplied",
+)
 MINUTE = 60
 #: How long an instant selector still finds a series after its last sample, in minutes.
 LOOKBACK = int(LOOKBACK_DELTA) // MINUTE
 #: The inventory's default interval: the retention scenarios' input interval, in minutes.
 INVENTORY_EVERY = 5
 
-ENTRIES, BYTES, EXPIRED = (catalogue.get(f"task_state_store.footprint.{n}") for n in ("entries", "bytes", "expired_entries"))
+ENTRIES, BYTES, EXPIRED = (
+    catalogue.get(f"task_state_store.footprint.{n}") for n in ("entries", "bytes", "expired_entries")
+)
 ASSET_ENTRIES, ASSET_BYTES = (catalogue.get(f"asset_state_store.footprint.{n}") for n in ("entries", "bytes"))
-UP, AGE, QUERY = (catalogue.get(f"state_store_inventory.{n}") for n in ("up", "footprint.age", "query.duration"))
+UP, AGE, QUERY = (
+    catalogue.get(f"state_store_inventory.{n}") for n in ("up", "footprint.age", "query.duration")
+)
 
 
 def minutes(ctx: Context, name: str) -> int:
@@ -48,7 +56,9 @@ def inventory(ctx: Context, cluster: str | None = None) -> Target:
     return ctx.target(ctx.labels.values("job", 1, ("store-metrics-inventory",))[0], "inventory:9490", cluster)
 
 
-def series(ctx: Context, metric: catalogue.Metric, target: Target, values: list[Value], **tags: str) -> Series:
+def series(
+    ctx: Context, metric: catalogue.Metric, target: Target, values: list[Value], **tags: str
+) -> Series:
     return Series(ctx.name(metric), target.with_labels(**tags), values)
 
 
@@ -118,8 +128,16 @@ RECORDED: tuple[tuple[str, tuple[tuple[dict[str, str], float], ...], str], ...] 
         "Health per store: up if any replica reads the table (max), the freshest footprint (min), the\n"
         "slowest last query (max).",
     ),
-    ("store:store_metrics_inventory_footprint_age_seconds:min", (({"store": "task"}, 60), ({"store": "asset"}, 60)), ""),
-    ("store:store_metrics_inventory_query_duration_ms:max", (({"store": "task"}, 450), ({"store": "asset"}, 4)), ""),
+    (
+        "store:store_metrics_inventory_footprint_age_seconds:min",
+        (({"store": "task"}, 60), ({"store": "asset"}, 60)),
+        "",
+    ),
+    (
+        "store:store_metrics_inventory_query_duration_ms:max",
+        (({"store": "task"}, 450), ({"store": "asset"}, 4)),
+        "",
+    ),
 )
 
 
@@ -149,7 +167,11 @@ def _replicas_group(ctx: Context) -> Group:
         group.exprs.append(ExprCase(name, at(10), expected, why))
     why = "One replica failing while the other reads is not an inventory down, nor a stale footprint;\n"
     why += "30 minutes of expired entries are not yet a retention problem."
-    group.alerts += [AlertCase(DOWN, at(30), [], why), AlertCase(STALE, at(30), []), AlertCase(RETENTION, at(30), [])]
+    group.alerts += [
+        AlertCase(DOWN, at(30), [], why),
+        AlertCase(STALE, at(30), []),
+        AlertCase(RETENTION, at(30), []),
+    ]
     return group
 
 
@@ -164,7 +186,7 @@ def _down_group(ctx: Context) -> Group:
     outage, blip = min(4, down), min(2, hold)
     n = max(down + 16, stale + hold + 2, 11 + outage + 2) + 1
     target = inventory(ctx)
-    asset_up: list[Value] = [1] * 11 + [0] * outage
+    asset_up: list[Value] = [*([1] * 11), *([0] * outage)]
     asset_up += [1] * (n - len(asset_up))
     asset_age: list[Value] = [MINUTE * i for i in range(stale + blip)]
     asset_age += [MINUTE * i for i in range(n - len(asset_age))]
@@ -173,8 +195,8 @@ def _down_group(ctx: Context) -> Group:
         MINUTE,
         [
             "The task table cannot be read from the start: up 0, and the footprint shown gets 60 s older",
-            f"a minute (older than {ctx.values['inventory_stale_after']} from minute {stale}). The asset table:"
-            f" a {outage}-minute outage from",
+            f"a minute (older than {ctx.values['inventory_stale_after']} from minute {stale}).",
+            f"The asset table: a {outage}-minute outage from",
             f"minute 11 and a footprint older than that for {blip} minute(s) before a fresh read: blips,"
             " shorter than",
             f"inventory_down_for ({ctx.values['inventory_down_for']}) and inventory_stale_for"
@@ -242,7 +264,8 @@ def _gone_groups(ctx: Context) -> list[Group]:
             "StateStoreInventoryDown: one deployment's inventory goes away, another's keeps reporting",
             MINUTE,
             [
-                f"{deployments[0]}'s inventory goes away at minute {last}, {deployments[1]}'s keeps reporting."
+                f"{deployments[0]}'s inventory goes away at minute {last},"
+                f" {deployments[1]}'s keeps reporting."
                 f" Only {deployments[0]} fires, with its",
                 "deployment label: absent() alone never fires while another deployment reports.",
             ],
@@ -262,9 +285,7 @@ def _gone_groups(ctx: Context) -> list[Group]:
         [f"No deployment to name ({ctx.values['missing_window']} ago), and still firing (absent())."],
         [series(ctx, UP, inventory(ctx, deployments[0] or None), [1] * (last + 1), store="task")],
     )
-    late.alerts.append(
-        AlertCase(DOWN, at(last + window + 1), _absent(ctx, {}, reported=False), "firing")
-    )
+    late.alerts.append(AlertCase(DOWN, at(last + window + 1), _absent(ctx, {}, reported=False), "firing"))
     groups.append(late)
     # A restart: no sample for a while, the series gone for less than inventory_down_for.
     back = 17 if down > 6 else 10
@@ -300,7 +321,7 @@ def _retention_groups(ctx: Context) -> list[Group]:
     # A clean every `period` reads (shorter than the window) while entries keep expiring: the count
     # never reaches 0 but drops at every clean, in the store's total of two DAGs.
     period = w5 - 1
-    cycles = math.ceil((w5 + math.ceil(hold / INVENTORY_EVERY)) / period) + 2
+    cycles = math.ceil((w5 + math.ceil(hold / INVENTORY_EVERY)) / period) + 1
     values: list[Value] = [1 + i for _ in range(cycles) for i in range(period)]
     cleans = Group(
         f"{RETENTION}: a clean every {period * INVENTORY_EVERY} minutes, shorter than retention_window",
@@ -315,7 +336,12 @@ def _retention_groups(ctx: Context) -> list[Group]:
     )
     record = ctx.record("store:store_metrics_footprint_expired_entries:sum")
     cleans.exprs.append(
-        ExprCase(record, 2 * period * every, {ctx.sample(record, {**cluster, "store": "task"}): 2}, "1 + 1 just after a clean")
+        ExprCase(
+            record,
+            2 * period * every,
+            {ctx.sample(record, {**cluster, "store": "task"}): 2},
+            "1 + 1 just after a clean",
+        )
     )
     end = cycles * period * INVENTORY_EVERY
     for minute in (end - period * INVENTORY_EVERY - INVENTORY_EVERY, end - INVENTORY_EVERY):
@@ -330,7 +356,8 @@ def _retention_groups(ctx: Context) -> list[Group]:
         f"{RETENTION}: nobody cleans for {clean * INVENTORY_EVERY} minutes",
         every,
         [
-            f"Entries expire from the start, none removed until minute {clean * INVENTORY_EVERY}: pending once the count",
+            f"Entries expire from the start, none removed until minute {clean * INVENTORY_EVERY}:",
+            "pending once the count "
             f"has been recorded for {ctx.values['retention_window']} without a drop, firing"
             f" {ctx.values['retention_for']} later, resolved at the clean.",
         ],
@@ -342,7 +369,10 @@ def _retention_groups(ctx: Context) -> list[Group]:
         AlertCase(RETENTION, at(fires - 1), [], "pending"),
         AlertCase(RETENTION, at(fires), [firing(ctx, RETENTION, task, fires // INVENTORY_EVERY)], "firing"),
         AlertCase(
-            RETENTION, at(last_read), [firing(ctx, RETENTION, task, clean - 1)], "still firing before the clean"
+            RETENTION,
+            at(last_read),
+            [firing(ctx, RETENTION, task, clean - 1)],
+            "still firing before the clean",
         ),
         AlertCase(RETENTION, at(last_read + 2 * INVENTORY_EVERY), [], "resolved: a clean removed entries"),
     ]
@@ -355,7 +385,11 @@ def document(ctx: Context) -> Document:
         groups += _retention_groups(ctx)
     except TooLong as exc:
         left_out.append(str(exc))
-    notes = ["", "Not generated for these settings:", *(f"- {reason}." for reason in left_out)] if left_out else []
+    notes = (
+        ["", "Not generated for these settings:", *(f"- {reason}." for reason in left_out)]
+        if left_out
+        else []
+    )
     return Document(
         "Unit tests for footprint-rules.yml:  promtool test rules footprint-rules.test.yml",
         [FOOTPRINT],
@@ -368,7 +402,8 @@ def document(ctx: Context) -> Document:
             f"{ctx.values['inventory_stale_after']}, retention_window {ctx.values['retention_window']},"
             f" missing_window {ctx.values['missing_window']}, selector {ctx.values['selector']}, ...):",
             "evaluated every minute (these rules record gauges: rule_interval changes when they record, not",
-            "what), each expected value and time worked out from the settings, the same on Prometheus 2 and 3.",
+            "what), each expected value and time worked out from the settings, the same on Prometheus",
+            "2 and 3.",
             *notes,
         ],
     )

@@ -50,9 +50,13 @@ def _threshold_group(ctx: Context) -> Group:
     for asset, trigger, failed in (("s3_bucket", "S3KeyTrigger", above), ("orders", "SqsTrigger", below)):
         if failed > 0:
             failing = watcher(asset, trigger, operation="get")
-            counters.append(Counter(target, error, failing, counting(0, failed, n), f"{failed} of {per_step} fail"))
+            counters.append(
+                Counter(target, error, failing, counting(0, failed, n), f"{failed} of {per_step} fail")
+            )
         counters.append(Counter(target, found, watcher(asset, trigger), counting(0, per_step - failed, n)))
-    counters.append(Counter(dags, error, tags("a", operation="set"), counting(0, 5, n), "a DAG: not a watcher"))
+    counters.append(
+        Counter(dags, error, tags("a", operation="set"), counting(0, 5, n), "a DAG: not a watcher")
+    )
     if floor > 1:
         few: list[Value] = [min(i, floor - 1) for i in range(n)]
         blip = watcher("events", "KafkaTrigger", operation="set")
