@@ -321,7 +321,7 @@ def _retention_groups(ctx: Context) -> list[Group]:
     # A clean every `period` reads (shorter than the window) while entries keep expiring: the count
     # never reaches 0 but drops at every clean, in the store's total of two DAGs.
     period = w5 - 1
-    cycles = math.ceil((w5 + math.ceil(hold / INVENTORY_EVERY)) / period) + 1
+    cycles = math.ceil((w5 + math.ceil(hold / INVENTORY_EVERY) + 1) / period)  # ends after W + R
     values: list[Value] = [1 + i for _ in range(cycles) for i in range(period)]
     cleans = Group(
         f"{RETENTION}: a clean every {period * INVENTORY_EVERY} minutes, shorter than retention_window",
@@ -338,7 +338,7 @@ def _retention_groups(ctx: Context) -> list[Group]:
     cleans.exprs.append(
         ExprCase(
             record,
-            2 * period * every,
+            period * every,
             {ctx.sample(record, {**cluster, "store": "task"}): 2},
             "1 + 1 just after a clean",
         )
