@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from store_metrics import catalogue
 
 from .context import PROMTOOL_MAX_SAMPLES, Context, Target, TooLong
-from .document import AlertCase, Document, ExprCase, Firing, Group, Series, Value
+from .document import AlertCase, Document, ExprCase, Firing, Group, Series, Value, duration
 from .timeline import LOOKBACK_DELTA
 
 __all__ = ["document"]
@@ -196,10 +196,9 @@ def _down_group(ctx: Context) -> Group:
         [
             "The task table cannot be read from the start: up 0, and the footprint shown gets 60 s older",
             f"a minute (older than {ctx.values['inventory_stale_after']} from minute {stale}).",
-            f"The asset table: a {outage}-minute outage from",
-            f"minute 11 and a footprint older than that for {blip} minute(s) before a fresh read: blips,"
-            " shorter than",
-            f"inventory_down_for ({ctx.values['inventory_down_for']}) and inventory_stale_for"
+            f"The asset table: a {outage}-minute outage from minute 11, and a footprint older than",
+            f"that for {blip} minute(s) before a fresh read: blips, shorter than inventory_down_for",
+            f"({ctx.values['inventory_down_for']}) and inventory_stale_for"
             f" ({ctx.values['inventory_stale_for']}).",
         ],
         [
@@ -324,11 +323,11 @@ def _retention_groups(ctx: Context) -> list[Group]:
     cycles = math.ceil((w5 + math.ceil(hold / INVENTORY_EVERY) + 1) / period)  # ends after W + R
     values: list[Value] = [1 + i for _ in range(cycles) for i in range(period)]
     cleans = Group(
-        f"{RETENTION}: a clean every {period * INVENTORY_EVERY} minutes, shorter than retention_window",
+        f"{RETENTION}: a clean every {duration(period * every)}, shorter than retention_window",
         every,
         [
             f"Entries expire all the time (1 more per DAG every {INVENTORY_EVERY} minutes); a clean every"
-            f" {period * INVENTORY_EVERY} minutes removes",
+            f" {duration(period * every)} removes",
             f"them all but the newest: the count never reaches 0, but it drops within every"
             f" {ctx.values['retention_window']}: no alert.",
         ],
@@ -353,12 +352,11 @@ def _retention_groups(ctx: Context) -> list[Group]:
     clean = math.ceil((fires + 60) / INVENTORY_EVERY)  # a read index, about an hour after it fires
     values = [*range(clean), *range(12)]
     late = Group(
-        f"{RETENTION}: nobody cleans for {clean * INVENTORY_EVERY} minutes",
+        f"{RETENTION}: nobody cleans for {duration(clean * every)}",
         every,
         [
-            f"Entries expire from the start, none removed until minute {clean * INVENTORY_EVERY}:",
-            "pending once the count "
-            f"has been recorded for {ctx.values['retention_window']} without a drop, firing"
+            f"Entries expire from the start, none removed for {duration(clean * every)}: pending once the",
+            f"count has been recorded for {ctx.values['retention_window']} without a drop, firing"
             f" {ctx.values['retention_for']} later, resolved at the clean.",
         ],
         [series(ctx, EXPIRED, target, values, dag_id="etl", task_id="extract")],
