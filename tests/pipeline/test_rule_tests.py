@@ -199,6 +199,32 @@ def test_a_window_longer_than_promtool_holds_is_left_out_and_said() -> None:
     assert "alertname: StateStoreTaskStateNeverRead" in default
 
 
+def test_the_footprint_and_watcher_tests_say_which_scenarios_promtool_cannot_hold() -> None:
+    """retention_window 7d is 10,080 evaluations a minute apart (the footprint tests evaluate every
+    minute); error_window 1d at a 5s rule_interval is 17,351 steps: each scenario is left out and
+    its file says why. At the defaults every scenario is written."""
+    cases = (
+        (
+            {"retention_window": "7d"},
+            "footprint-rules.test.yml",
+            "StateStoreRetentionNotApplied: retention_window 7d",
+        ),
+        (
+            {"rule_interval": "5s", "error_window": "1d"},
+            "watcher-rules.test.yml",
+            "StateStoreWatcherErrorRateHigh: error_window 1d, error_for 5m at rule_interval 5s",
+        ),
+    )
+    for changes, name, reason in cases:
+        tested = export.render_all("airflow", changes)[export.COLLECTOR / name]
+        header = tested.split("rule_files:")[0]
+        assert "Not generated for these settings" in header and reason in header, header
+        alert = reason.split(":")[0]
+        assert f"- name: '{alert}:" not in tested  # its scenarios' groups
+        default = export.render_all("airflow", {})[export.COLLECTOR / name]
+        assert "Not generated" not in default and f"- name: '{alert}:" in default
+
+
 def test_an_alert_link_names_the_deployment_from_prometheus_external_label() -> None:
     """Where no series carries the deployment label (Prometheus adds it as an external label), the
     dashboard link still opens that deployment: the burst scenario runs with ``cluster: prod`` as an
