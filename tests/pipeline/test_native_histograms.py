@@ -20,6 +20,7 @@ bucket's ``le="1024"`` as ``le="1024.0"``, so a range reaching back before an up
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -168,14 +169,45 @@ def native_expectations() -> list[dict[str, Any]]:
     ]
 
 
+_CLASSIC = re.compile(r"^(?P<name>\w+?)_(?P<part>sum|count|bucket)\{(?P<labels>[^}]*)\}$")
+_GROWTH = re.compile(r"^0\+(?P<step>[\d.]+)x(?P<steps>\d+)$")
+
+
+def as_native(input_series: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
+    """The classic stall series of server-rules.test.yml's alert test (``_sum``, ``_count`` and the
+    long-stall bound's ``_bucket`` per worker, each growing a fixed amount a step) as the native
+    histogram Prometheus 3 stores for them: the bucket's observations at its bound, the rest above."""
+    workers: dict[str, dict[str, Any]] = {}
+    for item in input_series:
+        classic = _CLASSIC.match(item["series"])
+        growth = _GROWTH.match(item["values"])
+        assert classic and growth and classic["name"] == STALL, item
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', classic["labels"]))
+        bound = labels.pop("le", None)
+        worker = workers.setdefault(_series(STALL, **labels), {"steps": int(growth["steps"])})
+        worker[classic["part"]] = float(growth["step"])
+        if bound is not None:
+            worker["bound"] = float(bound)
+    native = []
+    for series, w in workers.items():
+        below = int(w["bucket"])
+        per_bucket = {w["bound"]: below, float("inf"): int(w["count"]) - below}
+        native.append(
+            {"series": series, "values": nhcb(catalogue.LOOP_STALL, per_bucket, w["sum"], w["steps"])}
+        )
+    return native
+
+
 @pytest.mark.prometheus
 @pytest.mark.parametrize("role", ["newest", "lts"])
 def test_server_rules_record_and_alert_on_native_histograms(role: str, tmp_path: Path) -> None:
     (tmp_path / "server-rules.yml").write_text((COLLECTOR / "server-rules.yml").read_text())
     classic = yaml.safe_load((COLLECTOR / "server-rules.test.yml").read_text())
     assert f'job="{API_JOB}"' in classic["tests"][0]["input_series"][0]["series"]
-    # The alerts fire as on the classic form (same workers, same shares): its alert tests, verbatim.
-    (alerts,) = [t["alert_rule_test"] for t in classic["tests"]]
+    # The alerts fire as on the classic form (same workers, same shares): its alert tests, verbatim,
+    # over its stall series made native.
+    (alerting,) = [t for t in classic["tests"] if t.get("alert_rule_test")]
+    alerts = alerting["alert_rule_test"]
     doc = {
         "rule_files": ["server-rules.yml"],
         "evaluation_interval": "1m",
@@ -185,8 +217,12 @@ def test_server_rules_record_and_alert_on_native_histograms(role: str, tmp_path:
                 "interval": "1m",
                 "input_series": [{"series": s, "values": v} for s, v in NATIVE_INPUT],
                 "promql_expr_test": native_expectations(),
+            },
+            {
+                "interval": alerting["interval"],
+                "input_series": as_native(alerting["input_series"]),
                 "alert_rule_test": alerts,
-            }
+            },
         ],
     }
     (tmp_path / "native.test.yml").write_text(yaml.safe_dump(doc, width=100_000, sort_keys=False))

@@ -20,7 +20,11 @@ from store_metrics.pipeline import export, promtool_tests, records, rules, setti
 from store_metrics.pipeline.rules import GENERATED_RECORDS
 
 #: The values export computes for a template (rules.yml's generated recording rules).
-COMPUTED = {*rules.values("airflow", settings.values()), "collector_filter", *promtool_tests.TEMPLATE_JOBS}
+COMPUTED = {
+    *rules.values("airflow", settings.values()),
+    "collector_filter",
+    *promtool_tests.server_values("airflow", settings.values()),
+}
 
 
 def test_the_dashboard_templates_are_what_the_generators_build() -> None:

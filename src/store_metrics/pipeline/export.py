@@ -102,12 +102,10 @@ TEMPLATES: dict[PurePosixPath, str] = {
 }
 #: A template's own tokens (beyond catalogue names), computed when the file is written from the
 #: prefix and the settings' values.
-#: The promtool tests written by hand for the default settings, with the selector's jobs filled in.
-HAND_WRITTEN_TESTS = ("watcher-rules.test.yml", "server-rules.test.yml", "footprint-rules.test.yml")
 _VALUES: dict[str, Callable[[str, Mapping[str, str]], Mapping[str, str]]] = {
     "otel-collector.yaml": lambda prefix, given: otel_collector.values(),
     "rules.yml": rules.values,
-    **{name: promtool_tests.template_values for name in HAND_WRITTEN_TESTS},
+    "server-rules.test.yml": promtool_tests.server_values,
 }
 
 

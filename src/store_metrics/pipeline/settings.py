@@ -306,8 +306,10 @@ SETTINGS: tuple[Setting, ...] = (
         "inventory_stale_after",
         "15m",
         Kind.DURATION,
-        "StateStoreInventoryStale: a footprint older than this (three default inventory_interval) is stale.",
-        low="1m",
+        "StateStoreInventoryStale: a footprint older than this (three default inventory_interval) is stale. "
+        "At least 10m: a healthy footprint gets as old as the inventory's inventory_interval and "
+        "inventory_timeout together (300 s and 30 s by default) before it is read again.",
+        low="10m",
         high="1d",
     ),
     Setting(
@@ -470,12 +472,28 @@ _NOT_LONGER = (
 )
 
 
+#: How long Prometheus still finds a series after its last sample (its default lookback delta).
+_LOOKBACK_SECONDS = 300
+
+
 def _check_together(given: Mapping[str, str]) -> None:
     for name, limit, why in _NOT_LONGER:
         if seconds(given[name]) > seconds(given[limit]):
             raise ValueError(
                 f"setting {name}: {given[name]} is longer than setting {limit} ({given[limit]}): {why}"
             )
+    # StateStoreInventoryDown names a deployment whose inventory went away only while its last sample
+    # is within missing_window: gone for the lookback (5m), then inventory_down_for, then evaluated.
+    needed = (
+        seconds(given["inventory_down_for"]) + _LOOKBACK_SECONDS + max(60, seconds(given["rule_interval"]))
+    )
+    if needed >= seconds(given["missing_window"]):
+        raise ValueError(
+            f"setting inventory_down_for: {given['inventory_down_for']} is too long for setting "
+            f"missing_window ({given['missing_window']}): a deployment's inventory gone is forgotten "
+            "before StateStoreInventoryDown can fire for it (inventory_down_for + 5m of lookback + a "
+            "rule_interval of at least 1m must be shorter than missing_window)"
+        )
     stall = float(given["long_stall_ms"])
     if stall not in catalogue.STALL_BUCKETS_MS:
         bounds = ", ".join(_number(b) for b in catalogue.STALL_BUCKETS_MS)
