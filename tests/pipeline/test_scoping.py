@@ -49,13 +49,14 @@ airflow_task_state_store_error_total{{{TAGS},operation="get"}} 10
 CALLS = 50
 
 
-class _Handler(BaseHTTPRequestHandler):
-    #: Set once Prometheus has scraped every job empty: the counts are then calls made while it
-    #: watched (what a counter holds at a target's first scrape is history, never recorded).
-    serving = threading.Event()
+class _Exposition(BaseHTTPRequestHandler):
+    """Serves :meth:`body` as Prometheus' text exposition, quietly."""
+
+    def body(self) -> bytes:
+        raise NotImplementedError
 
     def do_GET(self) -> None:
-        body = EXPOSITION.encode() if self.serving.is_set() else b""
+        body = self.body()
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.send_header("Content-Length", str(len(body)))
@@ -64,6 +65,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         del format, args
+
+
+class _Handler(_Exposition):
+    #: Set once Prometheus has scraped every job empty: the counts are then calls made while it
+    #: watched (what a counter holds at a target's first scrape is history, never recorded).
+    serving = threading.Event()
+
+    def body(self) -> bytes:
+        return EXPOSITION.encode() if self.serving.is_set() else b""
 
 
 def scrape(job: str, target: str, **labels: str) -> dict[str, Any]:
@@ -204,24 +214,16 @@ def shipped_topologies(exported: Path) -> dict[str, dict[str, str]]:
     }
 
 
-class _Components(BaseHTTPRequestHandler):
+class _Components(_Exposition):
     """/<component>: its series, grown by a minute's calls every second since ``started``."""
 
     started = 0.0
 
-    def do_GET(self) -> None:
+    def body(self) -> bytes:
         component = self.path.strip("/")
-        body = b""
         if self.started and component in COMPONENTS:
-            body = component_series.exposition(component, time.time() - self.started).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain; version=0.0.4")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # quiet
-        del format, args
+            return component_series.exposition(component, time.time() - self.started).encode()
+        return b""
 
 
 @pytest.fixture(scope="module")
