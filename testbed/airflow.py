@@ -61,9 +61,6 @@ class AirflowHome:
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database,
                 "AIRFLOW__STORE_METRICS__FLUSH_TIMEOUT": "5",
-                # A task's Execution API request that outlasts the client's timeout (5 s) fails the
-                # task; on a loaded 2-core machine a busy API server can take that long.
-                "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
                 "PYTHONPATH": python_path(),
             }
         )
