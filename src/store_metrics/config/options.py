@@ -458,6 +458,7 @@ EXAMPLES: Final[dict[str, str]] = {
     "stall_tick_ms": "20",
     "stall_threshold_ms": "250",
     "server_prometheus_port": "9465",
+    "worker_label": "slot",
     "inventory_interval": "600",
     "inventory_timeout": "60",
     "inventory_top": "50",
