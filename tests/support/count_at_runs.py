@@ -15,6 +15,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections import Counter, defaultdict
@@ -193,10 +194,11 @@ def api(airflow: Standalone, method: str, path: str, body: Any = None) -> Any:
         raise AssertionError(f"{method} {path}: {exc.reason}\n{airflow.log_tail()}") from exc
 
 
-def trigger(airflow: Standalone, dag_id: str, run_id: str, attempts: int = 3) -> None:
+def trigger(airflow: Standalone, dag_id: str, run_id: str, attempts: int = 6) -> None:
     """Start a run through the REST API. On SQLite the API server can answer 500 ("Database error")
-    while the scheduler holds the database: the request is made again (bounded); a run it did make
-    answers 409 the next time."""
+    while the scheduler and task processes hold the database: the request is made again, after a
+    growing pause that lets the writers finish (bounded: 6 attempts, 30 s of pauses); a run it did
+    make answers 409 the next time."""
     body = {"dag_run_id": run_id, "logical_date": None}
     for attempt in range(1, attempts + 1):
         try:
@@ -207,6 +209,7 @@ def trigger(airflow: Standalone, dag_id: str, run_id: str, attempts: int = 3) ->
                 raise
             if ": 409 " in str(exc):
                 return
+        time.sleep(2 * attempt)
 
 
 def run_dags(airflow: Standalone, dag_ids: tuple[str, ...], tag: str, timeout: float = 300) -> None:
