@@ -28,7 +28,7 @@ package (``builder="system"``).
 
 Command line (stdlib only, so ``scripts/setup`` can run it with any Python 3.10+)::
 
-    python -m testbed.peers build [PEER | PEER-VERSION | PEER:ROLE ...] [-j N] [--no-system]
+    python -m testbed.peers build [PEER | PEER-VERSION | PEER:ROLE ...] [-j N] [--no-system | --system]
     python -m testbed.peers list
     python -m testbed.peers path PROGRAM ROLE
 """
@@ -52,6 +52,9 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from testbed.waiting import poll
 
 ENV_CACHE = "STORE_METRICS_PEERS"
 DEFAULT_CACHE = Path("~/.cache/store-metrics/peers")
@@ -199,6 +202,23 @@ PINS: tuple[Pin, ...] = (
 
 PROGRAMS: dict[str, str] = {name: pin.peer for pin in PINS for name in pin.program_names}
 
+# The order a build takes (by pin key; pins not named go last, in table order). scripts/test starts
+# the tests while a cold machine's build runs: the peer tests run last (tests/conftest.py), and the
+# first of them (the whole-Airflow count_at runs, the topologies, the rule tests) use the newest
+# Prometheus, the chart's statsd_exporter and the newest Collector.
+BUILD_ORDER = (
+    "prometheus-3.16.0",
+    "statsd_exporter-0.28.0",
+    "otelcol-0.165.0",
+    "alertmanager-0.35.0",
+    "prometheus-3.13.5",
+    "statsd_exporter-0.20.0",
+    "otelcol-0.152.0",
+)
+# How long a test waits for a pin that a build on this machine has still to finish: a cold build of
+# every pin, niced beside the tests, takes 15-40 min on two cores.
+WAIT_FOR_BUILD = 5400.0
+
 
 class PeerMissing(RuntimeError):
     """A pinned peer is not in the cache: the tests fail with this (never skip)."""
@@ -276,7 +296,7 @@ def binary(program: str, role: str) -> Path:
         raise ValueError(f"unknown program {program!r}; known: {', '.join(sorted(PROGRAMS))}")
     pin = pin_for(PROGRAMS[program], role)
     path = pin_dir(pin) / "bin" / program
-    if not cached(pin):
+    if not cached(pin) and not wait_for_build(pin):
         raise PeerMissing(
             f"{program} from {pin.peer} {pin.version} (role {role}) is not built in {pin_dir(pin)}. "
             f"Run `{SETUP_HINT}` (it builds every pinned peer; needs Go {_go_hint()} and the Go "
@@ -284,6 +304,98 @@ def binary(program: str, role: str) -> Path:
             f"${ENV_CACHE} or {DEFAULT_CACHE}."
         )
     return path
+
+
+def wait_for_build(pin: Pin, timeout: float = WAIT_FOR_BUILD, interval: float = 2.0) -> bool:
+    """Wait while a build on this machine (``python -m testbed.peers build``, e.g. the one
+    ``scripts/test`` leaves running in the background) still has ``pin`` to build; True once it is
+    cached. False at once when no build is running or the running one does not build ``pin``; False
+    when the build ends without it or ``timeout`` passes (the caller then says how to build it)."""
+    if cached(pin):
+        return True
+    running = running_build()
+    if running is None or pin.key not in running["pins"]:
+        return False
+    print(
+        f"peers: waiting for the build (pid {running['pid']}) to finish {pin.key}: "
+        f"log {cache_root() / '.logs' / (pin.key + '.log')}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+    def over() -> bool:
+        if cached(pin):
+            return True
+        now = running_build()
+        return now is None or pin.key not in now["pins"]
+
+    poll(over, timeout, interval)
+    return cached(pin)
+
+
+def running_build() -> dict[str, Any] | None:
+    """What a build running on this machine is building (its pid and pin keys), or None.
+
+    Every build holds a shared lock on ``.locks/build.lock`` while it runs and lists its pins in
+    ``.locks/build-<pid>.json``: a lock that cannot be taken exclusively means one is running."""
+    locks = cache_root() / ".locks"
+    try:
+        handle = (locks / "build.lock").open("r")
+    except OSError:
+        return None
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass
+        else:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            return None
+    pins: list[str] = []
+    pids: list[int] = []
+    for listed in locks.glob("build-*.json"):
+        try:
+            said = json.loads(listed.read_text())
+        except (OSError, ValueError):
+            continue
+        if _alive(int(said.get("pid", 0))):
+            pids.append(int(said["pid"]))
+            pins.extend(str(key) for key in said.get("pins", ()))
+    return {"pid": ",".join(map(str, sorted(pids))) or "?", "pins": pins}
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def _announced(pins: Sequence[Pin]) -> Iterator[None]:
+    """Say, while ``pins`` are being built, that this process builds them (see :func:`running_build`)."""
+    locks = cache_root() / ".locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    listing = locks / f"build-{os.getpid()}.json"
+    listing.write_text(json.dumps({"pid": os.getpid(), "pins": [pin.key for pin in pins]}))
+    with (locks / "build.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            listing.unlink(missing_ok=True)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_order(pins: Sequence[Pin]) -> list[Pin]:
+    """``pins`` in :data:`BUILD_ORDER` (those it does not name last, in their own order)."""
+    rank = {key: index for index, key in enumerate(BUILD_ORDER)}
+    return sorted(pins, key=lambda pin: rank.get(pin.key, len(rank)))
 
 
 def _go_hint() -> str:
@@ -586,8 +698,9 @@ def build(pins: Sequence[Pin], jobs: int = 1) -> bool:
         print(f"peers: {label}: {state} in {seconds:.1f} s -> {pin_dir(pin)}", flush=True)
         return True
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return all(list(pool.map(one, pins)))
+    todo = [pin for pin in build_order(pins) if not cached(pin)]
+    with _announced(todo), ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return all(list(pool.map(one, build_order(pins))))
 
 
 def list_pins() -> None:
@@ -606,8 +719,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_cmd = commands.add_parser("build", help="build the pinned peers that are missing")
     build_cmd.add_argument("names", nargs="*", help="peer, peer-version or peer:role (default: all)")
     build_cmd.add_argument("-j", "--jobs", type=int, default=1, help="pins built at once (default 1)")
-    build_cmd.add_argument(
+    provided = build_cmd.add_mutually_exclusive_group()
+    provided.add_argument(
         "--no-system", action="store_true", help="leave out the pins the system's packages provide"
+    )
+    provided.add_argument(
+        "--system", action="store_true", help="only the pins the system's packages provide (links)"
     )
     commands.add_parser("list", help="the pin table and what is built")
     path_cmd = commands.add_parser("path", help="print the path of a built program")
@@ -625,7 +742,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         return 0
     try:
-        pins = [pin for pin in select(args.names) if not (args.no_system and pin.builder == "system")]
+        pins = [
+            pin
+            for pin in select(args.names)
+            if not (args.no_system and pin.builder == "system")
+            and not (args.system and pin.builder != "system")
+        ]
     except ValueError as exc:
         parser.error(str(exc))
     return 0 if build(pins, args.jobs) else 1

@@ -25,6 +25,9 @@ from support.exported import Exported, export_files
 from support.helm_chart import chart_folder
 from testbed.udp import UdpReceiver
 
+# The tests that use a pinned peer run last (their build may still be going on: scripts/test).
+pytest_plugins = ("support.peer_order",)
+
 
 @pytest.fixture
 def udp_receiver() -> Iterator[UdpReceiver]:

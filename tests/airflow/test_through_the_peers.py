@@ -55,7 +55,7 @@ from support.totals import totals
 from testbed import peers
 from testbed.waiting import poll
 
-pytestmark = [pytest.mark.airflow, pytest.mark.prometheus, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.prometheus, pytest.mark.slow, pytest.mark.peers]
 
 DURATION = "airflow_api_server_state_store_request_duration_milliseconds"
 COUNTER_LINE = re.compile(r":[0-9]+\|c(\||$)")

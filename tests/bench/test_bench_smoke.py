@@ -14,6 +14,8 @@ import pytest
 
 from testbed.repository import ROOT
 
+pytestmark = pytest.mark.peers
+
 BACKENDS = ("otel", "dogstatsd", "statsd", "airflow", "none")
 
 

@@ -26,6 +26,8 @@ from support.peer_servers import Collector, metric_names, scrape
 from testbed.repository import ROOT
 from testbed.waiting import poll
 
+pytestmark = pytest.mark.peers
+
 CONFIG = ROOT / "collector" / "otel-collector.yaml"
 
 KINDS = {

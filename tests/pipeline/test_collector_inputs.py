@@ -49,6 +49,8 @@ from testbed.ports import free_port
 from testbed.repository import ROOT
 from testbed.waiting import poll, wait_until
 
+pytestmark = pytest.mark.peers
+
 COLLECTOR = ROOT / "collector"
 MAPPING = COLLECTOR / "statsd-mapping.yml"
 MAPPINGS = ("statsd-mapping.yml", "statsd-mapping-server.yml", "statsd-mapping-inventory.yml")

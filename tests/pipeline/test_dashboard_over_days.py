@@ -41,7 +41,7 @@ from support.grafana_step import GrafanaQuery, grafana_query
 from support.prometheus import PrometheusServer
 from testbed import peers
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.peers]
 
 #: One deployment; every component under the job the shipped PodMonitor gives (the inventory: its own).
 CLUSTER, JOB, INVENTORY_JOB = "prod", "airflow/store-metrics-api-server", "store-metrics-inventory"

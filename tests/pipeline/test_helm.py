@@ -70,6 +70,8 @@ from support.peer_servers import StatsdExporter, metric_names, scrape, send_line
 from testbed.repository import ROOT
 from testbed.waiting import poll
 
+pytestmark = pytest.mark.peers
+
 PREFIX = OTHER_PREFIX
 
 

@@ -40,6 +40,8 @@ from support.promtool import promtool
 from testbed.ports import free_port
 from testbed.repository import ROOT
 
+pytestmark = pytest.mark.peers
+
 COLLECTOR = ROOT / "collector"
 STALL = catalogue.LOOP_STALL.prometheus_name()
 DURATION = catalogue.SERVER_DURATION.prometheus_name()

@@ -53,7 +53,7 @@ from testbed.ports import free_port
 from testbed.repository import ROOT
 from testbed.waiting import wait_until
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.peers]
 
 NAMESPACE = "airflow"
 FIRST = int(options.default("server_prometheus_port"))

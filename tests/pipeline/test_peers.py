@@ -38,6 +38,8 @@ from testbed.ports import free_port
 from testbed.repository import ROOT
 from testbed.waiting import poll, wait_until
 
+pytestmark = pytest.mark.peers
+
 COLLECTOR = ROOT / "collector"
 MAPPINGS = sorted(COLLECTOR.glob("statsd-mapping*.yml"))
 RULE_FILES = sorted(COLLECTOR.glob("*rules.yml"))

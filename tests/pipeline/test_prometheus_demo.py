@@ -51,6 +51,8 @@ from support.e2e import (
 from testbed.ports import free_port
 from testbed.waiting import wait_until
 
+pytestmark = pytest.mark.peers
+
 DEMO_RUNS = 2
 
 

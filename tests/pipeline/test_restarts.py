@@ -43,7 +43,7 @@ from support.peer_servers import Collector, StatsdExporter, UdpFanout
 from support.prometheus import PrometheusServer
 from testbed.ports import free_port
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.peers]
 
 STATSD, COLLECTOR, WORKER = "statsd_exporter", "otelcol", "api-server-worker"
 CLUSTERS = (STATSD, COLLECTOR, WORKER)

@@ -28,6 +28,8 @@ from store_metrics.pipeline import export, settings
 from testbed import peers
 from testbed.repository import ROOT
 
+pytestmark = pytest.mark.peers
+
 ROLES = ("newest", "lts", "minimum")
 
 #: The settings the test files are written for (their scenarios' steps, windows, floors, thresholds).

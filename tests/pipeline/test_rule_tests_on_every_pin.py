@@ -15,6 +15,8 @@ from support.exported import OTHER_PREFIX, Exported
 from testbed import peers
 from testbed.repository import ROOT
 
+pytestmark = pytest.mark.peers
+
 ROLES = ("newest", "lts", "minimum")
 TEST_FILES = ("rules.test.yml", "watcher-rules.test.yml", "server-rules.test.yml", "footprint-rules.test.yml")
 

@@ -35,7 +35,7 @@ from support.operator import scrape_jobs
 from support.prometheus import PrometheusServer
 from testbed.waiting import wait_until
 
-pytestmark = [pytest.mark.prometheus, pytest.mark.slow]
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.peers]
 
 SETTINGS = {"rule_interval": "1s", "rule_offset": "1s", "hygiene_interval": "1s", "error_min_calls": "1"}
 TAGS = 'dag_id="etl",task_id="extract",run_type="scheduled",operator="PythonOperator"'

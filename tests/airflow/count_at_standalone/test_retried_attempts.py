@@ -41,7 +41,7 @@ from testbed.ports import free_port
 from testbed.udp import UdpReceiver
 from testbed.waiting import poll, wait_until
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.peers]
 
 #: Seconds each reading retry pauses (twice) before reading again: more than httpx's 5 s keep-alive.
 PAUSE = 5.5

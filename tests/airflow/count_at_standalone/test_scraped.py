@@ -43,7 +43,7 @@ from support.count_at_runs import (
 )
 from testbed.waiting import wait_until
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.peers]
 
 
 def test_each_worker_serves_its_own_endpoint_and_prometheus_scrapes_them_directly(scraped: Scraped) -> None:

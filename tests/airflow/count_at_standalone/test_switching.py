@@ -38,7 +38,7 @@ from support.count_at_runs import (
 from testbed.airflow import make_home
 from testbed.udp import UdpReceiver
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.peers]
 
 
 def test_count_at_tasks_counts_each_call_once_on_the_task_side(switching: Switching) -> None:
