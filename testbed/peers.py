@@ -15,7 +15,10 @@ module holds, in one place:
 * the cache, outside the repository: ``$STORE_METRICS_PEERS`` or ``~/.cache/store-metrics/peers``,
   one ``<peer>-<version>/`` per pin with ``bin/`` and a ``stamp.json``; a warm run only checks it;
 * the locator the tests and benchmarks use: ``binary("promtool", "lts")`` -> :class:`~pathlib.Path`,
-  raising :class:`PeerMissing` (naming ``scripts/setup dev``) when a pin is not built.
+  raising :class:`PeerMissing` (naming ``scripts/setup dev``) when a pin is not built; while a build
+  on this machine still has the pin to make, it waits for it (:func:`wait_for_build`): on a cold
+  machine ``scripts/test`` starts the tests beside the build, in :data:`BUILD_ORDER`, and runs the
+  peer tests last (``tests/support/peer_order.py``).
 
 What differs from the projects' release builds: no web UI assets (Prometheus is built without its
 ``builtinassets`` tag, so its UI pages are not served; Alertmanager's embedded UI is a placeholder
@@ -28,7 +31,8 @@ package (``builder="system"``).
 
 Command line (stdlib only, so ``scripts/setup`` can run it with any Python 3.10+)::
 
-    python -m testbed.peers build [PEER | PEER-VERSION | PEER:ROLE ...] [-j N] [--no-system | --system]
+    python -m testbed.peers build [PEER | PEER-VERSION | PEER:ROLE ...] [-j N]
+                                  [--no-system | --system] [--unless-running]
     python -m testbed.peers list
     python -m testbed.peers path PROGRAM ROLE
 """
@@ -719,6 +723,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     build_cmd = commands.add_parser("build", help="build the pinned peers that are missing")
     build_cmd.add_argument("names", nargs="*", help="peer, peer-version or peer:role (default: all)")
     build_cmd.add_argument("-j", "--jobs", type=int, default=1, help="pins built at once (default 1)")
+    build_cmd.add_argument(
+        "--unless-running",
+        action="store_true",
+        help="do nothing when a build is already running on this machine (it builds them)",
+    )
     provided = build_cmd.add_mutually_exclusive_group()
     provided.add_argument(
         "--no-system", action="store_true", help="leave out the pins the system's packages provide"
@@ -750,6 +759,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         ]
     except ValueError as exc:
         parser.error(str(exc))
+    if args.unless_running and (running := running_build()) is not None:
+        print(f"peers: a build is already running (pid {running['pid']}): {', '.join(running['pins'])}")
+        return 0
     return 0 if build(pins, args.jobs) else 1
 
 

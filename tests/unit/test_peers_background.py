@@ -173,3 +173,22 @@ def test_an_unmarked_test_that_uses_a_built_pin_fails_naming_the_mark(tmp_path: 
         assert lookup("promtool", "newest") == found
     finally:
         del peer_order._current[-2:]
+
+
+def test_a_second_setup_leaves_the_build_to_the_one_running(
+    build: tuple[subprocess.Popen[str], Path], cache: Path
+) -> None:
+    """scripts/setup runs twice under .ci/run (then scripts/test): the second start builds nothing."""
+    proc, _ = build
+    second = subprocess.run(
+        [sys.executable, "-m", "testbed.peers", "build", "--unless-running", "statsd_exporter:chart"],
+        cwd=ROOT,
+        env={**os.environ, peers.ENV_CACHE: str(cache)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == f"peers: a build is already running (pid {proc.pid}): {PIN.key}\n"
+    assert not (cache / ".logs").exists()  # nothing was built
