@@ -61,6 +61,12 @@ class AirflowHome:
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.database,
                 "AIRFLOW__STORE_METRICS__FLUSH_TIMEOUT": "5",
+                # A task's Execution API request that outlasts the client's timeout (5 s) is sent
+                # again (execution_api_retries): the API server then serves, and counts, two requests
+                # for one call. On a loaded 2-core machine an API server on SQLite can wait 5 s for the
+                # database lock (its event loop stalled 5.0 s with a state store read in flight: two
+                # more read requests than calls, in a cold CI dry run).
+                "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
                 "PYTHONPATH": python_path(),
             }
         )
