@@ -19,13 +19,12 @@ from __future__ import annotations
 import functools
 import os
 import re
-import subprocess
 from pathlib import Path, PurePosixPath
 
 import pytest
 
 from store_metrics.pipeline import export, settings
-from testbed import peers
+from support.promtool import promtool_each
 from testbed.repository import ROOT
 
 pytestmark = pytest.mark.peers
@@ -112,16 +111,6 @@ CI_ROWS = (
 WHOLE_TABLE = os.environ.get("STORE_METRICS_RULE_TABLE") == "all"
 
 
-def promtool(role: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    try:
-        path = peers.binary("promtool", role)
-    except peers.PeerMissing as missing:
-        pytest.fail(str(missing))
-    return subprocess.run(
-        [str(path), *args], cwd=cwd, capture_output=True, text=True, timeout=600, check=False
-    )
-
-
 @pytest.mark.slow  # an export and three promtools per row: 2-60 s each
 @pytest.mark.parametrize("row", list(TABLE), ids=list(TABLE))
 def test_the_generated_rule_tests_pass_for_the_settings_they_are_exported_with(
@@ -137,12 +126,13 @@ def test_the_generated_rule_tests_pass_for_the_settings_they_are_exported_with(
     assert len(names) == 4, names
     if row not in EXAMPLES:
         names = [name for name in names if _changed(name, files, _default_files())]
-    for role in ROLES if (WHOLE_TABLE or row in EXAMPLES) else ("newest",):
-        for name in names:
-            result = promtool(role, "test", "rules", name, cwd=tmp_path)
-            assert result.returncode == 0, (
-                f"{role} {row} {name}:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
-            )
+    runs = [
+        (role, ("test", "rules", name))
+        for role in (ROLES if (WHOLE_TABLE or row in EXAMPLES) else ("newest",))
+        for name in names
+    ]
+    for (role, (*_, name)), result in zip(runs, promtool_each(runs, cwd=tmp_path), strict=True):
+        assert result.returncode == 0, f"{role} {row} {name}:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
 
 
 def _collector(files: dict[PurePosixPath, str]) -> dict[str, str]:

@@ -6,34 +6,16 @@ repository's copy and for an export at another prefix. Float expectations are ex
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
 
 from support.exported import OTHER_PREFIX, Exported
-from testbed import peers
+from support.promtool import promtool_each
 from testbed.repository import ROOT
 
 pytestmark = pytest.mark.peers
 
 ROLES = ("newest", "lts", "minimum")
 TEST_FILES = ("rules.test.yml", "watcher-rules.test.yml", "server-rules.test.yml", "footprint-rules.test.yml")
-
-
-def promtool_test(role: str, folder: Path, name: str) -> subprocess.CompletedProcess[str]:
-    try:
-        path = peers.binary("promtool", role)
-    except peers.PeerMissing as missing:
-        pytest.fail(str(missing))
-    return subprocess.run(
-        [str(path), "test", "rules", name],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -44,7 +26,8 @@ def test_every_exported_rule_test_passes_on_every_prometheus_pin(
     folder = ROOT / "collector" if prefix == "airflow" else exported(prefix) / "collector"
     for name in TEST_FILES:
         assert (folder / name).is_file(), name
-        result = promtool_test(role, folder, name)
+    results = promtool_each([(role, ("test", "rules", name)) for name in TEST_FILES], cwd=folder, timeout=300)
+    for name, result in zip(TEST_FILES, results, strict=True):
         assert result.returncode == 0, (
             f"{role} {prefix} {name}:\n{result.stdout[-4000:]}{result.stderr[-2000:]}"
         )

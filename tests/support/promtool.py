@@ -3,8 +3,11 @@ that check rules and configs and run rule tests."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -15,7 +18,9 @@ from testbed.repository import ROOT
 COLLECTOR = ROOT / "collector"
 
 
-def promtool(*args: str, cwd: Path = COLLECTOR, role: str | None = None) -> subprocess.CompletedProcess[str]:
+def promtool(
+    *args: str, cwd: Path = COLLECTOR, role: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """``promtool <args>`` in ``cwd``: Debian's, or the pin playing ``role`` (``newest``, ``lts``,
     ``minimum``); the test fails when it is not installed."""
     if role is not None:
@@ -27,7 +32,19 @@ def promtool(*args: str, cwd: Path = COLLECTOR, role: str | None = None) -> subp
         path = shutil.which("promtool")
     if path is None:
         pytest.fail("promtool is not installed (Debian: apt-get install -y prometheus)")
-    return subprocess.run([path, *args], cwd=cwd, check=False, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [path, *args], cwd=cwd, check=False, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def promtool_each(
+    runs: Sequence[tuple[str | None, tuple[str, ...]]], cwd: Path, timeout: float = 600
+) -> list[subprocess.CompletedProcess[str]]:
+    """:func:`promtool` once per ``(role, args)``, as many at once as the machine has cores: a
+    rule test file keeps one core busy for 2-60 s, and a settings row runs up to twelve of them."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        futures = [pool.submit(promtool, *args, cwd=cwd, role=role, timeout=timeout) for role, args in runs]
+        return [future.result() for future in futures]
 
 
 def assert_unit_tests_catch(
