@@ -23,7 +23,9 @@ __all__ = [
     "SCOPE",
     "SERVER_SCOPE",
     "WATCHER_SCOPE",
-    "by", "calls_matchers",     "count",
+    "by",
+    "calls_matchers",
+    "count",
     "per_second",
     "ratio",
 ]
