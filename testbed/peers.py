@@ -207,7 +207,7 @@ PINS: tuple[Pin, ...] = (
 PROGRAMS: dict[str, str] = {name: pin.peer for pin in PINS for name in pin.program_names}
 
 # The order a build takes (by pin key; pins not named go last, in table order). scripts/test starts
-# the tests while a cold machine's build runs: the peer tests run last (tests/conftest.py), and the
+# the tests while a cold machine's build runs: the peer tests run last (tests/support/peer_order.py), and the
 # first of them (the whole-Airflow count_at runs, the topologies, the rule tests) use the newest
 # Prometheus, the chart's statsd_exporter and the newest Collector.
 BUILD_ORDER = (
@@ -702,9 +702,12 @@ def build(pins: Sequence[Pin], jobs: int = 1) -> bool:
         print(f"peers: {label}: {state} in {seconds:.1f} s -> {pin_dir(pin)}", flush=True)
         return True
 
-    todo = [pin for pin in build_order(pins) if not cached(pin)]
-    with _announced(todo), ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return all(list(pool.map(one, build_order(pins))))
+    ordered = build_order(pins)
+    with (
+        _announced([pin for pin in ordered if not cached(pin)]),
+        ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
+    ):
+        return all(list(pool.map(one, ordered)))
 
 
 def list_pins() -> None:

@@ -60,17 +60,12 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
         _current.pop()
 
 
-_unchecked: list[Callable[[str, str], Path]] = []
-
-
 def pytest_configure(config: pytest.Config) -> None:
-    _unchecked.append(peers.binary)
     peers.binary = checked(peers.binary)  # type: ignore[assignment]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if _unchecked:
-        peers.binary = _unchecked.pop()  # type: ignore[assignment]
+    peers.binary = getattr(peers.binary, "__wrapped__", peers.binary)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
