@@ -39,17 +39,14 @@ import store_metrics
 from store_metrics.pipeline import helm
 from support.fresh_env import (
     airflow_overlay,
-    build_requirements,
     build_wheel,
     copy_clone,
     extra_requirements,
     fresh_venv,
     offline_pip_env,
-    wheelhouse,
+    tools_wheelhouse,
 )
 from testbed.repository import ROOT
-
-pytestmark = pytest.mark.slow
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 #: A fenced bash block, indented or not (a block inside a list item).
@@ -101,14 +98,9 @@ def _extras(commands: tuple[str, ...]) -> set[str]:
     return {extra for c in said for group in re.findall(r"\[([\w,]+)\]", c) for extra in group.split(",")}
 
 
-def _requirements() -> list[str]:
-    extras = set().union(*(_extras(b.commands) for b in BLOCKS), {"otel"})
-    return sorted({*build_requirements(), *extra_requirements(*sorted(extras)), "build", "twine"})
-
-
 @pytest.fixture(scope="module")
 def wheels() -> Path:
-    return wheelhouse(_requirements())
+    return tools_wheelhouse(*sorted(set().union(*(_extras(b.commands) for b in BLOCKS))))
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +133,7 @@ def test_the_pages_give_install_commands_that_work_from_a_clone_or_its_wheel() -
     assert f'pip install "dist/{helm.wheel()}[otel]"' in everything
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", BLOCKS, ids=lambda b: f"{b.pages[0]}:{b.commands[0][:40]}")
 def test_each_install_block_runs_as_written_without_the_index(
     block: Block, wheels: Path, built_wheel: Path, tmp_path: Path
@@ -175,6 +168,17 @@ def test_each_install_block_runs_as_written_without_the_index(
             assert (clone / folder / helm.wheel()).is_file(), line
 
 
+def test_every_wheel_the_pages_name_is_this_versions() -> None:
+    """The file ``pip wheel`` writes from the clone: after a version bump the pages name the new one."""
+    named = {
+        f"{page.relative_to(ROOT)}: {name}"
+        for page in PAGES
+        for name in re.findall(r"airflow_store_metrics-[^\s\"\[`/]*?\.whl", page.read_text())
+    }
+    assert named
+    assert {n for n in named if not n.endswith(f": {helm.wheel()}")} == set()
+
+
 def test_commands_that_need_a_release_are_marked_so() -> None:
     unmarked = []
     for page in PAGES:
@@ -189,6 +193,7 @@ def test_commands_that_need_a_release_are_marked_so() -> None:
     assert not [c for b in BLOCKS for c in b.commands if FROM_INDEX.search(c)]
 
 
+@pytest.mark.slow
 def test_the_package_is_not_to_be_had_from_the_index_here(wheels: Path, tmp_path: Path) -> None:
     """What the run above relies on: the index and the wheelhouse have no release to install."""
     bin_dir = fresh_venv(tmp_path / "venv")
@@ -204,6 +209,7 @@ def test_the_package_is_not_to_be_had_from_the_index_here(wheels: Path, tmp_path
     assert "No matching distribution found for airflow-store-metrics" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_dockerfile_installs_the_wheel_the_helm_page_builds_beside_it(
     wheels: Path, tmp_path: Path
 ) -> None:

@@ -90,6 +90,13 @@ def wheelhouse(requirements: list[str]) -> Path:
     return folder
 
 
+def tools_wheelhouse(*extras: str) -> Path:
+    """The wheelhouse the tests share: what building the package needs, the ``otel`` extra's (and
+    ``extras``') dependencies, and ``build`` and ``twine`` (the release's tools)."""
+    names = sorted({"otel", *extras})
+    return wheelhouse(sorted({*build_requirements(), *extra_requirements(*names), "build", "twine"}))
+
+
 def offline_pip_env(links: Path, environ: dict[str, str] | None = None) -> dict[str, str]:
     """An environment in which pip reads no index and no configuration: only the wheels in ``links``."""
     env = {k: v for k, v in (environ or os.environ).items() if not k.startswith("PIP_")}
