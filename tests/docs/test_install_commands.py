@@ -54,6 +54,10 @@ FENCE = re.compile(r"^(?P<indent>[ \t]*)```bash\n(?P<body>.*?)^(?P=indent)```[ \
 #: How a page marks a command that needs a release on the index.
 RELEASE_MARK = re.compile(r"once\s+released", re.I)
 #: A pip command naming the package by its name on the index (not a path to a wheel or a clone).
+#: A pip line that names this package: the clone (``.``), a wheel file of it, or its name.
+OURS = re.compile(
+    r"""(^|\s)["']?\.(\[[\w,]+\])?["']?(\s|$)|airflow_store_metrics-.*\.whl|airflow-store-metrics"""
+)
 FROM_INDEX = re.compile(r"pip\s+install\b[^`\n]*?(?<![\w/.-])airflow-store-metrics\b")
 
 
@@ -156,12 +160,13 @@ def test_each_install_block_runs_as_written_without_the_index(
         check=False,
     )
     assert done.returncode == 0, f"{block.pages}: {block.commands}\n{done.stdout}\n{done.stderr}"
-    installs = [c for c in block.commands if re.match(r"pip3? install ", c)]
+    # The lines that install this package (a clone, a wheel file), not a tool (build, twine).
+    installs = [c for c in block.commands if re.match(r"(python3? -m )?pip3? install ", c) and OURS.search(c)]
     if installs:
         assert _installed(bin_dir, "airflow-store-metrics") == store_metrics.__version__
         for requirement in extra_requirements(*sorted(_extras(block.commands))):
             assert _installed(bin_dir, Requirement(requirement).name), requirement
-    else:  # a block that only builds the wheel: it is where the page says
+    elif any(" wheel " in f" {c} " for c in block.commands):  # a block that builds the wheel: where it says
         wheel_lines = [c for c in block.commands if " wheel " in f" {c} "]
         for line in wheel_lines:
             folder = line.split("-w", 1)[1].split()[0]
