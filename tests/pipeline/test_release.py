@@ -133,12 +133,16 @@ def test_the_built_wheel_installed_beside_airflow_is_a_plugin_and_a_command(
     version = _run([str(bin_dir / "store-metrics"), "--version"], env=env)
     assert version.stdout.strip() == f"store-metrics {store_metrics.__version__}"
 
-    plugins = json.loads(_run([str(bin_dir / "airflow"), "plugins", "-o", "json"], env=env).stdout)
+    plugins = json.loads(
+        _run([str(bin_dir / "python"), "-m", "airflow", "plugins", "-o", "json"], env=env).stdout
+    )
     (ours,) = [p for p in plugins if p["name"] == "store_metrics"]
     assert ours["source"].startswith(f"airflow-store-metrics=={store_metrics.__version__}: ")
     assert ours["listeners"] == ["store_metrics.integration.task_listener.StateStoreListener"]
     # The provider info the wheel ships: Airflow knows the [store_metrics] section.
-    backend = _run([str(bin_dir / "airflow"), "config", "get-value", "store_metrics", "backend"], env=env)
+    backend = _run(
+        [str(bin_dir / "python"), "-m", "airflow", "config", "get-value", "store_metrics", "backend"], env=env
+    )
     assert backend.stdout.strip() == "auto"
 
 
