@@ -12,8 +12,9 @@ version, with the dependencies of the extras the lines name.
 
 * A command naming the package on the index (``pip install airflow-store-metrics...``), wherever a
   page says it (blocks or prose), is marked as waiting for a release ("once released") and is not
-  run; that such a command cannot succeed here is checked once (the index has no release, and
-  neither has the wheelhouse).
+  run; that such a command cannot succeed here is checked once (the wheelhouse, the only index pip
+  has here, has no release of the package, as the package index has none yet). A block with other
+  pip lines (the release page's ``pip install build twine``) runs too.
 * The exported helm/Dockerfile's ``COPY`` and ``RUN pip install`` run as the image would run them:
   the wheel built into the build context by the Helm page's ``pip wheel`` line is the file the
   ``COPY`` names, and the ``RUN`` line installs it into a virtualenv that has Airflow (this
@@ -178,7 +179,7 @@ def test_every_wheel_the_pages_name_is_this_versions() -> None:
     named = {
         f"{page.relative_to(ROOT)}: {name}"
         for page in PAGES
-        for name in re.findall(r"airflow_store_metrics-[^\s\"\[`/]*?\.whl", page.read_text())
+        for name in re.findall(r"airflow_store_metrics-[0-9][\w.+!]*-py3-none-any\.whl", page.read_text())
     }
     assert named
     assert {n for n in named if not n.endswith(f": {helm.wheel()}")} == set()
