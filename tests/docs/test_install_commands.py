@@ -20,8 +20,10 @@ version, with the dependencies of the extras the lines name.
   ``COPY`` names, and the ``RUN`` line installs it into a virtualenv that has Airflow (this
   environment's, as the official image has its own) at the image's ``AIRFLOW_VERSION``.
 
-How long: the wheelhouse is downloaded once (about 20 MB, kept between runs), then about 20 s a
-block; the whole file took about 2.5 minutes on this 2-core machine under other load.
+How long: the wheelhouse is downloaded once (about 20 MB, kept between runs: about 30 s), then 10 to
+30 s a block (a fresh virtualenv, an offline install, a build where the block builds) and about 55 s
+for the Dockerfile; the whole file took 3.0 minutes on this 2-core machine with its load average at
+14 to 19.
 """
 
 from __future__ import annotations
