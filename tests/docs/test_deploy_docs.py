@@ -9,11 +9,12 @@ real (``support.page_shell``: the page's bash blocks, as written, under ``bash -
   production): every command runs with no unset variable; the wheel it builds lands beside the
   Dockerfile, which copies that very file in; the image it builds is the one the chart and the
   inventory are given; the objects it applies pass Kubernetes' and the Operator's schemas, in the
-  namespace it names, every image yours, no placeholder left; the values files it passes exist; its ``helm`` commands render the chart and the
-  Deployments its ``kubectl exec`` lines name exist (where the chart is available); the commands it
-  runs inside the containers run here: ``store-metrics check`` with the topology's configuration
-  says what the page quotes, and ``airflow dags unpause|trigger example_task_state_store`` find the
-  example with the trial values' ``load_examples``; the numbers it promises are what that DAG counts;
+  namespace it names, every image yours, no placeholder left; the values files it passes exist; its
+  ``helm`` commands render the chart and the Deployments its ``kubectl exec`` lines name exist
+  (where the chart is available); the commands it runs inside the containers run here:
+  ``store-metrics check`` with the topology's configuration says what the page quotes, and
+  ``airflow dags unpause|trigger example_task_state_store`` find the example with the trial values'
+  ``load_examples``; the numbers it promises are what that DAG counts;
 * vm.md: its ``airflow.cfg`` makes ``store-metrics check`` say what the page says; its ``sed`` lines
   point the exported prometheus.yml at the hosts it names and ``promtool check config`` passes; its
   unit runs the inventory; its first-number commands put the shipped DAG in a DAGs folder and queue
