@@ -13,6 +13,7 @@ on its page once.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -38,9 +39,16 @@ BLOCKS: dict[str, Callable[[], str]] = {
 }
 
 
-def versions_table() -> str:
-    """The supported versions (README.md and docs/index.md)."""
-    return reference_tables.versions_table()
+def versions_table(page: Path = ROOT / "README.md") -> str:
+    """The supported versions as ``page`` shows them (README.md and docs/getting-started.md): its
+    link to docs/airflow-versions.md relative to the page."""
+    link = os.path.relpath(DOCS / reference_tables.VERSIONS_PAGE, page.parent)
+    return reference_tables.versions_table(Path(link).as_posix())
+
+
+def page_blocks(page: Path, blocks: dict[str, str]) -> dict[str, str]:
+    """``blocks`` as ``page`` holds them: the versions table's link is relative to the page."""
+    return {**blocks, "versions": versions_table(page)} if "versions" in blocks else blocks
 
 
 def pages() -> list[Path]:
@@ -71,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     stale = []
     for page in pages():
         text = page.read_text()
-        new = refresh(text, blocks)
+        new = refresh(text, page_blocks(page, blocks))
         if new == text:
             continue
         stale.append(page.relative_to(ROOT))

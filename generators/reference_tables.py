@@ -99,8 +99,10 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     return {}
 
 
-#: Where the docs live (the versions table links to the page that says what runs where).
-SITE = "https://store-metrics.github.io/airflow-store-metrics/"
+#: The page the versions table links to (what runs where), relative to docs/: each page that holds
+#: the table links to it relatively (README.md: docs/airflow-versions.md), so the link works in a
+#: clone, on the forge and in the built site alike.
+VERSIONS_PAGE = "airflow-versions.md"
 #: The section of docs/airflow-versions.md that names the stand-ins (Grafana among them).
 STAND_INS = "#the-programs-beside-airflow-real-ones-and-the-two-stand-ins"
 
@@ -117,10 +119,11 @@ def _peer_versions(peer: str, *roles: str) -> str:
     return ", ".join(parts)
 
 
-def versions_table() -> str:
+def versions_table(link: str = VERSIONS_PAGE) -> str:
     """Supported versions: Airflow and Python from pyproject.toml, Grafana from the dashboard, the
     peers (statsd_exporter, the Collector, Prometheus, Alertmanager) from testbed/peers.py's pins:
-    the minimum is the pin playing ``minimum``, and every pin is a version the tests run."""
+    the minimum is the pin playing ``minimum``, and every pin is a version the tests run. ``link``
+    is docs/airflow-versions.md as the page holding the table reaches it."""
     from store_metrics.integration.compatibility import TESTED
     from testbed import peers
 
@@ -137,7 +140,7 @@ def versions_table() -> str:
         "| component | minimum | tested on | why |",
         "|---|---|---|---|",
         f"| Apache Airflow | {low} (below {high}) | {', '.join(TESTED)} | the state store came with 3.3 "
-        f"([what runs where]({SITE}airflow-versions/)) |",
+        f"([what runs where]({link})) |",
         f"| Python | {python} | | the package's `requires-python` |",
         f"| Prometheus | {prometheus} | {_peer_versions('prometheus', 'newest', 'lts', 'minimum')} | "
         "the rules' promtool tests run on the minimum; every topology's rules, alerts and dashboard "
@@ -151,6 +154,6 @@ def versions_table() -> str:
         f"| Alertmanager | | {_peer_versions('alertmanager', 'current')} | receives the alerts in the "
         "end-to-end tests; the rules need nothing of a particular release |",
         f"| Grafana | {grafana} | | the dashboard's `__requires`; no Grafana runs in the tests "
-        f"([the stand-ins]({SITE}airflow-versions/{STAND_INS})) |",
+        f"([the stand-ins]({link}{STAND_INS})) |",
     ]
     return "\n".join(rows) + "\n"

@@ -5,15 +5,16 @@ real (``support.page_shell``: the page's bash blocks, as written, under ``bash -
 ``docker``, ``helm``, ``kubectl`` and ``pip`` recorded and ``kubectl apply -k`` rendered by the real
 ``kubectl kustomize``):
 
-* helm.md, for each topology (``count_at = api_server``, StatsD) and each way to install (a trial,
-  your own image): every command runs with no unset variable; the image it builds is the one the
-  chart and the inventory are given; the objects it applies pass Kubernetes' and the Operator's
-  schemas, in the namespace it names, every image the official one (trial) or yours, no placeholder
-  left; the values files it passes exist; its ``helm`` commands render the chart and the
-  Deployments its ``kubectl exec`` lines name exist (where the chart is available); the commands it
-  runs inside the containers run here: ``store-metrics check`` with the topology's configuration
-  says what the page quotes, and ``airflow dags unpause|trigger example_task_state_store`` find the
-  example with the trial values' ``load_examples``; the numbers it promises are what that DAG counts;
+* helm.md, for each topology (``count_at = api_server``, StatsD) and each reader (a trial,
+  production): every command runs with no unset variable; the wheel it builds lands beside the
+  Dockerfile, which copies that very file in; the image it builds is the one the chart and the
+  inventory are given; the objects it applies pass Kubernetes' and the Operator's schemas, in the
+  namespace it names, every image yours, no placeholder left; the values files it passes exist; its
+  ``helm`` commands render the chart and the Deployments its ``kubectl exec`` lines name exist
+  (where the chart is available); the commands it runs inside the containers run here:
+  ``store-metrics check`` with the topology's configuration says what the page quotes, and
+  ``airflow dags unpause|trigger example_task_state_store`` find the example with the trial values'
+  ``load_examples``; the numbers it promises are what that DAG counts;
 * vm.md: its ``airflow.cfg`` makes ``store-metrics check`` say what the page says; its ``sed`` lines
   point the exported prometheus.yml at the hosts it names and ``promtool check config`` passes; its
   unit runs the inventory; its first-number commands put the shipped DAG in a DAGs folder and queue
@@ -71,7 +72,7 @@ def commands(page: str) -> list[str]:
 #: The steps a reader runs to the first number (the sections after it are for particular cases).
 HELM_STEPS = ("1.", "2.", "3.", "4.", "5.", "6.")
 TOPOLOGIES = {"count_at = api_server": "api-server", "StatsD": "statsd"}
-INSTALLS = ("trial", "your own image")
+INSTALLS = ("trial", "production")
 
 
 def helm_reader(root: Path, topology: str, install: str) -> PageShell:
@@ -116,25 +117,21 @@ def test_helm_page_builds_the_image_the_chart_and_the_inventory_run(
         for a in upgrade[upgrade.index("apache-airflow/airflow") + 1 :]
         if "=" in a and not a.startswith("-")
     )
-    if install == "trial":
-        assert shell.calls("docker") == []
-        assert images == {helm.AIRFLOW_IMAGE}
-        assert settings == {"defaultAirflowTag": helm.AIRFLOW_VERSION, "airflowVersion": helm.AIRFLOW_VERSION}
-        env = {
-            e["name"]: e.get("value") for e in inventory["spec"]["template"]["spec"]["containers"][0]["env"]
-        }
-        assert env["_PIP_ADDITIONAL_REQUIREMENTS"] == helm.requirement()
-    else:
-        build, push = shell.calls("docker")
-        image = build[build.index("-t") + 1]
-        assert build[:3] == ["build", "--build-arg", f"AIRFLOW_VERSION={helm.AIRFLOW_VERSION}"]
-        assert (shell.root / build[-1] / "Dockerfile").is_file()
-        assert push == ["push", image] and images == {image} == {helm.BUILT_IMAGE}
-        assert settings == {
-            "images.airflow.repository": image.rsplit(":", 1)[0],
-            "images.airflow.tag": image.rsplit(":", 1)[1],
-            "airflowVersion": helm.AIRFLOW_VERSION,
-        }
+    # The wheel is built from the clone into the build context, where the Dockerfile copies it from.
+    (wheel,) = [a for a in shell.calls("pip") if a[0] == "wheel"]
+    assert wheel[:3] == ["wheel", "--no-deps", "-w"] and wheel[-1] == "."
+    build, push = shell.calls("docker")
+    assert Path(wheel[3]) == Path(build[-1])
+    dockerfile = (shell.root / build[-1] / "Dockerfile").read_text()
+    assert f"\nCOPY {helm.wheel()} /tmp/{helm.wheel()}\n" in dockerfile
+    image = build[build.index("-t") + 1]
+    assert build[:3] == ["build", "--build-arg", f"AIRFLOW_VERSION={helm.AIRFLOW_VERSION}"]
+    assert push == ["push", image] and images == {image} == {helm.BUILT_IMAGE}
+    assert settings == {
+        "images.airflow.repository": image.rsplit(":", 1)[0],
+        "images.airflow.tag": image.rsplit(":", 1)[1],
+        "airflowVersion": helm.AIRFLOW_VERSION,
+    }
     values = [upgrade[i + 1] for i, a in enumerate(upgrade) if a == "-f"]
     assert all((shell.root / v).is_file() for v in values), values
     expected = helm.API_SERVER_FILENAME if TOPOLOGIES[topology] == "api-server" else helm.FILENAME
@@ -162,7 +159,7 @@ def test_helm_page_applies_valid_objects_for_its_topology(
 
 def test_helm_page_extras_render_valid_objects(tmp_path: Path) -> None:
     """Another release label and the inventory's own Secret, added to the page's kustomization."""
-    shell = helm_reader(tmp_path, "count_at = api_server", "your own image")
+    shell = helm_reader(tmp_path, "count_at = api_server", "production")
     kustomization = shell.root / "store-metrics" / "kustomization.yaml"
     kustomization.write_text(kustomization.read_text() + snippet("labels:") + snippet("patches:"))
     done = shell.run("kubectl apply --server-side -k store-metrics")
@@ -206,11 +203,11 @@ def test_helm_page_secret_matches_the_patch_and_the_sql() -> None:
 
 
 def test_helm_page_merge_command_runs_as_written(tmp_path: Path) -> None:
-    shell = helm_reader(tmp_path, "StatsD", "your own image")
+    shell = helm_reader(tmp_path, "StatsD", "production")
     (shell.root / "mine.yaml").write_text(
         yaml.safe_dump({"statsd": {"extraMappings": [{"match": "a.b", "name": "a_b"}]}})
     )
-    done = shell.run(reader_script("helm.md", {"your own image"}, ("2.", "Your own values")))
+    done = shell.run(reader_script("helm.md", {"production"}, ("2.", "Your own values")))
     assert done.returncode == 0, done.stderr
     merged = yaml.safe_load((shell.root / "merged.yaml").read_text())
     assert merged["statsd"]["extraMappings"][-1] == {"match": "a.b", "name": "a_b"}

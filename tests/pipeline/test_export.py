@@ -360,5 +360,4 @@ def test_a_wheel_installed_alone_exports_the_same_files_outside_the_repository(t
         "api-server",
         "base",
         "statsd",
-        "trial",
     ]

@@ -7,14 +7,14 @@ Checked against the chart itself (``STORE_METRICS_AIRFLOW_CHART``, below):
   ``values.schema.json`` (which Helm itself checks on install), and a misspelt key fails it;
 * ``helm template`` renders the chart with them: the statsd_exporter's mappings are the chart's
   own followed by exactly the ones ``export`` writes, airflow.cfg has the ``[store_metrics]``
-  section (and ``[api] workers`` for count_at = api_server), and every Airflow container
-  pip-installs this version (the trial values);
+  section (and ``[api] workers`` for count_at = api_server), and the trial values load Airflow's
+  examples;
 * the monitors of ``kubernetes/`` select what the chart renders: the ServiceMonitor the statsd
   Service (labels, port name), the PodMonitors the API server's and the triggerer's pods (labels,
   a declared container port), with one endpoint per ``[api] workers`` of the rendered airflow.cfg;
   the inventory's Secret and ConfigMap exist under the names it uses;
-* a user's own ``statsd.extraMappings`` and ``env`` are lost by ``-f ours -f yours`` (Helm replaces
-  lists) and kept by ``helm/merge_values.py``;
+* a user's own ``statsd.extraMappings`` are lost by ``-f ours -f yours`` (Helm replaces lists) and
+  kept by ``helm/merge_values.py``;
 * none of the chart's own statsd mappings, which come first, catches a store-metrics name: the
   chart's pinned statsd_exporter (:mod:`testbed.peers`), given both as the chart renders them,
   serves every counter and API server metric under our name.
@@ -28,7 +28,8 @@ Checked everywhere:
 * the ``config.store_metrics`` section of the count_at = api_server values selects it, the otel
   backend's Prometheus exporter and the ports the PodMonitors scrape;
 * ``merge_values.py`` merges maps as Helm does and joins lists;
-* the trial values and the Dockerfile install this very version on an Airflow the package supports.
+* the Dockerfile installs this very version's wheel, copied in, on an Airflow the package supports;
+  the trial values only load Airflow's examples.
 
 **The chart is not in this repository.** Files fetched from other repositories may not be
 committed here, and CI reaches only PyPI, Debian and npm, which do not carry the chart. So the
@@ -224,18 +225,8 @@ def test_helm_renders_the_statsd_topology(prefix: str, helm_command: str, chart:
     (port,) = [p for p in service["spec"]["ports"] if p["name"] == endpoint["port"]]
     assert port["protocol"] == "TCP" and port["port"] == 9102
 
-    # Every Airflow component of the trial values pip-installs this version (the log groomer
-    # sidecars run no Airflow code and get no env).
-    containers = {
-        c["name"]: c
-        for pod in pods(documents)
-        for c in pod["spec"]["containers"]
-        if not c["name"].endswith("-log-groomer")
-    }
-    for name in ("api-server", "scheduler", "dag-processor", "triggerer", "worker"):
-        assert containers[name]["image"] == helm.AIRFLOW_IMAGE
-        env = {e["name"]: e.get("value") for e in containers[name].get("env", [])}
-        assert env.get("_PIP_ADDITIONAL_REQUIREMENTS") == helm.requirement(), name
+    # The trial values load Airflow's examples (example_task_state_store, the page's first number).
+    assert _cfg_section(cfg, "core")["load_examples"] == "True"
     _assert_the_inventory_finds_its_secret_and_config(documents, root)
 
 
@@ -450,7 +441,7 @@ def test_merge_values_joins_lists_and_merges_maps_as_helm_does(tmp_path: Path) -
         merged["statsd"]["extraMappings"]
         == ours["statsd"]["extraMappings"] + USER_VALUES["statsd"]["extraMappings"]
     )
-    assert merged["env"] == dev["env"] + USER_VALUES["env"]
+    assert merged["env"] == USER_VALUES["env"]
     assert merged["config"] == {
         "store_metrics": {**ours["config"]["store_metrics"], "flush_interval": "5"},
         "core": {**dev["config"]["core"], "parallelism": "64"},
@@ -485,7 +476,7 @@ def test_helm_keeps_your_lists_only_when_the_values_are_merged(
     mappings, env = rendered(ours, dev, mine)
     assert USER_VALUES["statsd"]["extraMappings"][0] in mappings
     assert not [m for m in ours_mappings if m in mappings]
-    assert "_PIP_ADDITIONAL_REQUIREMENTS" not in env
+    assert env["MYCO_REGION"] == "eu"
 
     # Merged: both.
     merged = tmp_path / "merged.yaml"
@@ -494,7 +485,7 @@ def test_helm_keeps_your_lists_only_when_the_values_are_merged(
     merged.write_text(done.stdout)
     mappings, env = rendered(merged)
     assert mappings[-len(ours_mappings) - 1 :] == [*ours_mappings, *USER_VALUES["statsd"]["extraMappings"]]
-    assert env["_PIP_ADDITIONAL_REQUIREMENTS"] == helm.requirement() and env["MYCO_REGION"] == "eu"
+    assert env["MYCO_REGION"] == "eu"
 
 
 # -- installing the package ------------------------------------------------------------------------------
@@ -523,12 +514,11 @@ def test_the_airflow_version_is_one_the_package_supports() -> None:
     assert f"apache/airflow:{helm.AIRFLOW_VERSION}" == helm.AIRFLOW_IMAGE
 
 
-def test_the_dev_values_pip_install_this_version_on_that_airflow() -> None:
-    dev = load(ROOT / "helm" / helm.DEV_FILENAME)
-    assert str(dev["defaultAirflowTag"]) == str(dev["airflowVersion"]) == helm.AIRFLOW_VERSION
-    assert dev["env"] == [{"name": "_PIP_ADDITIONAL_REQUIREMENTS", "value": helm.requirement()}]
-    # Airflow's own example DAGs, example_task_state_store among them: a DAG to trigger.
-    assert dev["config"] == {"core": {"load_examples": "True"}}
+def test_the_dev_values_only_load_airflows_examples() -> None:
+    # No pip-install at start (no release is on the index to install): the trial runs the image
+    # built from the Dockerfile too. Airflow's own example DAGs, example_task_state_store among
+    # them: a DAG to trigger.
+    assert load(ROOT / "helm" / helm.DEV_FILENAME) == {"config": {"core": {"load_examples": "True"}}}
 
 
 def test_the_dockerfile_extends_the_official_image_and_pins_airflow() -> None:
@@ -539,9 +529,12 @@ def test_the_dockerfile_extends_the_official_image_and_pins_airflow() -> None:
     ]
     # The Airflow version is the one build argument: it picks the official image's tag, and the RUN
     # line reads the image's own AIRFLOW_VERSION (an ARG before FROM is out of scope after it).
+    # The wheel of this very version, copied from beside the Dockerfile (the build context).
+    assert helm.wheel() == f"airflow_store_metrics-{store_metrics.__version__}-py3-none-any.whl"
     assert lines == [
         f"ARG AIRFLOW_VERSION={helm.AIRFLOW_VERSION}",
         f"FROM {helm.AIRFLOW_REPOSITORY}:${{AIRFLOW_VERSION}}",
-        f'RUN pip install --no-cache-dir "apache-airflow==${{AIRFLOW_VERSION}}" "{helm.requirement()}"',
+        f"COPY {helm.wheel()} /tmp/{helm.wheel()}",
+        f'RUN pip install --no-cache-dir "apache-airflow==${{AIRFLOW_VERSION}}" "/tmp/{helm.wheel()}[otel]"',
     ]
     assert not re.search(r"@\w+@", (ROOT / "helm" / helm.DOCKERFILE).read_text())  # every token filled

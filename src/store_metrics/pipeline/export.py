@@ -19,8 +19,8 @@ paths, and tests/pipeline/test_export.py checks they are byte for byte what this
     dashboards/provisioning/dashboards/store-metrics.yml   Grafana dashboard provider
     helm/values-store-metrics.yaml                         Airflow Helm chart values, StatsD topology
     helm/values-store-metrics-api-server.yaml              ... count_at = api_server topology
-    helm/values-store-metrics-dev.yaml                     ... for a trial (pip-installs at start)
-    helm/Dockerfile                                        Airflow image with the package
+    helm/values-store-metrics-dev.yaml                     ... for a trial (Airflow's example DAGs)
+    helm/Dockerfile                                        Airflow image with the package's wheel
     helm/merge_values.py                                   merge values files, joining their lists
     kubernetes/base/                                       PrometheusRules, dashboard ConfigMap, inventory
     kubernetes/statsd/, kubernetes/api-server/             + the ServiceMonitor / PodMonitors of a topology

@@ -11,11 +11,11 @@ Every file is a template under ``templates/helm/``; this module fills in the val
 * ``values-store-metrics-api-server.yaml``: ``count_at = api_server`` with the ``otel`` backend's
   Prometheus exporter, and ``[api] workers`` (one scrape port per worker; the PodMonitor of
   ``kubernetes/api-server`` has one endpoint each): map keys only;
-* ``values-store-metrics-dev.yaml``: for a trial without building an image, the official image's
-  ``_PIP_ADDITIONAL_REQUIREMENTS`` (every container pip-installs the package at start) and
-  ``[core] load_examples`` (Airflow's own ``example_task_state_store``: a DAG to trigger);
-* ``Dockerfile``: the official image with the package, for production; the Airflow version is its
-  one build argument;
+* ``values-store-metrics-dev.yaml``: for a trial on the built image, ``[core] load_examples``
+  (Airflow's own ``example_task_state_store``: a DAG to trigger);
+* ``Dockerfile``: the official image with the package installed from this version's wheel, copied
+  in from beside it (built from a clone: no release is on the package index yet); the Airflow
+  version is its one build argument;
 * ``merge_values.py``: Helm replaces a list (``statsd.extraMappings``, ``env``) given in a later
   values file; this merges values files joining lists instead, for users whose own values set one.
 
@@ -51,6 +51,7 @@ __all__ = [
     "list_items",
     "render",
     "requirement",
+    "wheel",
 ]
 
 FOLDER = PurePosixPath("helm")
@@ -65,15 +66,15 @@ STATSD_MAPPINGS = (
     PurePosixPath("collector/statsd-mapping-server.yml"),
 )
 
-#: The distribution's name on PyPI.
+#: The distribution's name (on the package index once released).
 PACKAGE = "airflow-store-metrics"
 #: The Airflow release the image and the dev values name (store-metrics needs Airflow 3.3 or later).
 AIRFLOW_VERSION = "3.3.2"
-#: The official Airflow image (Docker Hub), what the Dockerfile extends and the trial runs.
+#: The official Airflow image (Docker Hub), what the Dockerfile extends.
 AIRFLOW_REPOSITORY = "apache/airflow"
 AIRFLOW_IMAGE = f"{AIRFLOW_REPOSITORY}:{AIRFLOW_VERSION}"
 #: What the Dockerfile's header and the inventory's Deployment call the image built from it: a
-#: placeholder your kustomization's ``images`` (or the trial component) replaces.
+#: placeholder your kustomization's ``images`` replaces.
 BUILT_IMAGE_NAME = "registry.example.com/airflow-store-metrics"
 BUILT_IMAGE = f"{BUILT_IMAGE_NAME}:{AIRFLOW_VERSION}"
 #: ``[api] workers`` with count_at = api_server: each worker serves its own port (collector/
@@ -83,8 +84,14 @@ API_SERVER_WORKERS = 2
 
 
 def requirement() -> str:
-    """The pip requirement of this very version, with the extra the Prometheus endpoints need."""
+    """The pip requirement of this very version on the package index, with the extra the Prometheus
+    endpoints need: what the Dockerfile installs once the version is released."""
     return f"{PACKAGE}[otel]=={__version__}"
+
+
+def wheel() -> str:
+    """The file name of this version's wheel (pure Python, any platform), as pip and build write it."""
+    return f"{PACKAGE.replace('-', '_')}-{__version__}-py3-none-any.whl"
 
 
 def list_items(text: str, key: str) -> str:
@@ -131,6 +138,7 @@ def render(files: Mapping[PurePosixPath, str], prefix: str) -> dict[PurePosixPat
     versions = {
         "airflow_version": AIRFLOW_VERSION,
         "requirement": requirement(),
+        "wheel": wheel(),
         "merge_script": MERGE_SCRIPT,
     }
     return {

@@ -9,9 +9,10 @@ the text of files other modules wrote, without reading it:
   Deployment, its Service and a ServiceMonitor; a ``kustomization.yaml`` listing them;
 * ``statsd/``: ``base`` and a ServiceMonitor of the Helm chart's statsd_exporter (StatsD topology);
 * ``api-server/``: ``base`` and one PodMonitor of the API server workers, one endpoint per worker,
-  and of the triggerer (``count_at = api_server``): one job for both, as on a VM;
-* ``trial/``: a Kustomize component that runs the inventory on the official Airflow image, which
-  pip-installs the package at start, for a trial without an image of your own.
+  and of the triggerer (``count_at = api_server``): one job for both, as on a VM.
+
+The inventory runs the image built from ``helm/Dockerfile`` (its name a placeholder your
+kustomization's ``images`` replaces).
 
 The ports come from the option table, the worker count and the image from :mod:`.helm`.
 """
@@ -32,7 +33,6 @@ __all__ = [
     "DASHBOARD",
     "FOLDER",
     "STATSD",
-    "TRIAL",
     "literal_block",
     "render",
     "rule_files",
@@ -43,7 +43,6 @@ FOLDER = PurePosixPath("kubernetes")
 BASE = FOLDER / "base"
 STATSD = FOLDER / "statsd"
 API_SERVER = FOLDER / "api-server"
-TRIAL = FOLDER / "trial"
 #: The site page on the footprint and the inventory (what the inventory's header points at).
 FOOTPRINT_PAGE = "https://store-metrics.github.io/airflow-store-metrics/footprint/"
 #: The files of other modules this one wraps (by their paths in ``store-metrics export``'s layout).
@@ -176,16 +175,6 @@ def render(files: Mapping[PurePosixPath, str], prefix: str) -> dict[PurePosixPat
         STATSD / "kustomization.yaml": _render("statsd-kustomization.yaml", prefix),
         STATSD / "servicemonitor.yaml": _render("servicemonitor-statsd.yaml", prefix),
         API_SERVER / "kustomization.yaml": _render("api-server-kustomization.yaml", prefix),
-        TRIAL / "kustomization.yaml": _render(
-            "trial-component.yaml",
-            prefix,
-            {
-                "built_image_name": helm.BUILT_IMAGE_NAME,
-                "airflow_repository": helm.AIRFLOW_REPOSITORY,
-                "airflow_version": helm.AIRFLOW_VERSION,
-                "requirement": helm.requirement(),
-            },
-        ),
         API_SERVER / "podmonitor.yaml": _render(
             "podmonitor-api-server.yaml",
             prefix,
