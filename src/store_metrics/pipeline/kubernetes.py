@@ -190,6 +190,7 @@ def render(files: Mapping[PurePosixPath, str], prefix: str) -> dict[PurePosixPat
                 "airflow_repository": helm.AIRFLOW_REPOSITORY,
                 "airflow_version": helm.AIRFLOW_VERSION,
                 "requirement": helm.requirement(),
+                "inventory_port": str(options.default("inventory_port")),
             },
         ),
         API_SERVER / "podmonitor.yaml": _render(
