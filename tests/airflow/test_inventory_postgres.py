@@ -18,6 +18,7 @@ Skipped, with the reason, only when the PostgreSQL binaries (or psycopg2) are no
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -34,6 +35,7 @@ from support.inventory_world import (
     check_footprint,
     check_ui_reading,
     inventory,
+    role_sql,
     task_labels,
 )
 from testbed.databases import ThrowawayPostgres
@@ -151,3 +153,35 @@ class _ShutDoor:
 def test_the_ui_reads_each_dag_and_the_deployment_exactly_on_postgres(world: World) -> None:
     """The State store tab's one statement per DAG, and the deployment page's, on PostgreSQL."""
     check_ui_reading(world)
+
+
+@ON_POSTGRES
+def test_the_helm_pages_read_only_role_reads_the_footprint_and_nothing_more(
+    world: World, postgres: ThrowawayPostgres
+) -> None:
+    """The PostgreSQL role docs/deploy/helm.md creates for the inventory (the Secret the manifests
+    name by default): the inventory reads the same footprint through it, and it may not write to
+    the store nor read Airflow's other tables."""
+    import psycopg2
+
+    sql = role_sql("CREATE ROLE")
+    role = re.search(r"CREATE ROLE (\w+)", sql).group(1)  # type: ignore[union-attr]
+    owner = postgres.connect()
+    try:
+        with owner.cursor() as cur:
+            cur.execute(sql)
+        owner.commit()
+    finally:
+        owner.close()
+    url = world.url.replace("://airflow@", f"://{role}@", 1)
+    proc = inventory(world, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
+    conn = psycopg2.connect(host="127.0.0.1", port=postgres.port, user=role, dbname="airflow")
+    try:
+        for statement in ("DELETE FROM task_state_store", "UPDATE asset SET uri = uri", "SELECT 1 FROM dag_run"):
+            with conn.cursor() as cur, pytest.raises(psycopg2.errors.InsufficientPrivilege):
+                cur.execute(statement)
+            conn.rollback()
+    finally:
+        conn.close()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -27,7 +28,7 @@ from typing import Any
 
 from testbed.airflow import AirflowHome
 from testbed.ports import free_port
-from testbed.repository import python_path
+from testbed.repository import ROOT, python_path
 from testbed.waiting import wait_until
 
 DAY = 86400.0
@@ -605,3 +606,11 @@ def check_ui_reading(world: World) -> None:
     assert read["deployment"]["users"] == {
         name: [dag_id] for dag_id, names in DAG_ASSETS.items() for name in names
     }
+
+
+def role_sql(starting: str) -> str:
+    """The SQL block of docs/deploy/helm.md that creates the inventory's read-only role and starts
+    with ``starting`` (``CREATE ROLE``: PostgreSQL; ``CREATE USER``: MySQL and MariaDB)."""
+    text = (ROOT / "docs" / "deploy" / "helm.md").read_text()
+    (block,) = [b for b in re.findall(r"^```sql\n(.*?)^```$", text, flags=re.M | re.S) if b.startswith(starting)]
+    return str(block)
