@@ -18,7 +18,9 @@ Skipped, with the reason, only when the PostgreSQL binaries (or psycopg2) are no
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import socket
 import threading
 import time
@@ -185,3 +187,34 @@ def test_the_helm_pages_read_only_role_reads_the_footprint_and_nothing_more(
             conn.rollback()
     finally:
         conn.close()
+
+
+#: As kubernetes/base/inventory.yaml runs the inventory: the whole file system read-only (the root
+#: remounted, AIRFLOW_HOME's airflow.cfg bound read-only at /mnt) but a fresh, small /tmp. The script
+#: first proves it cannot write outside /tmp (exit 3 otherwise).
+READ_ONLY_ROOT = """set -e
+home="$1"; shift
+mount --make-rprivate /
+mount --bind "$home" /mnt
+mount -o remount,bind,ro /mnt
+mount -o remount,bind,ro /
+mount -t tmpfs -o size=32m,mode=1777 tmpfs /tmp
+if touch /mnt/probe 2>/dev/null || touch /probe 2>/dev/null; then exit 3; fi
+exec "$@"
+"""
+
+
+@ON_POSTGRES
+def test_the_inventory_serves_from_a_read_only_root_filesystem(world: World, tmp_path: Path) -> None:
+    """The shipped pod's ``readOnlyRootFilesystem: true`` costs nothing: the footprint is served
+    exactly, with no warning, while nothing but /tmp can be written."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare (util-linux) for a mount namespace")
+    wrap = ["unshare", "--mount", "sh", "-c", READ_ONLY_ROOT, "sh", str(world.home)]
+    log = tmp_path / "serve.log"
+    with Served(world, log, wrap=wrap, AIRFLOW_HOME="/mnt", **FAST) as served:
+        samples = served.wait_up(1.0)
+        check_footprint(samples, world)
+        assert served.lines("WARNING") == [], served.text()
+        assert served.lines("ERROR") == [], served.text()
+    assert "Read-only file system" not in log.read_text()

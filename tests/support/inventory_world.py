@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -338,12 +338,14 @@ def asset_labels(asset: str) -> tuple[tuple[str, str], ...]:
 class Served:
     """``store-metrics inventory --serve`` in a fresh process; its log on a file."""
 
-    def __init__(self, world: World, log: Path, **settings: str) -> None:
+    def __init__(self, world: World, log: Path, wrap: Sequence[str] = (), **settings: str) -> None:
+        """``wrap``: a command the inventory's command line is appended to (it runs it)."""
         self.port = free_port()
         self.log = log
         self._out = log.open("w")
         self.proc = subprocess.Popen(
             [
+                *wrap,
                 sys.executable,
                 "-m",
                 "store_metrics.commands.cli",
