@@ -65,7 +65,6 @@ DEFAULT_CACHE = Path("~/.cache/store-metrics/peers")
 SETUP_HINT = "scripts/setup dev"
 # Bump when the way a pin is built changes: every cached build is then rebuilt once.
 RECIPE_REVISION = 1
-VERSION_PACKAGE = "github.com/prometheus/common/version"
 OCB_MODULE = "go.opentelemetry.io/collector/cmd/builder"
 OCB_TEMPLATE = Path(__file__).with_name("otelcol-builder.yaml")
 OTELCOL_DIST = "otelcol-store-metrics"
@@ -78,8 +77,12 @@ PLACEHOLDER_PAGE = "<!doctype html><title>UI not built</title><p>Built without U
 class Pin:
     """One peer at one version, and how it is built.
 
-    ``builder`` is ``go`` (``go build``, as promu builds), ``ocb`` (the Collector's builder) or
-    ``system`` (a program the machine's packages provide: ``programs`` then names its path).
+    ``builder`` is ``go`` (``go build``, as promu builds), ``ocb`` (the Collector's builder),
+    ``ours`` (a small program of this repository's, ``testbed/<peer>/main.go``, built against the
+    pinned module: a library with no command of its own) or ``system`` (a program the machine's
+    packages provide: ``programs`` then names its path). ``version_package`` is where ``-ldflags -X``
+    sets the version (``main`` for a program that keeps it there), ``version_args`` what makes a
+    program print it.
     ``programs`` pairs each binary's name with its Go package (empty for the ocb-built Collector);
     ``embed_placeholders`` are directories (relative to the module) that a ``//go:embed`` needs but
     the module's zip does not ship (built UI assets): the build copies the module and puts a
@@ -96,6 +99,8 @@ class Pin:
     builder: str = "go"
     tags: tuple[str, ...] = ("netgo",)
     embed_placeholders: tuple[str, ...] = ()
+    version_package: str = "github.com/prometheus/common/version"
+    version_args: tuple[str, ...] = ("--version",)
 
     @property
     def key(self) -> str:
@@ -202,6 +207,31 @@ PINS: tuple[Pin, ...] = (
         why="the current Alertmanager release",
         embed_placeholders=("ui/app/dist/elm", "ui/app/dist/mantine"),
     ),
+    Pin(
+        peer="podsecurity",
+        version="0.37.2",
+        roles=("current",),
+        module="k8s.io/pod-security-admission",
+        module_version="v0.37.2",
+        programs=(("podsecurity", ""),),
+        why="Kubernetes' own Pod Security Standards evaluator (the PodSecurity admission's policy "
+        "package) at the newest release the module proxy serves, Kubernetes 1.37; the module has no "
+        "command, so testbed/podsecurity/main.go calls it",
+        builder="ours",
+        version_package="main",
+    ),
+    Pin(
+        peer="kube-score",
+        version="1.20.0",
+        roles=("current",),
+        module="github.com/zegl/kube-score",
+        module_version="v1.20.0",
+        programs=(("kube-score", "github.com/zegl/kube-score/cmd/kube-score"),),
+        why="the newest kube-score release: a widely used static checker of Kubernetes objects "
+        "(security contexts, resources, probes, NetworkPolicies), run on every exported manifest",
+        version_package="main",
+        version_args=("version",),
+    ),
 )
 
 PROGRAMS: dict[str, str] = {name: pin.peer for pin in PINS for name in pin.program_names}
@@ -218,6 +248,8 @@ BUILD_ORDER = (
     "prometheus-3.13.5",
     "statsd_exporter-0.20.0",
     "otelcol-0.152.0",
+    "podsecurity-0.37.2",
+    "kube-score-1.20.0",
 )
 # How long a test waits for a pin that a build on this machine has still to finish: a cold build of
 # every pin, niced beside the tests, takes 15-40 min on two cores.
@@ -254,6 +286,8 @@ def recipe_digest(pin: Pin) -> str:
     fields["revision"] = RECIPE_REVISION
     if pin.builder == "ocb":
         fields["manifest"] = OCB_TEMPLATE.read_text()
+    if pin.builder == "ours":
+        fields["source"] = own_source(pin).read_text()
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -525,7 +559,11 @@ def ldflags(pin: Pin) -> str:
         "BuildUser": "store-metrics@peers",
         "BuildDate": time.strftime("%Y%m%d-%H:%M:%S", time.gmtime()),
     }
-    return " ".join(f"-X {VERSION_PACKAGE}.{name}={value}" for name, value in values.items())
+    if pin.version_package == "main":
+        # A program that keeps its version in package main (kube-score's goreleaser, ours): only
+        # ``version`` is set; the other -X targets do not exist there.
+        return f"-X main.version={pin.version}"
+    return " ".join(f"-X {pin.version_package}.{name}={value}" for name, value in values.items())
 
 
 def build_go(pin: Pin, go: GoWork, out: Path) -> None:
@@ -539,6 +577,24 @@ def build_go(pin: Pin, go: GoWork, out: Path) -> None:
     packages = [package for _, package in pin.programs]
     tags = ",".join(pin.tags)
     go.run(go.go, "build", "-trimpath", "-tags", tags, "-ldflags", ldflags(pin), "-o", f"{out}/", *packages)
+
+
+def own_source(pin: Pin) -> Path:
+    """The ``main.go`` of a program of ours (``builder="ours"``): ``testbed/<peer>/main.go``."""
+    return Path(__file__).with_name(pin.peer) / "main.go"
+
+
+def build_ours(pin: Pin, go: GoWork, out: Path) -> None:
+    """A program of this repository's against the pinned module: our go.mod requires it (with its
+    own directives), ``go build -mod=mod`` resolves the rest by minimal version selection."""
+    write_gomod(go.work, pin, [])
+    info = go.module_info(pin.module, pin.module_version)
+    write_gomod(go.work, pin, go.upstream_directives(info["GoMod"]))
+    shutil.copy2(own_source(pin), go.work / "main.go")
+    tags = ",".join(pin.tags)
+    go.run(
+        go.go, "build", "-trimpath", "-tags", tags, "-ldflags", ldflags(pin), "-o", str(out / pin.peer), "."
+    )
 
 
 def build_ocb(pin: Pin, go: GoWork, out: Path) -> None:
@@ -575,16 +631,17 @@ def build_ocb(pin: Pin, go: GoWork, out: Path) -> None:
 # Building into the cache
 
 
-def reported_version(path: Path) -> str:
-    """What ``<program> --version`` prints (stdout and stderr: kingpin used both over time)."""
-    done = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=60, check=False)
+def reported_version(path: Path, args: Sequence[str] = ("--version",)) -> str:
+    """What ``<program> --version`` (or ``args``) prints (stdout and stderr: kingpin used both over time)."""
+    done = subprocess.run([str(path), *args], capture_output=True, text=True, timeout=60, check=False)
     return (done.stdout + done.stderr).strip()
 
 
 def reports_version(text: str, version: str) -> bool:
-    """True when ``text`` says ``version <version>`` exactly: ``3.1.0`` is not ``3.1.0-rc.1`` nor
-    ``3.1.0.1``; build metadata after ``+`` (Debian's ``2.42.0+ds``) is not part of the version."""
-    return re.search(rf"\bversion {re.escape(version)}(?![\w.-])", text) is not None
+    """True when ``text`` says ``version <version>`` (or ``version: <version>``, as kube-score
+    does) exactly: ``3.1.0`` is not ``3.1.0-rc.1`` nor ``3.1.0.1``; build metadata after ``+``
+    (Debian's ``2.42.0+ds``) is not part of the version."""
+    return re.search(rf"\bversion:? {re.escape(version)}(?![\w.-])", text) is not None
 
 
 @contextlib.contextmanager
@@ -617,9 +674,10 @@ def _build_into(pin: Pin, staging: Path, log: Path) -> None:
         link_system(pin, out)
     else:
         with tempfile.TemporaryDirectory(prefix=f"store-metrics-peer-{pin.key}-") as tmp:
-            (build_ocb if pin.builder == "ocb" else build_go)(pin, GoWork(Path(tmp), log), out)
+            builder = {"ocb": build_ocb, "ours": build_ours}.get(pin.builder, build_go)
+            builder(pin, GoWork(Path(tmp), log), out)
     for name in pin.program_names:
-        text = reported_version(out / name)
+        text = reported_version(out / name, pin.version_args)
         if not reports_version(text, pin.version):
             raise PeerBuildError(f"{out / name} --version does not report {pin.version}: {text[:300]}")
 

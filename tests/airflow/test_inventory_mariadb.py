@@ -29,6 +29,7 @@ Not skipped: without the MariaDB binaries (``apt-get install mariadb-server``, w
 from __future__ import annotations
 
 import dataclasses
+import re
 import threading
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from support.inventory_world import (
     check_footprint,
     expected_totals,
     inventory,
+    role_sql,
 )
 from testbed.databases import ThrowawayMariaDB
 
@@ -117,3 +119,34 @@ def test_a_slow_database_costs_one_line_and_the_loop_recovers(
         world, tmp_path / "serve.log", lambda locked: _hold_lock(mariadb, 15.0, locked)
     )
     assert "max_statement_time" in warning
+
+
+@ON_MARIADB
+def test_the_helm_pages_read_only_user_reads_the_footprint_and_nothing_more(
+    world: World, mariadb: ThrowawayMariaDB
+) -> None:
+    """The MySQL/MariaDB user docs/deploy/helm.md creates for the inventory: the inventory reads the
+    same footprint as it, and it may not write to the store nor read Airflow's other tables."""
+    import MySQLdb
+
+    sql = role_sql("CREATE USER")
+    user, password = re.search(r"CREATE USER '(\w+)'@'%' IDENTIFIED BY '([^']+)'", sql).groups()  # type: ignore[union-attr]
+    owner = mariadb._connect_root()
+    try:
+        with owner.cursor() as cur:
+            for statement in filter(None, (s.strip() for s in sql.split(";"))):
+                cur.execute(statement)
+        owner.commit()
+    finally:
+        owner.close()
+    url = mariadb.url.replace("://airflow@", f"://{user}:{password}@", 1)
+    proc = inventory(dataclasses.replace(world, url=url))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
+    conn = MySQLdb.connect(host="127.0.0.1", port=mariadb.port, user=user, password=password, database="airflow")
+    try:
+        for statement in ("DELETE FROM task_state_store", "UPDATE asset SET uri = uri", "SELECT 1 FROM dag_run"):
+            with conn.cursor() as cur, pytest.raises(MySQLdb.OperationalError, match="denied"):
+                cur.execute(statement)
+    finally:
+        conn.close()

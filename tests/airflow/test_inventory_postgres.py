@@ -18,6 +18,9 @@ Skipped, with the reason, only when the PostgreSQL binaries (or psycopg2) are no
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import socket
 import threading
 import time
@@ -34,6 +37,7 @@ from support.inventory_world import (
     check_footprint,
     check_ui_reading,
     inventory,
+    role_sql,
     task_labels,
 )
 from testbed.databases import ThrowawayPostgres
@@ -151,3 +155,66 @@ class _ShutDoor:
 def test_the_ui_reads_each_dag_and_the_deployment_exactly_on_postgres(world: World) -> None:
     """The State store tab's one statement per DAG, and the deployment page's, on PostgreSQL."""
     check_ui_reading(world)
+
+
+@ON_POSTGRES
+def test_the_helm_pages_read_only_role_reads_the_footprint_and_nothing_more(
+    world: World, postgres: ThrowawayPostgres
+) -> None:
+    """The PostgreSQL role docs/deploy/helm.md creates for the inventory (the Secret the manifests
+    name by default): the inventory reads the same footprint through it, and it may not write to
+    the store nor read Airflow's other tables."""
+    import psycopg2
+
+    sql = role_sql("CREATE ROLE")
+    role = re.search(r"CREATE ROLE (\w+)", sql).group(1)  # type: ignore[union-attr]
+    owner = postgres.connect()
+    try:
+        with owner.cursor() as cur:
+            cur.execute(sql)
+        owner.commit()
+    finally:
+        owner.close()
+    url = world.url.replace("://airflow@", f"://{role}@", 1)
+    proc = inventory(world, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
+    conn = psycopg2.connect(host="127.0.0.1", port=postgres.port, user=role, dbname="airflow")
+    try:
+        for statement in ("DELETE FROM task_state_store", "UPDATE asset SET uri = uri", "SELECT 1 FROM dag_run"):
+            with conn.cursor() as cur, pytest.raises(psycopg2.errors.InsufficientPrivilege):
+                cur.execute(statement)
+            conn.rollback()
+    finally:
+        conn.close()
+
+
+#: As kubernetes/base/inventory.yaml runs the inventory: the whole file system read-only (the root
+#: remounted, AIRFLOW_HOME's airflow.cfg bound read-only at /mnt) but a fresh, small /tmp. The script
+#: first proves it cannot write outside /tmp (exit 3 otherwise).
+READ_ONLY_ROOT = """set -e
+home="$1"; shift
+mount --make-rprivate /
+mount --bind "$home" /mnt
+mount -o remount,bind,ro /mnt
+mount -o remount,bind,ro /
+mount -t tmpfs -o size=32m,mode=1777 tmpfs /tmp
+if touch /mnt/probe 2>/dev/null || touch /probe 2>/dev/null; then exit 3; fi
+exec "$@"
+"""
+
+
+@ON_POSTGRES
+def test_the_inventory_serves_from_a_read_only_root_filesystem(world: World, tmp_path: Path) -> None:
+    """The shipped pod's ``readOnlyRootFilesystem: true`` costs nothing: the footprint is served
+    exactly, with no warning, while nothing but /tmp can be written."""
+    if shutil.which("unshare") is None or os.geteuid() != 0:
+        pytest.skip("needs root and unshare (util-linux) for a mount namespace")
+    wrap = ["unshare", "--mount", "sh", "-c", READ_ONLY_ROOT, "sh", str(world.home)]
+    log = tmp_path / "serve.log"
+    with Served(world, log, wrap=wrap, AIRFLOW_HOME="/mnt", **FAST) as served:
+        samples = served.wait_up(1.0)
+        check_footprint(samples, world)
+        assert served.lines("WARNING") == [], served.text()
+        assert served.lines("ERROR") == [], served.text()
+    assert "Read-only file system" not in log.read_text()

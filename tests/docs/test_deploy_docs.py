@@ -166,10 +166,8 @@ def test_helm_page_extras_render_valid_objects(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     rendered = shell.applied()[-1]
     (deployment,) = [d for d in rendered if d["kind"] == "Deployment"]
-    (database,) = [
-        e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"] if "valueFrom" in e
-    ]
-    assert database["valueFrom"]["secretKeyRef"]["name"] == "store-metrics-inventory-db"
+    (config,) = [v for v in deployment["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    assert config["configMap"]["name"] == "my-airflow-config"
     operated = [d for d in rendered if d["apiVersion"] == "monitoring.coreos.com/v1"]
     assert {d["metadata"]["labels"]["release"] for d in operated} == {"my-monitoring"}
     assert operator_errors(operated, tmp_path) == []
@@ -193,13 +191,18 @@ def test_helm_page_secret_matches_the_patch_and_the_sql() -> None:
     argv = shlex.split(create)
     assert argv[4] == "store-metrics-inventory-db"
     url = next(a for a in argv if a.startswith("--from-literal=connection=")).split("=", 2)[2]
-    (sql,) = blocks("helm.md", "sql")
-    role, password = re.search(r"CREATE ROLE (\w+) LOGIN PASSWORD '([^']+)'", sql).groups()  # type: ignore[union-attr]
+    postgres, mysql = blocks("helm.md", "sql")
+    role, password = re.search(r"CREATE ROLE (\w+) LOGIN PASSWORD '([^']+)'", postgres).groups()  # type: ignore[union-attr]
     assert url.startswith(f"postgresql://{role}:{password}@")
-    granted = re.search(r"GRANT SELECT ON (.*) TO (\w+);", sql)
+    granted = re.search(r"GRANT SELECT ON (.*) TO (\w+);", postgres)
     assert granted and granted.group(2) == role
     # The tables the inventory reads (store_metrics/inventory/queries.py).
     assert set(granted.group(1).split(", ")) == {"task_state_store", "asset_state_store", "asset"}
+    user, same = re.search(r"CREATE USER '(\w+)'@'%' IDENTIFIED BY '([^']+)'", mysql).groups()  # type: ignore[union-attr]
+    assert (user, same) == (role, password)
+    tables = re.findall(rf"GRANT SELECT ON airflow\.(\w+) TO '{user}'@'%';", mysql)
+    assert sorted(tables) == ["asset", "asset_state_store", "task_state_store"]
+    assert mysql.count("GRANT") == 3
 
 
 def test_helm_page_merge_command_runs_as_written(tmp_path: Path) -> None:

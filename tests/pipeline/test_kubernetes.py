@@ -2,7 +2,7 @@
 
 For the default prefix (the repository's files) and another one (``myco.airflow``):
 
-* every core object (Deployment, Service, ConfigMap) passes Kubernetes' own OpenAPI schemas, strict
+* every core object (Deployment, Service, ConfigMap, NetworkPolicy) passes Kubernetes' own OpenAPI schemas, strict
   (an unknown field fails), for the oldest and the newest release ``kubernetes-validate`` bundles;
 * every Prometheus Operator object (PrometheusRule, ServiceMonitor, PodMonitor) passes the
   Operator's API types: their JSON schemas and, for unknown fields, their TypeScript interfaces
@@ -85,7 +85,7 @@ def named(root: Path, kind: str, name: str) -> dict[str, Any]:
 def test_core_objects_pass_kubernetes_schemas_strictly(tree: tuple[str, Path]) -> None:
     _, root = tree
     core = [d for d in objects(root) if d["apiVersion"] != OPERATOR_API]
-    assert {d["kind"] for d in core} == {"Deployment", "Service", "ConfigMap"}
+    assert {d["kind"] for d in core} == {"Deployment", "Service", "ConfigMap", "NetworkPolicy"}
     for release in KUBERNETES_RELEASES:
         for document in core:
             assert kubernetes_errors(document, release) == [], (release, document["metadata"]["name"])
@@ -247,7 +247,7 @@ def test_the_inventory_service_monitor_reaches_the_inventory_pods(tree: tuple[st
     (declared,) = [p for p in container["ports"] if p["name"] == port["targetPort"]]
     assert declared["containerPort"] == port["port"] == options.default("inventory_port")
     assert deployment["spec"]["replicas"] == 1
-    assert f"--port {options.default('inventory_port')}" in container["args"][-1]
+    assert container["args"][-2:] == ["--port", str(options.default("inventory_port"))]
     # The name and port collector/prometheus.yml scrapes.
     scrape = yaml.safe_load((root / "collector" / "prometheus.yml").read_text())["scrape_configs"]
     (job,) = [j for j in scrape if j["job_name"] == "store-metrics-inventory"]
@@ -256,8 +256,9 @@ def test_the_inventory_service_monitor_reaches_the_inventory_pods(tree: tuple[st
     assert container["image"] == helm.BUILT_IMAGE
     env = {e["name"]: e for e in container["env"]}
     assert env["AIRFLOW__STORE_METRICS__PREFIX"]["value"] == prefix
+    # its own read-only role's Secret (docs/deploy/helm.md creates it), not the chart's connection
     assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]["valueFrom"]["secretKeyRef"] == {
-        "name": "airflow-metadata",
+        "name": "store-metrics-inventory-db",
         "key": "connection",
     }
 

@@ -103,7 +103,7 @@ def serving(command: Sequence[str | Path], log: Path, ready_url: str, timeout: f
 
 @pytest.mark.parametrize(("pin", "name"), VERSIONED)
 def test_every_pinned_binary_reports_exactly_its_version(pin: peers.Pin, name: str) -> None:
-    text = peers.reported_version(program(pin, name))
+    text = peers.reported_version(program(pin, name), pin.version_args)
     assert peers.reports_version(text, pin.version), text
 
 
@@ -141,6 +141,9 @@ def test_the_version_check_is_exact() -> None:
     assert not peers.reports_version("otelcol-store-metrics version 0.161.0", "0.16.0")
     # build metadata is not part of the version: Debian's package of 2.42.0
     assert peers.reports_version("prometheus, version 2.42.0+ds (branch: debian/sid)", "2.42.0")
+    # kube-score's way
+    assert peers.reports_version("kube-score version: 1.20.0, commit: N/A, built: N/A", "1.20.0")
+    assert not peers.reports_version("kube-score version: development, commit: N/A", "1.20.0")
 
 
 # --- statsd_exporter ------------------------------------------------------------------------

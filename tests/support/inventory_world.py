@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from testbed.airflow import AirflowHome
 from testbed.ports import free_port
-from testbed.repository import python_path
+from testbed.repository import ROOT, python_path
 from testbed.waiting import wait_until
 
 DAY = 86400.0
@@ -337,12 +338,14 @@ def asset_labels(asset: str) -> tuple[tuple[str, str], ...]:
 class Served:
     """``store-metrics inventory --serve`` in a fresh process; its log on a file."""
 
-    def __init__(self, world: World, log: Path, **settings: str) -> None:
+    def __init__(self, world: World, log: Path, wrap: Sequence[str] = (), **settings: str) -> None:
+        """``wrap``: a command the inventory's command line is appended to (it runs it)."""
         self.port = free_port()
         self.log = log
         self._out = log.open("w")
         self.proc = subprocess.Popen(
             [
+                *wrap,
                 sys.executable,
                 "-m",
                 "store_metrics.commands.cli",
@@ -605,3 +608,11 @@ def check_ui_reading(world: World) -> None:
     assert read["deployment"]["users"] == {
         name: [dag_id] for dag_id, names in DAG_ASSETS.items() for name in names
     }
+
+
+def role_sql(starting: str) -> str:
+    """The SQL block of docs/deploy/helm.md that creates the inventory's read-only role and starts
+    with ``starting`` (``CREATE ROLE``: PostgreSQL; ``CREATE USER``: MySQL and MariaDB)."""
+    text = (ROOT / "docs" / "deploy" / "helm.md").read_text()
+    (block,) = [b for b in re.findall(r"^```sql\n(.*?)^```$", text, flags=re.M | re.S) if b.startswith(starting)]
+    return str(block)

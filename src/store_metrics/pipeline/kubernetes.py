@@ -6,7 +6,8 @@ the text of files other modules wrote, without reading it:
 * ``base/``: each rule file of ``collector/`` (``*rules.yml``) as a ``PrometheusRule`` whose
   ``spec`` is the file's text, unchanged; the Grafana dashboard as a ``ConfigMap`` value, byte for
   byte, labelled for Grafana's dashboard sidecar; ``store-metrics inventory --serve`` as a
-  Deployment, its Service and a ServiceMonitor; a ``kustomization.yaml`` listing them;
+  Deployment (at the Pod Security Standards' ``restricted`` profile), its Service, a ServiceMonitor
+  and a NetworkPolicy; a ``kustomization.yaml`` listing them;
 * ``statsd/``: ``base`` and a ServiceMonitor of the Helm chart's statsd_exporter (StatsD topology);
 * ``api-server/``: ``base`` and one PodMonitor of the API server workers, one endpoint per worker,
   and of the triggerer (``count_at = api_server``): one job for both, as on a VM.
@@ -156,6 +157,11 @@ def _base(files: Mapping[PurePosixPath, str], prefix: str) -> dict[PurePosixPath
             "prefix_note": note,
             "footprint_page": FOOTPRINT_PAGE,
         },
+    )
+    out[BASE / "networkpolicy-inventory.yaml"] = _render(
+        "networkpolicy-inventory.yaml",
+        prefix,
+        {"inventory_port": str(options.default("inventory_port"))},
     )
     resources = [path.name for path in out]
     out[BASE / "kustomization.yaml"] = _render(
