@@ -111,6 +111,7 @@ class Pin:
         return tuple(name for name, _ in self.programs)
 
 
+_PIN_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Pin)}
 _PROM = "github.com/prometheus/prometheus"
 _PROM_PROGRAMS = (("prometheus", f"{_PROM}/cmd/prometheus"), ("promtool", f"{_PROM}/cmd/promtool"))
 # remove_all_sd (Prometheus' own tag, README "Service discovery plugins"): only the static, file and
@@ -283,6 +284,11 @@ def recipe_digest(pin: Pin) -> str:
     fields = dataclasses.asdict(pin)
     fields.pop("why")
     fields.pop("roles")
+    # Fields added after the first pins were cached: left out at their defaults, so adding them
+    # rebuilt nothing.
+    for name in ("version_package", "version_args"):
+        if fields[name] == _PIN_DEFAULTS[name]:
+            fields.pop(name)
     fields["revision"] = RECIPE_REVISION
     if pin.builder == "ocb":
         fields["manifest"] = OCB_TEMPLATE.read_text()
