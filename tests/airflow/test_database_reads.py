@@ -9,15 +9,12 @@ why SECURITY.md asks for a role that may only ``SELECT``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import Table, create_engine
+from sqlalchemy import create_engine
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.sql import visitors
 
 from store_metrics.catalogue import Store
 from store_metrics.inventory.database import Database
@@ -28,6 +25,7 @@ from store_metrics.inventory.queries import (
     dag_totals_statement,
     statement,
 )
+from support.sql_tables import tables
 from testbed.databases import ThrowawayPostgres
 
 #: What the State store tab and page read (SECURITY.md names them).
@@ -39,14 +37,6 @@ UI_TABLES = {
     "task_outlet_asset_reference",
     "task_inlet_asset_reference",
 }
-
-
-def tables(stmt: Any) -> set[str]:
-    """Every table the statement names: its elements, and its SQL's ``FROM``s and ``JOIN``s (a
-    relationship's association table appears only there)."""
-    named = {e.name for e in visitors.iterate(stmt) if isinstance(e, Table)}
-    in_sql = re.findall(r"(?:FROM|JOIN)\s+\(?\s*([a-z_]+)\b", str(stmt))
-    return named | set(in_sql)
 
 
 def test_the_state_store_views_read_six_tables_and_the_inventory_three() -> None:
