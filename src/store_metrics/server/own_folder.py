@@ -65,7 +65,7 @@ def open_own(path: Path) -> int:
 
 
 def _check(st: os.stat_result, path: Path) -> None:
-    uid = os.getuid()
+    uid = os.geteuid()
     if not stat.S_ISDIR(st.st_mode):
         raise NotOwnFolder(errno.ENOTDIR, "not a folder", str(path))
     if st.st_uid != uid:
@@ -79,7 +79,7 @@ def _check(st: os.stat_result, path: Path) -> None:
 def own_files(folder: int, pattern: re.Pattern[str]) -> Iterator[tuple[str, os.stat_result]]:
     """The regular files of this user in the folder ``folder`` (a descriptor) whose names match
     ``pattern``, with their ``lstat``: what a clean-up may remove (``os.unlink(name, dir_fd=folder)``)."""
-    uid = os.getuid()
+    uid = os.geteuid()
     with os.scandir(folder) as entries:
         for entry in entries:
             if not pattern.fullmatch(entry.name):
