@@ -150,10 +150,11 @@ class HostClaims:
         if now - self._swept < self.sweep_every:
             return
         self._swept = now
-        for name, st in own_folder.own_files(folder, CLAIM_NAMES):
-            if now - st.st_mtime > self.ttl:
-                with suppress(OSError):  # another worker swept it first
-                    os.unlink(name, dir_fd=folder)
+        with suppress(OSError):  # the claim is made: a sweep that fails waits for the next hour
+            for name, st in own_folder.own_files(folder, CLAIM_NAMES):
+                if now - st.st_mtime > self.ttl:
+                    with suppress(OSError):  # another worker swept it first
+                        os.unlink(name, dir_fd=folder)
 
 
 def _claim_in(folder: int, name: str, text: str) -> bool:
