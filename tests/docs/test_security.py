@@ -74,7 +74,6 @@ CLAIMS: dict[str, list[str]] = {
             "test_a_planted_link_at_the_claims_folder_is_not_followed_and_the_clean_up_spares_what_it_points_to",
             "test_a_plain_file_at_the_claims_folder_still_lets_the_retry_be_counted",
             "test_a_claims_folder_that_is_not_this_users_own_is_not_trusted",
-            "test_a_new_claims_folder_is_made_private",
             "test_the_clean_up_removes_only_old_claims_it_made",
             "test_on_a_full_disk_no_empty_claim_is_left_and_the_retry_is_counted",
             "test_a_planted_link_at_the_slots_folder_is_not_followed",

@@ -113,6 +113,10 @@ def test_a_plain_file_at_the_claims_folder_still_lets_the_retry_be_counted(
     assert planted.read_text() == "a file where the folder should be"
     assert "no host-wide claims of retried attempts" in caplog.text and "not a folder" in caplog.text
 
+    planted.unlink()  # once the path is free, the folder is made: this user's alone
+    assert HostClaims(planted).claim(uuid.uuid4())
+    assert planted.stat().st_mode & 0o777 == 0o700
+
 
 @pytest.mark.parametrize(
     ("owner", "mode", "why"),
@@ -146,12 +150,6 @@ def test_a_claims_folder_that_is_not_this_users_own_is_not_trusted(  # noqa: PLR
     assert counted == 1
     assert [p.name for p in folder.iterdir()] == [str(attempt)]  # nothing written there
     assert why in caplog.text and caplog.text.count("no host-wide claims") == 1
-
-
-def test_a_new_claims_folder_is_made_private(tmp_path: Path) -> None:
-    claims = HostClaims(tmp_path / "claims")
-    assert claims.claim(uuid.uuid4())
-    assert (tmp_path / "claims").stat().st_mode & 0o777 == 0o700
 
 
 def test_the_clean_up_removes_only_old_claims_it_made(tmp_path: Path) -> None:
