@@ -47,6 +47,8 @@ class Guarded(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.expected = expected
         self.seen: list[str | None] = []
+        #: Answer every query with a redirect there (another server).
+        self.redirect_to = ""
 
     @property
     def url(self) -> str:
@@ -61,6 +63,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         got = self.headers.get("Authorization")
         self.server.seen.append(got)
+        if self.server.redirect_to:
+            self.send_response(307)
+            self.send_header("Location", f"{self.server.redirect_to}/api/v1/query")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if got != self.server.expected:
             body, status = b'{"status":"error","error":"unauthorized"}', 401
         else:
@@ -162,6 +170,21 @@ def test_an_unreadable_credentials_file_is_named_on_the_page_and_its_path_only_i
     shown = calls_of(settings(ui_prometheus_url=bearer.url, ui_prometheus_bearer_token_file=missing))
     assert shown == (None, "the file of [store_metrics] ui_prometheus_bearer_token_file could not be read")
     assert bearer.seen == []  # nothing sent without the credentials
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[Guarded]:
+    yield from serve(Guarded("anything"))
+
+
+def test_a_redirect_is_not_followed_so_the_token_goes_nowhere_else(
+    bearer: Guarded, elsewhere: Guarded, tmp_path: Path
+) -> None:
+    bearer.redirect_to = elsewhere.url
+    token = secret(tmp_path, "token", TOKEN)
+    options = settings(ui_prometheus_url=bearer.url, ui_prometheus_bearer_token_file=token)
+    assert calls_of(options) == (None, "Prometheus refused the query (HTTP 307)")
+    assert elsewhere.seen == []
 
 
 # -- TLS with a CA of the deployment's own ----------------------------------------------------------------

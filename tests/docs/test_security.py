@@ -88,6 +88,7 @@ CLAIMS: dict[str, list[str]] = {
             "test_the_tab_reads_a_prometheus_that_wants_a_bearer_token_only_with_the_tokens_file",
             "test_the_tab_reads_a_prometheus_behind_basic_authentication",
             "test_the_tab_reads_a_prometheus_over_tls_with_the_deployments_own_ca",
+            "test_a_redirect_is_not_followed_so_the_token_goes_nowhere_else",
         )
     ],
 }

@@ -15,6 +15,7 @@ as ``[store_metrics]`` options:
 
 Secrets are read from files, never from the option itself (it would show in ``airflow config
 list``), at every query: a rotated token (a Kubernetes projected one) is picked up without a restart.
+Redirects are not followed (they would carry the credentials to wherever they point).
 
 A failure is a :class:`PrometheusError`: its text names the kind of problem (what the pages show any
 signed-in user: never a host, an address or the server's own words), :attr:`PrometheusError.detail`
@@ -85,8 +86,9 @@ class Prometheus:
             data=urllib.parse.urlencode({"query": expr}).encode(),
             headers={"Accept": "application/json", **self._authorization()},
         )
+        opener = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=self._tls()))
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout, context=self._tls()) as response:
+            with opener.open(request, timeout=self.timeout) as response:
                 body = json.loads(response.read())
         except urllib.error.HTTPError as exc:  # Prometheus answers 400/422/503 with a JSON error
             shown = UNAUTHORIZED if exc.code in (401, 403) else REFUSED
@@ -127,6 +129,13 @@ class Prometheus:
         except (OSError, ssl.SSLError) as exc:
             option = "ui_prometheus_ca_file"
             raise PrometheusError(UNREADABLE.format(option=option), f"{option}: {exc}") from None
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as the HTTP status it is: the credentials never follow it elsewhere."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
 
 
 def _secret(path: str, option: str) -> str:
