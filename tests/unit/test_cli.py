@@ -29,8 +29,11 @@ def test_check_sends_one_increment_to_statsd(udp_receiver: UdpReceiver) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"backend: statsd udp://127.0.0.1:{udp_receiver.port}" in proc.stdout
     # The option column fits the longest option name.
-    assert "\n  port                   = " in proc.stdout and "([store_metrics] port)" in proc.stdout
-    assert "\n  flush_timeout          = 2.0 " in proc.stdout
+    from store_metrics.config.options import CONFIG_OPTIONS
+
+    width = max(len(option.name) for option in CONFIG_OPTIONS)
+    assert f"\n  {'port':<{width}} = " in proc.stdout and "([store_metrics] port)" in proc.stdout
+    assert f"\n  {'flush_timeout':<{width}} = 2.0 " in proc.stdout
     assert udp_receiver.wait_for_lines(1) == ["airflow.store_metrics.check:1|c"]
 
 

@@ -359,6 +359,52 @@ OPTIONS: Final[tuple[Option, ...]] = (
         default_doc="empty (no calls shown)",
     ),
     Option(
+        "ui_prometheus_bearer_token_file",
+        validate.file_path,
+        "",
+        "an absolute path, or empty",
+        "a file holding the bearer token the API server sends to `ui_prometheus_url` "
+        "(`Authorization: Bearer`), read at each query so a rotated token is picked up; as "
+        "Prometheus's `authorization.credentials_file`",
+        default_doc="empty (no token)",
+    ),
+    Option(
+        "ui_prometheus_basic_auth_user",
+        _text,
+        "",
+        "a user name, or empty",
+        "the user of HTTP basic authentication to `ui_prometheus_url` (Grafana's `basicAuthUser`); "
+        "needs `ui_prometheus_basic_auth_password_file`",
+        default_doc="empty (no basic authentication)",
+    ),
+    Option(
+        "ui_prometheus_basic_auth_password_file",
+        validate.file_path,
+        "",
+        "an absolute path, or empty",
+        "a file holding the password of `ui_prometheus_basic_auth_user`, read at each query; as "
+        "Prometheus's `basic_auth.password_file`",
+        default_doc="empty",
+    ),
+    Option(
+        "ui_prometheus_ca_file",
+        validate.file_path,
+        "",
+        "an absolute path, or empty",
+        "the CA certificates (PEM) an `https://` `ui_prometheus_url`'s certificate is checked "
+        "against, instead of the system's (Grafana's `tlsCACert`, Prometheus's `tls_config.ca_file`)",
+        default_doc="empty (the system's CAs)",
+    ),
+    Option(
+        "ui_prometheus_tls_skip_verify",
+        validate.boolean,
+        False,
+        "`true` / `false`",
+        "`true`: no check of an `https://` `ui_prometheus_url`'s certificate (Grafana's "
+        "`tlsSkipVerify`): anyone on the path can then read the queries and the token; for a test "
+        "setup only",
+    ),
+    Option(
         "ui_grafana_url",
         validate.http_url,
         "",
@@ -468,6 +514,11 @@ EXAMPLES: Final[dict[str, str]] = {
     "ui_cache_ttl": "60",
     "ui_timeout": "5",
     "ui_prometheus_url": "http://prometheus-operated.monitoring:9090",
+    "ui_prometheus_bearer_token_file": "/var/run/secrets/prometheus/token",
+    "ui_prometheus_basic_auth_user": "airflow-ui",
+    "ui_prometheus_basic_auth_password_file": "/var/run/secrets/prometheus/password",
+    "ui_prometheus_ca_file": "/etc/ssl/prometheus/ca.pem",
+    "ui_prometheus_tls_skip_verify": "false",
     "ui_grafana_url": "https://grafana.example.com",
 }
 

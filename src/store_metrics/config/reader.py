@@ -62,6 +62,11 @@ class OptionValues:
     ui_cache_ttl: float = default("ui_cache_ttl")
     ui_timeout: float = default("ui_timeout")
     ui_prometheus_url: str = default("ui_prometheus_url")
+    ui_prometheus_bearer_token_file: str = default("ui_prometheus_bearer_token_file")
+    ui_prometheus_basic_auth_user: str = default("ui_prometheus_basic_auth_user")
+    ui_prometheus_basic_auth_password_file: str = default("ui_prometheus_basic_auth_password_file")
+    ui_prometheus_ca_file: str = default("ui_prometheus_ca_file")
+    ui_prometheus_tls_skip_verify: bool = default("ui_prometheus_tls_skip_verify")
     ui_grafana_url: str = default("ui_grafana_url")
     #: Where each value came from, for ``store-metrics check``.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -198,7 +203,32 @@ def read_options(read: OptionReader | None = None, environ: Mapping[str, str] | 
         if option.name == "backend":
             backend, reason = _concrete_backend(values["backend"], read)
             values["backend"] = backend
+    _check_prometheus_auth(values)
     return OptionValues(**values, sources=sources, backend_reason=reason)
+
+
+def _check_prometheus_auth(values: Mapping[str, Any]) -> None:
+    """One way to authenticate to the UI's Prometheus, and basic authentication whole."""
+    token, user = values["ui_prometheus_bearer_token_file"], values["ui_prometheus_basic_auth_user"]
+    password = values["ui_prometheus_basic_auth_password_file"]
+    if token and (user or password):
+        raise ConfigError(
+            "ui_prometheus_bearer_token_file",
+            token,
+            "empty when ui_prometheus_basic_auth_user is set (one way to authenticate to Prometheus)",
+        )
+    if user and not password:
+        raise ConfigError(
+            "ui_prometheus_basic_auth_password_file",
+            password,
+            "an absolute path to the password's file when ui_prometheus_basic_auth_user is set",
+        )
+    if password and not user:
+        raise ConfigError(
+            "ui_prometheus_basic_auth_user",
+            user,
+            "a user name when ui_prometheus_basic_auth_password_file is set",
+        )
 
 
 def _concrete_backend(backend: str, read: OptionReader) -> tuple[str, str]:

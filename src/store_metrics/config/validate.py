@@ -113,3 +113,13 @@ def http_url(option: str, value: object) -> str:
     if any(c.isspace() for c in text):
         raise ConfigError(option, value, accepted)
     return text.rstrip("/")
+
+
+def file_path(option: str, value: object) -> str:
+    """An absolute path (the file is read when used, where it is mounted); empty means "not set"."""
+    text = str(value).strip()
+    if not text:
+        return ""
+    if not text.startswith("/") or "\0" in text:
+        raise ConfigError(option, value, "an absolute path to a file, or empty (not set)")
+    return text

@@ -5,8 +5,9 @@ pool and ``pool_pre_ping`` of ``[database]``), so it reaches the database exactl
 scheduler does and reconnects on its own after the database comes back.
 
 Each query (:meth:`Database.read` for the inventory, :meth:`Database.fetch` for any aggregate
-statement, e.g. the UI's per-DAG one) runs in its own short read-only transaction under a statement
-timeout:
+statement, e.g. the UI's per-DAG one) runs in its own short transaction, rolled back, under a
+statement timeout; read-only on PostgreSQL only (the other dialects get the timeout alone, so the
+role it connects as should only ``SELECT``):
 
 * PostgreSQL — ``SET TRANSACTION READ ONLY`` and ``SET LOCAL statement_timeout`` (the server
   cancels the statement, lock waits included; ``LOCAL`` ends with the transaction, so the pooled

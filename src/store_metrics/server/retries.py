@@ -12,11 +12,18 @@ runs longer than a few seconds. Two layers make it one count per attempt:
 
 * :class:`FirstReads`, per worker, on the event loop: the outcome of the first answered read this
   worker saw of each task instance, taken once (bounded, least recently used dropped first);
-* :class:`HostClaims`, per host: one file per decided attempt in the temp directory (``TMPDIR``),
-  created with ``O_CREAT | O_EXCL``, so exactly one of the host's workers (the first to claim)
-  counts it; made on a lookup thread (a file system call never runs on the event loop), as the
-  worker slots are files there (:mod:`.worker_slot`). The file holds the claimant's process id and
-  what it counted. Claims older than :data:`CLAIM_TTL` are swept.
+* :class:`HostClaims`, per host: one file per decided attempt in a folder of this user's own in
+  the temp directory (``TMPDIR``; checked by :mod:`.own_folder`: owner, mode, not a link), so
+  exactly one of the host's workers (the first to claim) counts it; made on a lookup thread (a file
+  system call never runs on the event loop), as the worker slots are files there
+  (:mod:`.worker_slot`). The file holds the claimant's process id and what it counted: written
+  under a name of its own first, then linked to the attempt's name (``link`` fails if that name
+  exists, as ``O_EXCL`` would), so a claim is whole or absent, never empty (a full disk). Claims
+  older than :data:`CLAIM_TTL` are swept: only regular files of this user named as claims.
+
+Where no claim can be made (no usable temp directory, a folder that is not this user's own, a full
+disk) each worker decides alone, said once: an attempt whose reads reach two workers of the host
+may then count twice, never zero times.
 
 A worker claims an attempt once its first answered read has been seen and the attempt is known to
 be a retry (its lookup answered): the first read's worker claims first unless that lookup takes
@@ -32,14 +39,17 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
+import re
+import secrets
 import time
 from collections import OrderedDict
+from contextlib import suppress
 from pathlib import Path
 from typing import Final
 from uuid import UUID
 
 from .. import logs
+from . import own_folder
 
 #: Task instances whose first read one worker remembers (least recently used ones are dropped):
 #: an entry is the id and a small int, about 150 bytes, so at most ~1.5 MB per worker.
@@ -51,6 +61,9 @@ CLAIM_TTL: Final = 7 * 24 * 3600.0
 SWEEP_EVERY: Final = 3600.0
 
 _DECIDED: Final = -1
+_UUID = "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+#: The names this module makes in its folder: claims (an attempt's id) and claims being written.
+CLAIM_NAMES: Final = re.compile(f"{_UUID}(\\.[0-9a-f]+\\.part)?")
 
 
 class FirstReads:
@@ -84,7 +97,7 @@ class FirstReads:
 
 
 def _claims_dir() -> Path:
-    return Path(tempfile.gettempdir()) / f"store-metrics-retry-claims-{os.getuid()}"
+    return own_folder.temp_path("store-metrics-retry-claims")
 
 
 class HostClaims:
@@ -93,7 +106,8 @@ class HostClaims:
     def __init__(
         self, directory: Path | None = None, *, ttl: float = CLAIM_TTL, sweep_every: float = SWEEP_EVERY
     ) -> None:
-        self.directory = directory or _claims_dir()
+        #: The claims' folder; ``None``: ``store-metrics-retry-claims-<uid>`` in the temp directory.
+        self.directory = directory
         self.ttl = ttl
         self.sweep_every = sweep_every
         self._swept = 0.0
@@ -102,42 +116,65 @@ class HostClaims:
         """Whether this worker is the host's first to claim ``ident`` (it then counts the attempt as
         resumed if ``found``, else as started over; the file says which, and who).
 
-        Where no claim can be made (no writable temp directory) every worker decides alone: an
-        attempt whose reads reach two workers of the host may then count twice. Said once.
+        Where no claim can be made (no usable temp directory, a folder that is not this user's own,
+        a full disk) every worker decides alone: an attempt whose reads reach two workers of the
+        host may then count twice. Said once.
         """
         try:
-            self.directory.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(self.directory / str(ident), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return False
+            folder = own_folder.open_own(self.directory or _claims_dir())
         except OSError as exc:
-            logs.once(
-                "server:retry_claims",
-                logging.WARNING,
-                "store-metrics: no host-wide claims of retried attempts (%s): each API server worker "
-                "decides alone whether a retry resumed",
-                exc,
-            )
-            return True
+            return self._alone(exc)
         try:
-            os.write(fd, f"{os.getpid()} {'resumed' if found else 'not_resumed'}\n".encode())
+            if not _claim_in(folder, str(ident), f"{os.getpid()} {'resumed' if found else 'not_resumed'}\n"):
+                return False
+            self._sweep(folder)
+            return True
+        except OSError as exc:
+            return self._alone(exc)
         finally:
-            os.close(fd)
-        self._sweep()
+            os.close(folder)
+
+    @staticmethod
+    def _alone(exc: OSError) -> bool:
+        logs.once(
+            "server:retry_claims",
+            logging.WARNING,
+            "store-metrics: no host-wide claims of retried attempts (%s): each API server worker "
+            "decides alone whether a retry resumed",
+            exc,
+        )
         return True
 
-    def _sweep(self) -> None:
+    def _sweep(self, folder: int) -> None:
         now = time.time()
         if now - self._swept < self.sweep_every:
             return
         self._swept = now
+        with suppress(OSError):  # the claim is made: a sweep that fails waits for the next hour
+            for name, st in own_folder.own_files(folder, CLAIM_NAMES):
+                if now - st.st_mtime > self.ttl:
+                    with suppress(OSError):  # another worker swept it first
+                        os.unlink(name, dir_fd=folder)
+
+
+def _claim_in(folder: int, name: str, text: str) -> bool:
+    """Make the claim ``name`` holding ``text`` in ``folder``, whole: ``False`` if it was there.
+    Raises :class:`OSError` when it cannot be written (nothing is left behind then)."""
+    part = f"{name}.{secrets.token_hex(4)}.part"
+    data = text.encode()
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | own_folder.NO_FOLLOW, 0o600, dir_fd=folder)
+    try:
         try:
-            entries = list(os.scandir(self.directory))
-        except OSError:
-            return
-        for entry in entries:
-            try:
-                if now - entry.stat().st_mtime > self.ttl:
-                    os.unlink(entry.path)
-            except OSError:
-                continue  # another worker swept it first
+            written = os.write(fd, data)
+        finally:
+            os.close(fd)
+        if written != len(data):  # a full disk or a file size limit: no claim rather than a torn one
+            raise OSError(f"a short write ({written} of {len(data)} bytes)")
+        try:
+            os.link(part, name, src_dir_fd=folder, dst_dir_fd=folder, follow_symlinks=False)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        with suppress(OSError):
+            os.unlink(part, dir_fd=folder)

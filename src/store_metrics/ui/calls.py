@@ -15,20 +15,17 @@ resume rate, ``retry_resumed / (retry_resumed + retry_not_resumed)``.
 The inventory's own health (``store-metrics inventory``'s footprint age and up gauges) comes from
 the same Prometheus, for the deployment page.
 
-Only the standard library talks to Prometheus (``POST /api/v1/query``), with ``ui_timeout``.
+Only the standard library talks to Prometheus (``POST /api/v1/query``), with ``ui_timeout`` and the
+authentication and TLS of :mod:`.prometheus`.
 """
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Final
 
 from ..catalogue import (
     DAG_ID,
@@ -45,6 +42,9 @@ from ..catalogue import (
 )
 from ..naming import sanitize_tag_value
 from ..pipeline import records
+from .prometheus import Prometheus, PrometheusError
+
+__all__ = ["Prometheus", "PrometheusError"]  # where the pages' calls come from, and what fails
 
 #: The windows the tab offers, and how long each is.
 WINDOWS: Final[dict[str, int]] = {"1h": 3600, "6h": 6 * 3600, "1d": 86400, "7d": 7 * 86400}
@@ -56,10 +56,6 @@ COUNTERS: Final[tuple[tuple[Store, Outcome], ...]] = tuple(
 #: The ``outcome`` label of the recorded retried attempts: ``retry_resumed``, ``retry_not_resumed``.
 RETRY_OUTCOMES: Final[tuple[str, ...]] = tuple(m.name.rsplit(".", 1)[1] for m in RETRY_METRICS)
 RESUMED: Final = RETRY_RESUMED.name.rsplit(".", 1)[1]
-
-
-class PrometheusError(Exception):
-    """Prometheus could not be reached, or refused the query."""
 
 
 def _label_value(text: str) -> str:
@@ -86,32 +82,6 @@ def calls_expr(dag_id: str, window: str, prefix: str) -> str:
     )
 
 
-def query(url: str, expr: str, timeout: float) -> list[dict[str, Any]]:
-    """An instant query at Prometheus's now: the samples of its vector result."""
-    request = urllib.request.Request(
-        f"{url}/api/v1/query",
-        data=urllib.parse.urlencode({"query": expr}).encode(),
-        headers={"Accept": "application/json"},
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = json.loads(response.read())
-    except urllib.error.HTTPError as exc:  # Prometheus answers 400/422/503 with a JSON error
-        raise PrometheusError(f"HTTP {exc.code}: {_error_of(exc)}") from None
-    except (OSError, ValueError) as exc:
-        raise PrometheusError(f"{type(exc).__name__}: {exc}") from None
-    if body.get("status") != "success" or body.get("data", {}).get("resultType") != "vector":
-        raise PrometheusError(str(body.get("error") or body)[:300])
-    return list(body["data"]["result"])
-
-
-def _error_of(exc: urllib.error.HTTPError) -> str:
-    try:
-        return str(json.loads(exc.read()).get("error", exc.reason))[:300]
-    except (OSError, ValueError):
-        return str(exc.reason)
-
-
 @dataclass(frozen=True)
 class Calls:
     """A DAG's calls in a window: task_id (as the counters carry it) -> "store.outcome" -> calls."""
@@ -129,12 +99,12 @@ def counter_key(store: Store, outcome: Outcome) -> str:
     return f"{store.value}.{outcome.value}"
 
 
-def read_calls(url: str, dag_id: str, window: str, prefix: str, timeout: float) -> Calls:
+def read_calls(prometheus: Prometheus, dag_id: str, window: str, prefix: str) -> Calls:
     """One query over ``prefix``'s recorded calls; raises :class:`PrometheusError`."""
     expr = calls_expr(dag_id, window, prefix)
     tasks: dict[str, dict[str, float]] = defaultdict(dict)
     retries: dict[str, dict[str, float]] = defaultdict(dict)
-    for sample in query(url, expr, timeout):
+    for sample in prometheus.query(expr):
         labels = sample["metric"]
         outcome, task_id = labels.get("outcome", ""), labels.get(TASK_ID, "")
         value = float(sample["value"][1])
@@ -168,10 +138,10 @@ class InventoryHealth:
     up: Mapping[str, bool]
 
 
-def read_inventory_health(url: str, prefix: str, timeout: float) -> InventoryHealth:
+def read_inventory_health(prometheus: Prometheus, prefix: str) -> InventoryHealth:
     """Two small queries (the freshest replica's age, any replica up); raises :class:`PrometheusError`."""
-    age = query(url, f"min by ({STORE}) ({INVENTORY_FOOTPRINT_AGE.prometheus_name(prefix)})", timeout)
-    up = query(url, f"max by ({STORE}) ({INVENTORY_UP.prometheus_name(prefix)})", timeout)
+    age = prometheus.query(f"min by ({STORE}) ({INVENTORY_FOOTPRINT_AGE.prometheus_name(prefix)})")
+    up = prometheus.query(f"max by ({STORE}) ({INVENTORY_UP.prometheus_name(prefix)})")
     return InventoryHealth(
         age_seconds={s["metric"].get(STORE, ""): float(s["value"][1]) for s in age},
         up={s["metric"].get(STORE, ""): float(s["value"][1]) == 1 for s in up},

@@ -5,6 +5,10 @@ cached for ``ui_cache_ttl`` seconds (:class:`~.cache.TtlCache`): a DAG's footpri
 deployment's once, the calls per DAG and window. A query that fails never raises out of here: the
 answer carries the problem (and the last good value, if there was one), and the problem is logged
 once until the source works again (:class:`store_metrics.logs.Outage`).
+
+What the pages show of a failure is its kind (:data:`DATABASE_PROBLEMS`, the kinds of
+:mod:`.prometheus`): any signed-in user reads it, so never a host, a user name, an address or a
+server's own message. The details go to the API server's log.
 """
 
 from __future__ import annotations
@@ -14,18 +18,25 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 from .. import logs
 from ..config.reader import OptionValues, read_options
 from ..errors import ConfigError
-from ..inventory.database import Database, problem_of, short
+from ..inventory.database import FAILED, TIMEOUT, UNAVAILABLE, Database, problem_of, short
 from .cache import TtlCache
-from .calls import Calls, InventoryHealth, PrometheusError, read_calls, read_inventory_health
+from .calls import Calls, InventoryHealth, read_calls, read_inventory_health
+from .prometheus import Prometheus, PrometheusError
 from .reading import DagFootprint, Deployment, read_dag, read_deployment
 
 T = TypeVar("T")
 LOG_KEY = "ui:"
+#: What the pages show of a failed database read, by :func:`~store_metrics.inventory.database.problem_of`.
+DATABASE_PROBLEMS: Final[dict[str, str]] = {
+    TIMEOUT: "the metadata database did not answer within ui_timeout",
+    UNAVAILABLE: "the metadata database could not be reached",
+    FAILED: "the metadata database could not run the query",
+}
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,10 @@ class Sources:
     def prometheus_url(self) -> str:
         return self.options.ui_prometheus_url
 
+    @property
+    def prometheus(self) -> Prometheus:
+        return Prometheus.from_options(self.options)
+
     # -- the metadata database ------------------------------------------------------------------
 
     def dag(self, dag_id: str) -> Answer[DagFootprint]:
@@ -101,7 +116,7 @@ class Sources:
         return self._answer(
             self._calls,
             (dag_id, window),
-            lambda: read_calls(self.prometheus_url, dag_id, window, s.prefix, s.ui_timeout),
+            lambda: read_calls(self.prometheus, dag_id, window, s.prefix),
             self._prometheus,
         )
 
@@ -112,7 +127,7 @@ class Sources:
         return self._answer(
             self._health,
             "all",
-            lambda: read_inventory_health(self.prometheus_url, s.prefix, s.ui_timeout),
+            lambda: read_inventory_health(self.prometheus, s.prefix),
             self._prometheus,
         )
 
@@ -143,21 +158,24 @@ class _Source:
         self.outage = logs.Outage(f"{LOG_KEY}{name}:")
 
     def failed(self, exc: Exception) -> str:
-        """Log the failure once per kind and outage; return the problem as the page shows it."""
+        """Log the failure, with its details, once per kind and outage; return its kind, as the
+        pages show it."""
         if isinstance(exc, PrometheusError):
-            kind, problem = "query", str(exc)
+            kind, shown, detail = exc.kind, str(exc), exc.detail
         else:
             kind = problem_of(exc)
-            problem = f"{kind}: {short(exc)}"
+            shown, detail = DATABASE_PROBLEMS[kind], short(exc)
         self.outage.failed(
             kind,
             logging.WARNING,
-            "store-metrics UI: %s failed (%s); the pages show the last good answer, if any "
-            "(said once until it works again)",
+            "store-metrics UI: %s failed (%s: %s); the pages show the last good answer, if any, and "
+            "that %s (said once until it works again)",
             self.what,
-            problem,
+            kind,
+            detail,
+            shown,
         )
-        return problem
+        return shown
 
     def worked(self) -> None:
         self.outage.recovered("store-metrics UI: %s works again", self.what)

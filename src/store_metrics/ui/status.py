@@ -8,7 +8,8 @@ import re
 
 from ..catalogue import metric_for
 from ..config.reader import OptionValues
-from .calls import COUNTERS, PrometheusError, query
+from .calls import COUNTERS
+from .prometheus import Prometheus, PrometheusError
 from .routes import NAME, PAGE_ROUTE, TAB_ROUTE
 
 
@@ -27,10 +28,12 @@ def check_lines(options: OptionValues) -> list[str]:
         names = "|".join(re.escape(name) for name in series)
         expr = f'count by (__name__) ({{__name__=~"{names}"}})'
         try:
-            held = len(query(url, expr, options.ui_timeout))
+            held = len(Prometheus.from_options(options).query(expr))
             lines.append(f"ui: Prometheus at {url} answers; it holds {held} of the {len(series)} counters")
         except PrometheusError as exc:
-            lines.append(f"ui: warning: Prometheus at {url} does not answer ({exc}): the tab will say so")
+            lines.append(
+                f"ui: warning: Prometheus at {url} does not answer ({exc.detail}): the tab will say {exc}"
+            )
     if options.ui_grafana_url:
         lines.append(f"ui: the tab links to Grafana at {options.ui_grafana_url}")
     return lines

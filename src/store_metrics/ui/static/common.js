@@ -165,6 +165,12 @@ export async function getJson(url) {
   return response.json();
 }
 
+// A problem as the JSON names it (its kind: the details are only in the API server's log).
+export function problemText(problem, then = "") {
+  const said = problem.charAt(0).toUpperCase() + problem.slice(1);
+  return `${said} (the details are in the API server's log). ${then}`.trim();
+}
+
 export function refusal(error, what) {
   if (error.status === 401) return "Your Airflow session has ended: log in again, then reload this page.";
   if (error.status === 403) return `You may not read ${what}: Airflow's permissions do not let you see it.`;

@@ -10,6 +10,7 @@ import {
   freshness,
   getJson,
   notice,
+  problemText,
   ratio,
   refusal,
   replace,
@@ -120,7 +121,7 @@ async function loadCalls(window_) {
     const data = await getJson(`${api}/calls?window=${encodeURIComponent(window_)}`);
     replace(
       "calls",
-      data.problem ? notice("warn", `Prometheus: ${data.problem}`) : null,
+      data.problem ? notice("warn", problemText(data.problem)) : null,
       callsTable(data),
       el(
         "p",
@@ -161,7 +162,7 @@ async function main() {
   replace("links", links);
   replace(
     "problems",
-    data.problem ? notice("warn", `The metadata database did not answer: ${data.problem}. ${data.read_at ? "Showing the last reading." : ""}`) : null,
+    data.problem ? notice("warn", problemText(data.problem, data.read_at ? "Showing the last reading." : "")) : null,
     data.config_problem ? notice("warn", `[store_metrics] configuration: ${data.config_problem}`) : null,
   );
   replace("summary", summary(data.totals));

@@ -10,6 +10,7 @@ import {
   freshness,
   getJson,
   notice,
+  problemText,
   refusal,
   replace,
 } from "./common.js";
@@ -87,7 +88,7 @@ function inventory(data) {
       "This page reads the tables itself. The freshness of store-metrics inventory (the exporter behind the footprint gauges and alerts) shows here with [store_metrics] ui_prometheus_url set.",
     );
   }
-  if (inv.problem) return notice("warn", `Prometheus: ${inv.problem}`);
+  if (inv.problem) return notice("warn", problemText(inv.problem));
   const stores = Object.entries(inv.stores);
   if (stores.length === 0) return el("p", { class: "muted", "data-field": "inventory" }, "Prometheus holds no store-metrics inventory gauges: is store-metrics inventory --serve running and scraped?");
   return el(
@@ -118,7 +119,7 @@ async function main() {
   const task = data.totals.task || { entries: 0, bytes: 0, expired: 0 };
   replace(
     "problems",
-    data.problem ? notice("warn", `The metadata database did not answer: ${data.problem}. ${data.read_at ? "Showing the last reading." : ""}`) : null,
+    data.problem ? notice("warn", problemText(data.problem, data.read_at ? "Showing the last reading." : "")) : null,
   );
   replace(
     "summary",
