@@ -143,9 +143,15 @@ def test_the_helm_pages_read_only_user_reads_the_footprint_and_nothing_more(
     proc = inventory(dataclasses.replace(world, url=url))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
-    conn = MySQLdb.connect(host="127.0.0.1", port=mariadb.port, user=user, password=password, database="airflow")
+    conn = MySQLdb.connect(
+        host="127.0.0.1", port=mariadb.port, user=user, password=password, database="airflow"
+    )
     try:
-        for statement in ("DELETE FROM task_state_store", "UPDATE asset SET uri = uri", "SELECT 1 FROM dag_run"):
+        for statement in (
+            "DELETE FROM task_state_store",
+            "UPDATE asset SET uri = uri",
+            "SELECT 1 FROM dag_run",
+        ):
             with conn.cursor() as cur, pytest.raises(MySQLdb.OperationalError, match="denied"):
                 cur.execute(statement)
     finally:

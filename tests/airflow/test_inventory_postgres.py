@@ -181,7 +181,11 @@ def test_the_helm_pages_read_only_role_reads_the_footprint_and_nothing_more(
     assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
     conn = psycopg2.connect(host="127.0.0.1", port=postgres.port, user=role, dbname="airflow")
     try:
-        for statement in ("DELETE FROM task_state_store", "UPDATE asset SET uri = uri", "SELECT 1 FROM dag_run"):
+        for statement in (
+            "DELETE FROM task_state_store",
+            "UPDATE asset SET uri = uri",
+            "SELECT 1 FROM dag_run",
+        ):
             with conn.cursor() as cur, pytest.raises(psycopg2.errors.InsufficientPrivilege):
                 cur.execute(statement)
             conn.rollback()

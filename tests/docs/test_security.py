@@ -68,6 +68,27 @@ CLAIMS: dict[str, list[str]] = {
         "tests/airflow/test_ui_problems.py::"
         "test_a_prometheus_error_shows_its_kind_in_the_json_and_its_address_only_in_the_log",
     ],
+    "kubernetes": [
+        f"tests/pipeline/test_pod_security.py::{name}"
+        for name in (
+            "test_every_exported_pod_meets_the_restricted_profile",
+            "test_the_restricted_profile_refuses_the_pod_without_each_protection",
+            "test_the_inventory_pod_gives_up_what_it_does_not_need",
+            "test_kube_score_finds_nothing_beyond_the_written_exceptions",
+            "test_every_kube_score_exception_is_written_down_with_its_reason",
+            "test_kube_score_flags_the_pod_without_its_protections",
+            "test_the_network_policy_admits_only_prometheus_on_the_metrics_port",
+        )
+    ]
+    + [
+        "tests/airflow/test_inventory_postgres.py::test_the_inventory_serves_from_a_read_only_root_filesystem"
+    ],
+    "database-role": [
+        "tests/airflow/test_inventory_postgres.py::test_the_helm_pages_read_only_role_reads_the_footprint_and_nothing_more",
+        "tests/airflow/test_inventory_mariadb.py::test_the_helm_pages_read_only_user_reads_the_footprint_and_nothing_more",
+        "tests/docs/test_deploy_docs.py::test_helm_page_secret_matches_the_patch_and_the_sql",
+        "tests/pipeline/test_pod_security.py::test_the_inventory_pod_gives_up_what_it_does_not_need",
+    ],
     "temp-folders": [
         f"tests/unit/test_temp_folders.py::{name}"
         for name in (

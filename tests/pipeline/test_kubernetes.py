@@ -2,8 +2,9 @@
 
 For the default prefix (the repository's files) and another one (``myco.airflow``):
 
-* every core object (Deployment, Service, ConfigMap, NetworkPolicy) passes Kubernetes' own OpenAPI schemas, strict
-  (an unknown field fails), for the oldest and the newest release ``kubernetes-validate`` bundles;
+* every core object (Deployment, Service, ConfigMap, NetworkPolicy) passes Kubernetes' own OpenAPI
+  schemas, strict (an unknown field fails), for the oldest and the newest release
+  ``kubernetes-validate`` bundles;
 * every Prometheus Operator object (PrometheusRule, ServiceMonitor, PodMonitor) passes the
   Operator's API types: their JSON schemas and, for unknown fields, their TypeScript interfaces
   (``tests/operator-schemas``: npm packages installed by ``scripts/setup dev``);

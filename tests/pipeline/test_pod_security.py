@@ -64,7 +64,14 @@ def pod_security(path: Path, level: str = "restricted") -> tuple[int, list[dict[
 
 def kube_score(path: Path) -> list[dict[str, Any]]:
     """Every check kube-score ran on the objects of ``path``, as (object, check id, grade, comments)."""
-    command = [str(peers.binary("kube-score", "current")), "score", "-o", "json", "--kubernetes-version", "v1.33"]
+    command = [
+        str(peers.binary("kube-score", "current")),
+        "score",
+        "-o",
+        "json",
+        "--kubernetes-version",
+        "v1.33",
+    ]
     for check in KUBE_SCORE_OPTIONAL:
         command += ["--enable-optional-test", check]
     done = subprocess.run([*command, str(path)], capture_output=True, text=True, timeout=60, check=False)
@@ -146,7 +153,10 @@ def test_the_inventory_pod_gives_up_what_it_does_not_need(tmp_path: Path) -> Non
     (tmp,) = [v for v in pod["volumes"] if v["name"] == "tmp"]
     assert tmp["emptyDir"]["sizeLimit"] == "32Mi"
     (database,) = [e for e in container["env"] if e["name"] == "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"]
-    assert database["valueFrom"]["secretKeyRef"] == {"name": "store-metrics-inventory-db", "key": "connection"}
+    assert database["valueFrom"]["secretKeyRef"] == {
+        "name": "store-metrics-inventory-db",
+        "key": "connection",
+    }
     assert container["command"] == ["store-metrics"]
     assert container["args"] == ["inventory", "--serve", "--port", str(options.default("inventory_port"))]
 
@@ -184,9 +194,7 @@ def _ignored(path: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("topology", TOPOLOGIES)
-def test_every_kube_score_exception_is_written_down_with_its_reason(
-    topology: str, tmp_path: Path
-) -> None:
+def test_every_kube_score_exception_is_written_down_with_its_reason(topology: str, tmp_path: Path) -> None:
     path = rendered(tmp_path, topology)
     annotations = inventory(documents(path))["metadata"]["annotations"]
     reasons = annotations["store-metrics/kube-score-ignore-why"]

@@ -614,5 +614,7 @@ def role_sql(starting: str) -> str:
     """The SQL block of docs/deploy/helm.md that creates the inventory's read-only role and starts
     with ``starting`` (``CREATE ROLE``: PostgreSQL; ``CREATE USER``: MySQL and MariaDB)."""
     text = (ROOT / "docs" / "deploy" / "helm.md").read_text()
-    (block,) = [b for b in re.findall(r"^```sql\n(.*?)^```$", text, flags=re.M | re.S) if b.startswith(starting)]
+    (block,) = [
+        b for b in re.findall(r"^```sql\n(.*?)^```$", text, flags=re.M | re.S) if b.startswith(starting)
+    ]
     return str(block)
