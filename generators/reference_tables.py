@@ -153,6 +153,11 @@ def versions_table(link: str = VERSIONS_PAGE) -> str:
         "`deltatocumulative` |",
         f"| Alertmanager | | {_peer_versions('alertmanager', 'current')} | receives the alerts in the "
         "end-to-end tests; the rules need nothing of a particular release |",
+        f"| Kubernetes manifests | | {peers.pin_for('podsecurity', 'current').version} "
+        f"(pod-security-admission), {peers.pin_for('kube-score', 'current').version} (kube-score) | "
+        "the inventory's pod is admitted at the `restricted` Pod Security level by the admission's own "
+        "code and kube-score finds nothing critical; no cluster runs in the tests "
+        f"([the stand-ins]({link}{STAND_INS})) |",
         f"| Grafana | {grafana} | | the dashboard's `__requires`; no Grafana runs in the tests "
         f"([the stand-ins]({link}{STAND_INS})) |",
     ]

@@ -98,6 +98,8 @@ def test_the_readme_states_the_supported_versions_as_the_docs_do() -> None:
         "otelcol": "OpenTelemetry Collector (contrib components)",
         "prometheus": "Prometheus",
         "alertmanager": "Alertmanager",
+        "podsecurity": "Kubernetes manifests",
+        "kube-score": "Kubernetes manifests",
     }
     for pin in peers.PINS:
         row = rows[component[pin.peer]]
