@@ -55,6 +55,8 @@ BURST = 65_536
 #: more than the send itself), and at most :data:`MAX_SLEEP`, to see a deadline moved sooner.
 MIN_SLEEP = 0.005
 MAX_SLEEP = 0.05
+#: Deltas formatted and packed at a time (a datagram is not filled across two chunks).
+CHUNK = 1_000
 
 
 def _never() -> float:
@@ -208,11 +210,32 @@ class LineBackend:
 
     def export(self, deltas: Sequence[Delta]) -> None:
         """Send the deltas' lines at the pace allowed; what is held back at the deadline is
-        raised as :class:`Deferred`."""
+        raised as :class:`Deferred`.
+
+        Formatted and sent :data:`CHUNK` deltas at a time, the deadline looked at before each
+        chunk: formatting 150,000 lines takes seconds on a busy host, longer than a task's wait.
+        """
         deadline, self._deadline = self._deadline, _never
-        self._udp.send(
-            [line for delta in deltas for line in delta_lines(delta, self.prefix, self.style)], deadline
-        )
+        for start in range(0, len(deltas), CHUNK):
+            if start and time.monotonic() >= deadline():
+                raise Deferred(
+                    list(deltas[start:]),
+                    f"{self._udp.target}: the flush's deadline came after {start} of {len(deltas)} series",
+                )
+            chunk = deltas[start : start + CHUNK]
+            rest = list(deltas[start + CHUNK :])
+            try:
+                self._udp.send(
+                    [line for d in chunk for line in delta_lines(d, self.prefix, self.style)], deadline
+                )
+            except PartialExport as partial:
+                if not rest:
+                    raise
+                raise type(partial)(partial.unsent + rest, partial.reason) from partial
+            except Exception as exc:
+                if not start:
+                    raise  # nothing sent: the emitter keeps every delta
+                raise PartialExport(list(deltas[start:]), f"{type(exc).__name__}: {exc}") from exc
 
     def force_flush(self, timeout: float) -> None:
         return None  # every export is sent before it returns
