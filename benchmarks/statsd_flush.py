@@ -8,14 +8,17 @@ series moved in one flush interval: 150,000 lines (5,000 DAGs x 10 tasks x 3 cal
 
 * **paced**: the default ``max_udp_rate``, statsd_exporter with ``--statsd.read-buffer`` at the
   size the docs recommend (:data:`READ_BUFFER`, capped by the kernel's ``net.core.rmem_max``);
-* **unpaced**: ``max_udp_rate = 0`` (what every release before the pace sent), the same buffer;
+* **unpaced, one burst**: ``max_udp_rate = 0`` and every line formatted before the first is sent
+  (:data:`store_metrics.backends.udp.CHUNK` raised past the flush's size): what every release
+  before the pace sent, the same buffer;
 * **paced, default buffer**: no ``--statsd.read-buffer``, to show what the buffer is for.
 
 Each trial: the lines statsd_exporter counted once a marker sent after the flush was counted (it
 reads its socket in order), its own and the kernel's drops, and how long the ``flush()`` took.
 Then the task's side (:func:`task_end`): the same 150,000 series flushed with the default
 ``flush_timeout`` as a task's end does, to show the pace stops at that bound: how long the call
-took, what left, and that the rest arrived with the next flush, once.
+took, what left by then, and that the rest arrived with the following background flushes
+(``flush_interval`` 1 s here), each series once.
 """
 
 from __future__ import annotations
@@ -27,10 +30,12 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
+from store_metrics.backends import udp
 from store_metrics.catalogue import Outcome, Store, metric_for
 from store_metrics.config.options import default
 from store_metrics.counting.runtime import create_emitter
 from store_metrics.emitter import AggregatingEmitter
+from testbed.waiting import settle
 
 from . import scale
 from .common import log
@@ -41,11 +46,12 @@ READ_BUFFER = 4_194_304
 DAGS, QUICK_DAGS = 5_000, 700
 TRIALS, QUICK_TRIALS = 3, 1
 MARKER = "store_metrics_bench.marker.flush_done"
-#: The arms: (name, max_udp_rate or None for the default, read buffer or 0 for the kernel's default).
-ARMS: tuple[tuple[str, int | None, int], ...] = (
-    ("paced", None, READ_BUFFER),
-    ("unpaced", 0, READ_BUFFER),
-    ("paced, default buffer", None, 0),
+#: The arms: (name, max_udp_rate or None for the default, read buffer or 0 for the kernel's default,
+#: whether the flush goes as one burst, formatted whole first, as before the pace).
+ARMS: tuple[tuple[str, int | None, int, bool], ...] = (
+    ("paced", None, READ_BUFFER, False),
+    ("unpaced, one burst", 0, READ_BUFFER, True),
+    ("paced, default buffer", None, 0, False),
 )
 
 
@@ -118,14 +124,20 @@ def _after_marker(exporter: Exporter) -> tuple[ExporterCounts, str]:
     return counts, text
 
 
-def trial(mappings: Path, logs: Path, dags: int, *, arm: str, rate: int | None, buffer: int) -> Trial:
-    with Exporter("chart", mappings, logs / f"flush-{arm.replace(' ', '')}-{buffer}.log", buffer) as exporter:
+def trial(
+    mappings: Path, logs: Path, dags: int, *, arm: str, rate: int | None, buffer: int, burst: bool
+) -> Trial:
+    name = arm.replace(" ", "").replace(",", "")
+    with Exporter("chart", mappings, logs / f"flush-{name}-{buffer}.log", buffer) as exporter:
         emitter = _counted_emitter(exporter.udp, dags, rate)
+        chunk = udp.CHUNK
+        udp.CHUNK = 10**9 if burst else chunk
         try:
             started = time.perf_counter()
             ok = emitter.flush(120.0)
             seconds = time.perf_counter() - started
         finally:
+            udp.CHUNK = chunk
             emitter.close(5.0)
         counts, _ = _after_marker(exporter)
     return Trial(
@@ -144,13 +156,14 @@ def task_end(mappings: Path, logs: Path, dags: int) -> TaskEnd:
     then the next one."""
     timeout = float(default("flush_timeout"))
     with Exporter("chart", mappings, logs / "flush-task-end.log", READ_BUFFER) as exporter:
-        emitter = _counted_emitter(exporter.udp, dags, None)
+        emitter = _counted_emitter(exporter.udp, dags, None, interval=1.0)
         try:
             started = time.perf_counter()
             returned = emitter.flush(timeout)
             seconds = time.perf_counter() - started
-            first, _ = _after_marker(exporter)
-            emitter.flush(120.0)
+            first = exporter.counts()
+            # The background flushes send the rest: wait until nothing more arrives (bounded).
+            settle(lambda: exporter.counts()["lines"], quiet=3.0, timeout=120.0)
         finally:
             emitter.close(5.0)
         total, text = _after_marker(exporter)
@@ -162,7 +175,7 @@ def task_end(mappings: Path, logs: Path, dags: int) -> TaskEnd:
         call_seconds=round(seconds, 3),
         returned=returned,
         lines_first=first["lines"],
-        lines_total=total["lines"] - 1,  # the first marker
+        lines_total=total["lines"],
         lines_sent=dags * scale.SERIES_PER_DAG,
         series_once=len(values) == dags * scale.TASKS and set(values) == {1.0},
     )
@@ -177,8 +190,8 @@ def run(quick: bool) -> StatsdFlush:
         mappings = scale.exported(work / "export") / "statsd-mapping.yml"
         measured: list[Trial] = []
         for n in range(trials):
-            for arm, rate, buffer in ARMS:
-                t = trial(mappings, work, dags, arm=arm, rate=rate, buffer=buffer)
+            for arm, rate, buffer, burst in ARMS:
+                t = trial(mappings, work, dags, arm=arm, rate=rate, buffer=buffer, burst=burst)
                 log(
                     f"  statsd_flush: {arm} #{n + 1}: {t['counts']['lines']:,} of {t['lines_sent']:,} lines, "
                     f"flush {t['flush_seconds']:.2f} s"
