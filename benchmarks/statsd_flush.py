@@ -18,7 +18,8 @@ reads its socket in order), its own and the kernel's drops, and how long the ``f
 Then the task's side (:func:`task_end`): the same 150,000 series flushed with the default
 ``flush_timeout`` as a task's end does, to show the pace stops at that bound: how long the call
 took, what left by then, and that the rest arrived with the following background flushes
-(``flush_interval`` 1 s here), each series once.
+(``flush_interval`` 5 s here), each series once; and the same call unpaced, in one burst, as
+the baseline of its duration.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ READ_BUFFER = 4_194_304
 DAGS, QUICK_DAGS = 5_000, 700
 TRIALS, QUICK_TRIALS = 3, 1
 MARKER = "store_metrics_bench.marker.flush_done"
+#: The background flush interval after the task-end flush (the rest goes with these flushes).
+TASK_END_INTERVAL = 5.0
 #: The arms: (name, max_udp_rate or None for the default, read buffer or 0 for the kernel's default,
 #: whether the flush goes as one burst, formatted whole first, as before the pace).
 ARMS: tuple[tuple[str, int | None, int, bool], ...] = (
@@ -68,6 +71,7 @@ class Trial(TypedDict):
 class TaskEnd(TypedDict):
     flush_timeout: float
     call_seconds: float  # how long the task's flush() call took
+    burst_call_seconds: float  # the same call, unpaced and in one burst (as before): the baseline
     returned: bool  # what it returned (False: not everything left in time)
     lines_first: int  # lines counted by the exporter after that call
     lines_total: int  # after the next flush
@@ -155,15 +159,25 @@ def task_end(mappings: Path, logs: Path, dags: int) -> TaskEnd:
     """The same flush made as a task's end makes it (``flush()`` with the default ``flush_timeout``),
     then the next one."""
     timeout = float(default("flush_timeout"))
+    with Exporter("chart", mappings, logs / "flush-task-end-burst.log", READ_BUFFER) as exporter:
+        emitter = _counted_emitter(exporter.udp, dags, 0)
+        chunk, udp.CHUNK = udp.CHUNK, 10**9
+        try:
+            started = time.perf_counter()
+            emitter.flush(timeout)
+            burst_seconds = time.perf_counter() - started
+        finally:
+            udp.CHUNK = chunk
+            emitter.close(5.0)
     with Exporter("chart", mappings, logs / "flush-task-end.log", READ_BUFFER) as exporter:
-        emitter = _counted_emitter(exporter.udp, dags, None, interval=1.0)
+        emitter = _counted_emitter(exporter.udp, dags, None, interval=TASK_END_INTERVAL)
         try:
             started = time.perf_counter()
             returned = emitter.flush(timeout)
             seconds = time.perf_counter() - started
             first = exporter.counts()
             # The background flushes send the rest: wait until nothing more arrives (bounded).
-            settle(lambda: exporter.counts()["lines"], quiet=3.0, timeout=120.0)
+            settle(lambda: exporter.counts()["lines"], quiet=TASK_END_INTERVAL + 2, timeout=180.0)
         finally:
             emitter.close(5.0)
         total, text = _after_marker(exporter)
@@ -173,6 +187,7 @@ def task_end(mappings: Path, logs: Path, dags: int) -> TaskEnd:
     return TaskEnd(
         flush_timeout=timeout,
         call_seconds=round(seconds, 3),
+        burst_call_seconds=round(burst_seconds, 3),
         returned=returned,
         lines_first=first["lines"],
         lines_total=total["lines"],

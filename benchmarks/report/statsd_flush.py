@@ -53,10 +53,18 @@ def render(results: Results) -> Rendered:
         ),
         VerdictRow(
             f"13. a task's flush of {r['series']:,} series returns within `flush_timeout` "
-            f"({end['flush_timeout']:g} s)",
-            f"{end['call_seconds']:.2f} s; {end['lines_first']:,} lines left then, the rest at the next "
-            f"flush{', each series once' if end['series_once'] else ''}",
-            judge(end["call_seconds"] <= end["flush_timeout"] and end["series_once"]),
+            f"({end['flush_timeout']:g} s), the rest sent later, each series once",
+            f"{end['call_seconds']:.2f} s (unpaced, one burst: {end['burst_call_seconds']:.2f} s); "
+            f"{end['lines_first']:,} lines left by then, {end['lines_total']:,} of {end['lines_sent']:,} "
+            f"after the background flushes{', each series once' if end['series_once'] else ''}",
+            judge(
+                end["call_seconds"] <= end["flush_timeout"] and end["series_once"],
+                # The same run's baseline: the same call without the pace, over its bound by as much.
+                gap=end["call_seconds"] - end["flush_timeout"],
+                noise=end["burst_call_seconds"] - end["flush_timeout"]
+                if end["series_once"]
+                else float("nan"),
+            ),
         ),
     ]
     seconds = {arm: statistics.median(t["flush_seconds"] for t in of_arm(r, arm)) for arm, *_ in ARMS}
@@ -92,8 +100,11 @@ def render(results: Results) -> Rendered:
         "A task is not held longer: its end waits `flush_timeout` at most, and the pace stops before "
         f"that wait is over. The same {r['series']:,} series flushed as a task's end flushes them "
         f"(`flush({end['flush_timeout']:g})`): the call returned after {end['call_seconds']:.2f} s "
+        f"(the same call unpaced, in one burst: {end['burst_call_seconds']:.2f} s; past the bound, the "
+        "difference is how late a waiting thread gets the CPU back on this machine) "
         f"({'everything sent' if end['returned'] else 'not everything sent'}), with {end['lines_first']:,} "
-        f"lines counted by then; the following background flushes (every second here) brought the total to {end['lines_total']:,} of "
+        f"lines counted by then; the following background flushes (every 5 s here) brought the "
+        f"total to {end['lines_total']:,} of "
         f"{end['lines_sent']:,}"
         + (", every series exactly once." if end["series_once"] else ".")
         + " Load average (1 min) at the end of the run: "
