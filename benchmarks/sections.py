@@ -48,6 +48,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("ui", "benchmarks.ui:run", "benchmarks.report.ui:render", plain_quick=False),
     Section("scale_peers", "benchmarks.scale_peers:run", "benchmarks.report.scale:peers", plain_quick=False),
     Section("scale_api", "benchmarks.scale_api:run", "benchmarks.report.scale:api", plain_quick=False),
+    Section("statsd_flush", "benchmarks.statsd_flush:run", "benchmarks.report.statsd_flush:render", plain_quick=False),  # noqa: E501
+    Section("ui_threads", "benchmarks.ui_threads:run", "benchmarks.report.ui_threads:render"),
 )
 # fmt: on
 

@@ -172,8 +172,33 @@ def _fault_verdicts(lo: Load, noise: float) -> list[VerdictRow]:
             judge(all(k <= p for k, p in worst.values())),
         )
     )
+    rows += _kill_on_off(lo)
     rows += [_delivery_verdict(f) for f in lo["faults"] if f["server"] != "off"]
     return rows
+
+
+def _kill_on_off(lo: Load) -> list[VerdictRow]:
+    """The worker kill with the plugin against without: its ratio during / before, on over off, judged
+    against the same blocks' own A/A spread: how far apart the two arms' *before* phases are (the same
+    two workers, before anything happened: only the machine tells them apart)."""
+    kills = {f["server"]: f for f in lo["faults"] if f["killed_pid"] is not None or "killed" in f["name"]}
+    if set(kills) != {"on", "off"}:
+        return []
+    on, off = kills["on"], kills["off"]
+    ratio = on["ratio_during"] / off["ratio_during"]
+    befores = (on["phases"]["before"]["rps"], off["phases"]["before"]["rps"])
+    spread = max(befores) / min(befores) if min(befores) > 0 else math.nan
+    return [
+        VerdictRow(
+            "7. fault, one API server worker killed: throughput during / before, plugin on ≥ off "
+            "(within the A/A spread)",
+            f"{ratio:.3f} ({on['ratio_during']:.3f} / {off['ratio_during']:.3f}; during "
+            f"{on['phases']['during']['rps']:.1f} / {off['phases']['during']['rps']:.1f} req/s; the two "
+            f"arms' before phases, both workers serving: {befores[0]:.1f} / {befores[1]:.1f} "
+            f"req/s, {spread:.3f}x apart)",
+            judge_ratio(ratio, ratio >= 1.0, spread),
+        )
+    ]
 
 
 def _delivery_verdict(f: FaultResult) -> VerdictRow:

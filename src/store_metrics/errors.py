@@ -63,3 +63,12 @@ class PartialExport(Exception):
         self.unsent = list(unsent)
         self.reason = reason
         super().__init__(reason)
+
+
+class Deferred(PartialExport):
+    """A :class:`PartialExport` by choice, not by failure: a paced backend (StatsD, DogStatsD)
+    sent what its rate allowed before the flush's deadline and kept the rest.
+
+    The emitter keeps ``unsent`` for the next flush exactly as for any partial export, but the
+    backend is not down: this is said once, not as an outage.
+    """

@@ -18,10 +18,13 @@ Skipped, with the reason, only when the PostgreSQL binaries (or psycopg2) are no
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -193,6 +196,30 @@ def test_the_helm_pages_read_only_role_reads_the_footprint_and_nothing_more(
         conn.close()
 
 
+#: The API server's task instance lookup, in a fresh process with the world's configuration.
+LOOKUP = """
+import json, sys, uuid
+from store_metrics.server.attribution import lookup_attempt
+try:
+    attempt = lookup_attempt(uuid.UUID(sys.argv[1]))
+    print(json.dumps({"found": dict(attempt.tags) if attempt else None}))
+except Exception as exc:
+    print(json.dumps({"raised": type(getattr(exc, "orig", None) or exc).__name__}))
+"""
+
+
+def _hold_task_instances(postgres: ThrowawayPostgres, seconds: float, locked: threading.Event) -> None:
+    conn = postgres.connect()
+    try:
+        with conn.cursor() as cur:
+            cur.execute("LOCK TABLE task_instance IN ACCESS EXCLUSIVE MODE")
+            locked.set()
+            cur.execute("SELECT pg_sleep(%s)", (seconds,))
+        conn.commit()
+    finally:
+        conn.close()
+
+
 #: As kubernetes/base/inventory.yaml runs the inventory: the whole file system read-only (the root
 #: remounted, AIRFLOW_HOME's airflow.cfg bound read-only at /mnt) but a fresh, small /tmp. The script
 #: first proves it cannot write outside /tmp (exit 3 otherwise).
@@ -222,3 +249,33 @@ def test_the_inventory_serves_from_a_read_only_root_filesystem(world: World, tmp
         assert served.lines("WARNING") == [], served.text()
         assert served.lines("ERROR") == [], served.text()
     assert "Read-only file system" not in log.read_text()
+
+
+@ON_POSTGRES
+def test_the_api_servers_task_instance_lookup_gives_up_on_a_locked_table(
+    world: World, postgres: ThrowawayPostgres
+) -> None:
+    """``count_at = api_server`` looks each new task instance up; a table locked for 30 s (a migration,
+    a long transaction) cancels the lookup at its statement timeout (5 s) rather than hold one of the
+    worker's two lookup threads for as long as the lock lasts (the request is then counted as unknown)."""
+    conn = postgres.connect()
+    with conn.cursor() as cur:
+        cur.execute("SELECT id FROM task_instance LIMIT 1")
+        ti_id = str(cur.fetchone()[0])
+    conn.close()
+    locked = threading.Event()
+    holder = threading.Thread(target=_hold_task_instances, args=(postgres, 30.0, locked), daemon=True)
+    holder.start()
+    assert locked.wait(30)
+    proc = subprocess.run(
+        [sys.executable, "-c", LOOKUP, ti_id],
+        env=world.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert holder.is_alive()  # answered while the lock was still held
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"raised": "QueryCanceled"}
+    holder.join(60)

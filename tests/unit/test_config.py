@@ -69,6 +69,12 @@ def test_own_section_wins_over_metrics() -> None:
         ),
         ("otel_temporality", "both", "accepted values are delta, cumulative"),
         (
+            "max_udp_rate",
+            "-1",
+            "[store_metrics] max_udp_rate = '-1' is not valid: accepted values are an integer >= 0",
+        ),
+        ("max_udp_rate", "4MiB", "[store_metrics] max_udp_rate = '4MiB' is not valid"),
+        (
             "flush_interval",
             "0",
             "[store_metrics] flush_interval = '0' is not valid: accepted values are a number of seconds > 0",

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
+import socket
 import threading
 import time
 import uuid
@@ -36,6 +38,8 @@ from store_metrics.server import (
     requester,
 )
 from store_metrics.server.attribution import NULL_TI
+from store_metrics.server.store_calls import MAX_PENDING_LOOKUPS, MAX_WAITING
+from testbed.endpoints import SilentTcpServer
 
 PYOP = "_PythonDecoratedOperator"
 
@@ -397,6 +401,65 @@ def test_a_failing_database_counts_unknown_and_is_not_asked_per_request(emitter:
         key("task_state_store.write", **UNKNOWN_TAGS): 2,
         key("task_state_store.write", **TAGS): 1,
     }
+
+
+class HungDatabase:
+    """The metadata query against a database that accepts connections and never answers: each call
+    connects a real socket to a listener that never sends a byte, and waits on it until the listener
+    closes (then fails, as a lost connection does)."""
+
+    def __init__(self, listener: SilentTcpServer) -> None:
+        self.listener = listener
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, ti_id: uuid.UUID) -> dict[str, str] | None:
+        with self._lock:
+            self.calls += 1
+        with socket.create_connection(("127.0.0.1", self.listener.port), timeout=60) as conn:
+            conn.recv(1)
+        raise ConnectionError("the database closed the connection")
+
+
+def test_a_hung_database_holds_at_most_the_caps_and_counts_the_rest_as_unknown(
+    emitter: AggregatingEmitter, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The issue's run: 500 task instances each making 40 requests, the database hung (not failing).
+    listener = SilentTcpServer()
+    database = HungDatabase(listener)
+    calls = StoreCalls(emitter, database)
+    instances = [uuid.UUID(int=i + 1) for i in range(500)]
+
+    async def run() -> None:
+        with caplog.at_level(logging.WARNING, logger="store_metrics"):
+            for _ in range(40):
+                for ti in instances:
+                    calls.count(token_scope(ti), ("task", "set"), 204, "write")
+        # What waits on the hung database: the caps, not 20,000 tasks and 500 lookups.
+        assert len(calls._later) == MAX_WAITING
+        assert calls.lookups.pending == MAX_PENDING_LOOKUPS
+        assert calls.stats.over_cap == 20_000 - MAX_WAITING
+        # Each lookup thread holds one query on the hung database (waited for on the loop, bounded).
+        for _ in range(1000):
+            if database.calls == calls.threads:
+                break
+            await asyncio.sleep(0.01)
+        assert database.calls == calls.threads
+        listener.close()  # the database gives up the connections: every lookup fails now
+        assert await calls.drain(30)
+
+    try:
+        asyncio.run(run())
+    finally:
+        listener.close()
+    # Every request counted exactly once, all as unknown (the database never named a task).
+    assert counts(emitter) == {key("task_state_store.write", **UNKNOWN_TAGS): 20_000}
+    behind = [r.getMessage() for r in caplog.records if "lookups are behind" in r.getMessage()]
+    assert len(behind) == 1
+    assert "requests past them are counted as dag_id=unknown" in behind[0]
+    assert (
+        "over_cap" not in calls.summary() and f"{20_000 - MAX_WAITING} counted as unknown" in calls.summary()
+    )
 
 
 # -- through the middleware ----------------------------------------------------------------------

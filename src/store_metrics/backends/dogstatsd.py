@@ -31,8 +31,9 @@ MAX_DATAGRAM = 1432
 class DogStatsdBackend(LineBackend):
     """Sends DogStatsD lines over UDP."""
 
-    def __init__(self, host: str, port: int, prefix: str) -> None:
-        super().__init__("dogstatsd", Style.DOGSTATSD, UdpSender(host, port, MAX_DATAGRAM, end=b"\n"), prefix)
+    def __init__(self, host: str, port: int, prefix: str, max_udp_rate: int = 0) -> None:
+        udp = UdpSender(host, port, MAX_DATAGRAM, end=b"\n", rate=max_udp_rate)
+        super().__init__("dogstatsd", Style.DOGSTATSD, udp, prefix)
 
 
 def create(
@@ -40,5 +41,6 @@ def create(
     host: str = default("host"),
     port: int = default("port"),
     prefix: str = default("prefix"),
+    max_udp_rate: int = default("max_udp_rate"),
 ) -> DogStatsdBackend:
-    return DogStatsdBackend(host, port, prefix)
+    return DogStatsdBackend(host, port, prefix, max_udp_rate)

@@ -11,8 +11,9 @@ histograms go as one sampled ``h`` line per non-empty bucket and gauges as ``g``
 
     airflow.api_server.state_store.request.duration,store=task,operation=get,...:7.25|h|@0.5
 
-Every byte comes from :mod:`store_metrics.backends.statsd_lines` and leaves on one socket (:mod:`.udp`); a
-datagram that fails to send is kept for the next flush, one that was sent is never sent again.
+Every byte comes from :mod:`store_metrics.backends.statsd_lines` and leaves on one socket (:mod:`.udp`),
+at most ``max_udp_rate`` bytes a second; a datagram that fails to send, or that the pace holds past
+the flush's deadline, is kept for the next flush, one that was sent is never sent again.
 No client library is needed: the ``statsd`` extra stays for compatibility and installs nothing.
 """
 
@@ -26,8 +27,9 @@ from .udp import LineBackend, UdpSender
 class StatsdBackend(LineBackend):
     """Sends InfluxDB-tagged StatsD lines over UDP."""
 
-    def __init__(self, host: str, port: int, prefix: str, max_udp_size: int) -> None:
-        super().__init__("statsd", Style.INFLUX, UdpSender(host, port, max_udp_size), prefix)
+    def __init__(self, host: str, port: int, prefix: str, max_udp_size: int, max_udp_rate: int = 0) -> None:
+        udp = UdpSender(host, port, max_udp_size, rate=max_udp_rate)
+        super().__init__("statsd", Style.INFLUX, udp, prefix)
 
     def describe(self) -> str:
         return f"statsd {self._udp.target} (InfluxDB tags) prefix={self.prefix!r}"
@@ -39,5 +41,6 @@ def create(
     port: int = default("port"),
     prefix: str = default("prefix"),
     max_udp_size: int = default("max_udp_size"),
+    max_udp_rate: int = default("max_udp_rate"),
 ) -> StatsdBackend:
-    return StatsdBackend(host, port, prefix, max_udp_size)
+    return StatsdBackend(host, port, prefix, max_udp_size, max_udp_rate)

@@ -46,6 +46,7 @@ class OptionValues:
     otel_temporality: str = default("otel_temporality")
     prometheus_host: str = default("prometheus_host")
     prometheus_port: int = default("prometheus_port")
+    max_udp_rate: int = default("max_udp_rate")
     flush_interval: float = default("flush_interval")
     flush_timeout: float = default("flush_timeout")
     server_metrics: bool = default("server_metrics")

@@ -78,6 +78,19 @@ def positive_int(option: str, value: object) -> int:
     return number
 
 
+def nonnegative_int(option: str, value: object) -> int:
+    """An integer >= 0 (a rate, where 0 means "no limit")."""
+    if isinstance(value, bool):
+        raise ConfigError(option, value, "an integer >= 0")
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ConfigError(option, value, "an integer >= 0") from None
+    if number < 0:
+        raise ConfigError(option, value, "an integer >= 0")
+    return number
+
+
 def host(option: str, value: object) -> str:
     text = str(value).strip()
     if not text or any(c.isspace() for c in text) or "/" in text:

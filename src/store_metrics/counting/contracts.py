@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from ..catalogue import Metric
@@ -127,6 +127,18 @@ class Backend(Protocol):
 
     def after_fork_in_child(self) -> None:
         """Drop what was inherited from the parent; :meth:`open` is called again in the child."""
+        ...
+
+
+@runtime_checkable
+class Paced(Protocol):
+    """What a backend that paces its sends (the StatsD ones) implements besides :class:`Backend`."""
+
+    def pace_until(self, deadline: Callable[[], float]) -> None:
+        """Make the next :meth:`Backend.export` wait no later than ``deadline()`` (``time.monotonic()``
+        seconds; it may move sooner while the export runs, when a flush is asked for with a shorter
+        wait): what its pace has not let out by then is raised as
+        :class:`~store_metrics.errors.Deferred` and kept for the next flush."""
         ...
 
 

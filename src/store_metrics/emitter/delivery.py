@@ -4,7 +4,9 @@ Runs on the emitter's worker thread only (and once on the configuring thread for
 that opens without I/O). Each push drains the pending deltas and hands them to the backend:
 what the backend says it sent is gone, what it did not send goes back to its series for the
 next push. So every count is delivered exactly once, whether a send fails before, during or
-after the first datagram.
+after the first datagram. A backend that paces its sends (:class:`~store_metrics.counting.contracts.Paced`)
+is given the push's deadline; what its pace held back then comes back as
+:class:`~store_metrics.errors.Deferred`, kept like any unsent part, and said once (it is no outage).
 
 Problems are logged once per kind of problem and outage: a backend that is down would
 otherwise log on every flush of every task. The first push that gets through after a failure
@@ -16,17 +18,23 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import cast
 
 from .. import logs
 from ..catalogue import Kind
-from ..counting.contracts import Backend, LiveHistograms
-from ..errors import PartialExport
+from ..counting.contracts import Backend, LiveHistograms, Paced
+from ..counting.deltas import Delta
+from ..errors import Deferred, PartialExport
 from .registry import SeriesRegistry
 from .series import LiveTarget
 
 #: However short the flush interval, a backend that failed to open is retried at most this often.
 MAX_OPEN_RETRY: float = 60.0
+
+
+def _never() -> float:
+    return float("inf")
 
 
 class Delivery:
@@ -83,10 +91,11 @@ class Delivery:
             self.backend.pull and self.registry.has_counts()
         )
 
-    def push(self, explicit: bool) -> bool:
+    def push(self, explicit: bool, deadline: Callable[[], float] = _never) -> bool:
         """Open if needed, send what is pending, and on an explicit flush the backend's buffers.
 
-        Returns whether everything reached the backend. Never raises.
+        A paced backend stops at ``deadline()`` and what it held back is kept. Returns whether
+        everything reached the backend. Never raises.
         """
         if not self.opened and self.open_lazily and not self.has_work():
             return True
@@ -94,15 +103,8 @@ class Delivery:
             return False
         deltas = self.registry.drain(self._pushed_kinds)
         try:
-            if deltas:
-                try:
-                    self.backend.export(deltas)
-                except PartialExport as partial:
-                    self.registry.give_back(partial.unsent)
-                    raise
-                except Exception:
-                    self.registry.give_back(deltas)
-                    raise
+            if deltas and not self._export(deltas, deadline):
+                return False
             if explicit:
                 self.backend.force_flush(self.timeout)
         except Exception as exc:
@@ -121,6 +123,36 @@ class Delivery:
                 "store-metrics: sending to %s works again; what was kept has been sent",
                 self.backend.describe(),
             )
+        return True
+
+    def _export(self, deltas: list[Delta], deadline: Callable[[], float]) -> bool:
+        """Hand ``deltas`` to the backend, giving back what it did not send; False when a paced
+        backend held some back at ``deadline()`` (no failure). Raises what the backend raised."""
+        try:
+            if isinstance(self.backend, Paced):
+                self.backend.pace_until(deadline)
+            self.backend.export(deltas)
+        except Deferred as deferred:
+            self.registry.give_back(deferred.unsent)
+            logs.once(
+                "paced",
+                logging.INFO,
+                "store-metrics: a flush to %s was larger than its pace lets out before the flush's "
+                "deadline (%s); the rest is kept for the next flush (said once)",
+                self.backend.describe(),
+                deferred.reason,
+            )
+            self._outage.recovered(
+                "store-metrics: sending to %s works again; what was kept is being sent",
+                self.backend.describe(),
+            )
+            return False
+        except PartialExport as partial:
+            self.registry.give_back(partial.unsent)
+            raise
+        except Exception:
+            self.registry.give_back(deltas)
+            raise
         return True
 
     def close(self) -> None:

@@ -5,6 +5,11 @@ most its timeout for the push it asked for (a ticket), so a backend that is down
 a caller a bounded wait, never an error. Once a wait runs out, later waits in the process are
 skipped (``slow``) until the worker gets through a push: a dead collector must not cost every
 task its full flush timeout.
+
+A push that paces its sends (the StatsD backends) asks :meth:`FlushWorker.deadline` when to stop:
+the next background push's time, or sooner, the wait of a caller that is waiting for it (less a
+margin, so the caller hears the answer before its wait is over). What the pace holds back is kept
+for the next push; a caller's wait therefore bounds the push, not only the caller.
 """
 
 from __future__ import annotations
@@ -14,8 +19,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-#: ``push(explicit)``: send what is pending; True when it reached the backend.
-Push = Callable[[bool], bool]
+#: ``push(explicit, deadline)``: send what is pending, pacing no later than ``deadline()``; True
+#: when it reached the backend.
+Push = Callable[[bool, Callable[[], float]], bool]
+
+#: A paced push stops this share of a waiting caller's wait (at most :data:`MAX_MARGIN` s) before
+#: the wait is over, so that the caller hears the answer in time: 0.2 s of a task's 2 s
+#: ``flush_timeout``, 12 ms of the 0.05 s exit flush.
+MARGIN = 0.25
+MAX_MARGIN = 0.2
 
 
 class FlushWorker:
@@ -37,6 +49,11 @@ class FlushWorker:
         #: Held while pushing or closing: a fork() waits for it (see ``process``).
         self.io_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        #: (ticket, the monotonic time its caller stops waiting, less the margin), for requests
+        #: not yet served that wait at all.
+        self._waits: list[tuple[int, float]] = []
+        #: When the push under way should be over at the latest, if nobody waits sooner.
+        self._push_until = float("inf")
 
     @property
     def started(self) -> bool:
@@ -62,6 +79,8 @@ class FlushWorker:
                 self.closing = True
             self._requested += 1
             ticket = self._requested
+            if wait > 0:
+                self._waits.append((ticket, time.monotonic() + wait - min(MAX_MARGIN, wait * MARGIN)))
             self._cond.notify_all()
             done = self._wait_served(ticket, wait)
             return done, done and self.last_ok
@@ -75,6 +94,12 @@ class FlushWorker:
                 return False
             self._cond.wait(remaining)
         return True
+
+    def deadline(self) -> float:
+        """When the push under way must end: the next background push's time, or a waiting
+        caller's (whichever is sooner; it moves sooner when a caller asks meanwhile)."""
+        with self._cond:
+            return min([self._push_until, *(until for _, until in self._waits)])
 
     def mark_slow(self) -> None:
         with self._cond:
@@ -96,8 +121,9 @@ class FlushWorker:
                 ticket = self._requested
                 explicit = ticket > self._served
                 closing = self.closing
+                self._push_until = time.monotonic() + self.interval
             with self.io_lock:
-                ok = self._push(explicit)
+                ok = self._push(explicit, self.deadline)
                 if closing:
                     # Not under self._cond: a request arriving meanwhile still gets its answer
                     # within its own timeout.
@@ -105,6 +131,7 @@ class FlushWorker:
             next_due = time.monotonic() + self.interval
             with self._cond:
                 self._served = max(self._served, ticket)
+                self._waits = [(t, until) for t, until in self._waits if t > self._served]
                 self.last_ok = ok
                 if ok:
                     self.slow = False

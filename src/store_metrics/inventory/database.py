@@ -131,29 +131,39 @@ class Database:
 
     @contextmanager
     def _timeout(self, conn: Connection, ms: int) -> Iterator[None]:
-        if self.dialect == "postgresql":
-            conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-            conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+        with statement_timeout(conn, ms):
             yield
-        elif self.dialect == "sqlite":
-            raw = conn.connection.dbapi_connection
-            deadline = time.monotonic() + ms / 1000.0
+
+
+@contextmanager
+def statement_timeout(conn: Connection, ms: int) -> Iterator[None]:
+    """The statements ``conn`` runs in this block (its transaction) read-only and cancelled after
+    ``ms`` milliseconds, on each dialect's terms (see the module); MySQL's is a hint on the statement
+    (:func:`with_mysql_timeout`). Also what the API server's task instance lookups run under."""
+    dialect = conn.dialect
+    if dialect.name == "postgresql":
+        conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+        conn.exec_driver_sql(f"SET LOCAL statement_timeout = {ms}")
+        yield
+    elif dialect.name == "sqlite":
+        raw = conn.connection.dbapi_connection
+        deadline = time.monotonic() + ms / 1000.0
+        if isinstance(raw, sqlite3.Connection):
+            raw.set_progress_handler(lambda: int(time.monotonic() > deadline), _SQLITE_PROGRESS_STEPS)
+        try:
+            yield
+        finally:
             if isinstance(raw, sqlite3.Connection):
-                raw.set_progress_handler(lambda: int(time.monotonic() > deadline), _SQLITE_PROGRESS_STEPS)
-            try:
-                yield
-            finally:
-                if isinstance(raw, sqlite3.Connection):
-                    raw.set_progress_handler(None, 0)
-        elif getattr(self.engine.dialect, "is_mariadb", False):
-            conn.exec_driver_sql(f"SET SESSION max_statement_time = {ms / 1000.0:.3f}")
-            try:
-                yield
-            finally:
-                with suppress(Exception):
-                    conn.exec_driver_sql("SET SESSION max_statement_time = DEFAULT")
-        else:
+                raw.set_progress_handler(None, 0)
+    elif getattr(dialect, "is_mariadb", False):
+        conn.exec_driver_sql(f"SET SESSION max_statement_time = {ms / 1000.0:.3f}")
+        try:
             yield
+        finally:
+            with suppress(Exception):
+                conn.exec_driver_sql("SET SESSION max_statement_time = DEFAULT")
+    else:
+        yield
 
 
 #: The kinds of problem the inventory tells apart (each is logged once until the next success).

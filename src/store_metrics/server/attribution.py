@@ -70,6 +70,9 @@ WATCHER_TAGS: Final[Tags] = task_tags(
     operator=UNKNOWN,
 )
 
+#: Statement timeout of each task instance lookup (ms), as the inventory sets one
+#: (:func:`store_metrics.inventory.database.statement_timeout`).
+LOOKUP_TIMEOUT_MS: Final = 5_000
 #: Looks a task instance id up in the metadata database: its :class:`TaskAttempt` (or only its tags,
 #: the try then unknown), or ``None`` when there is no such task instance. Blocking: it runs on a
 #: lookup thread.
@@ -198,15 +201,20 @@ def lookup_attempt(ti_id: UUID) -> TaskAttempt | None:
     ``task_instance``. ``operator`` is the task instance's ``operator`` column: the operator's class
     name as the DAG was serialized (``task_type``), which is what the task side reports
     (``type(ti.task).__name__``; ``_PythonDecoratedOperator`` for ``@task``), not the display name
-    (``custom_operator_name``, ``@task``). ``None`` when there is no such attempt.
+    (``custom_operator_name``, ``@task``). ``None`` when there is no such attempt. Read-only, each statement
+    cancelled after :data:`LOOKUP_TIMEOUT_MS` (a lock held on the table, a database that has
+    stopped answering): the request is then counted as ``unknown``.
     """
     from airflow.utils.session import create_session
 
-    with create_session(scoped=False) as session:
-        row = session.execute(_statement(), {"ti_id": ti_id}).first()
+    from ..inventory.database import statement_timeout, with_mysql_timeout
+
+    ms = LOOKUP_TIMEOUT_MS
+    with create_session(scoped=False) as session, statement_timeout(session.connection(), ms):
+        row = session.execute(with_mysql_timeout(_statement(), ms), {"ti_id": ti_id}).first()
         history = _history_statement() if row is None else None
         if history is not None:
-            row = session.execute(history, {"ti_id": ti_id}).first()
+            row = session.execute(with_mysql_timeout(history, ms), {"ti_id": ti_id}).first()
     if row is None:
         return None
     team = row[5] if len(row) > 5 else None

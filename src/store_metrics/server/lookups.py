@@ -5,7 +5,10 @@ A bounded LRU cache keyed by task instance id (least recently used dropped first
 not in it costs one metadata query, whoever asks for it meanwhile waits for that same query (single
 flight); the query runs on a few threads of its own, never on the event loop and never in the pool
 that runs the API's sync routes; after a failure, no query for ``retry_after`` seconds (the database
-is not asked per request while it is down). Counting is :mod:`.store_calls`' job.
+is not asked per request while it is down). At most ``max_pending`` task instances are being looked
+up at once (:meth:`Lookups.flight`): a database that hangs rather than fails (a lock held, a
+connection that never answers) holds that many queries, never one per task instance that calls.
+Counting is :mod:`.store_calls`' job.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ class Lookups:
         cache_size: int,
         threads: int,
         retry_after: float,
+        max_pending: int,
     ) -> None:
         if cache_size < 1:
             raise ValueError("cache_size must be >= 1")
@@ -50,6 +54,7 @@ class Lookups:
         self.cache_size = cache_size
         self.threads = threads
         self.retry_after = retry_after
+        self.max_pending = max_pending
         self._cache: OrderedDict[UUID, Attempt] = OrderedDict()
         self._pending: dict[UUID, asyncio.Future[Attempt]] = {}
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
@@ -66,16 +71,32 @@ class Lookups:
             self._cache.move_to_end(ident)
         return attempt
 
-    async def resolve(self, ident: UUID) -> Attempt:
-        """The task instance's :class:`Attempt`: cached, or from one query (shared by every waiter)."""
-        attempt = self._cache.get(ident)
-        if attempt is not None:
-            return attempt
+    @property
+    def pending(self) -> int:
+        """Task instances being looked up now."""
+        return len(self._pending)
+
+    def flight(self, ident: UUID) -> asyncio.Future[Attempt] | None:
+        """The lookup of ``ident`` under way, or a new one (started now, on the running loop);
+        ``None`` when ``max_pending`` task instances are being looked up already."""
         pending = self._pending.get(ident)
         if pending is None:
+            if len(self._pending) >= self.max_pending:
+                return None
             pending = asyncio.ensure_future(self._query(ident))
             self._pending[ident] = pending
             pending.add_done_callback(functools.partial(self._forget_pending, ident))
+        return pending
+
+    async def resolve(self, ident: UUID) -> Attempt:
+        """The task instance's :class:`Attempt`: cached, or from one query (shared by every waiter);
+        unknown when the lookups are at their cap."""
+        attempt = self._cache.get(ident)
+        if attempt is not None:
+            return attempt
+        pending = self.flight(ident)
+        if pending is None:
+            return Attempt(self._caller(None))
         return await asyncio.shield(pending)
 
     def _forget_pending(self, ident: UUID, _done: object) -> None:

@@ -20,6 +20,8 @@ class AttributionStats:
     #: Metadata queries made, and how many raised.
     queries: int = 0
     failures: int = 0
+    #: Requests counted as unknown at once because the lookups were behind (the caps).
+    over_cap: int = 0
     #: Task instances dropped from the cache (least recently used first).
     evictions: int = 0
     #: Seconds the queries took on their threads, summed.

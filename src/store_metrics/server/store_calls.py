@@ -5,7 +5,10 @@ its tags, :class:`~.caller.Caller` counts).
 Everything runs on the worker's event loop except the metadata query: a request whose task instance
 is cached is counted at once (a dict lookup and an integer add); one whose task instance is not is
 counted by a background task once the query has answered. Nothing waits for it: not the response,
-which has been sent, and not the server's next request.
+which has been sent, and not the server's next request. The waiting is bounded: past
+:data:`MAX_WAITING` requests waiting, or :data:`MAX_PENDING_LOOKUPS` task instances being looked up
+(a database that hangs: 20,000 requests of 500 task instances once left 20,000 waiting tasks), a
+request is counted at once as ``dag_id=unknown`` (said once in the log, and in the shutdown line).
 
 A retried attempt's first answered task store read is also counted once as ``retry_resumed`` or
 ``retry_not_resumed`` (:mod:`.retries`): the worker notes each task instance's first answered read
@@ -40,6 +43,10 @@ LOOKUP_THREADS: Final = 2
 #: After a query failed, seconds during which unknown task instances are counted as ``unknown``
 #: without asking the database again (so a database that is down is not asked once per request).
 RETRY_AFTER: Final = 5.0
+#: Task instances being looked up at once, and requests waiting for lookups, per worker: past either,
+#: a request is counted as ``unknown`` at once (each waiting request costs a task, ~2.5 KB).
+MAX_PENDING_LOOKUPS: Final = 64
+MAX_WAITING: Final = 2_000
 
 
 _TASK_GET: Final[Route] = (Store.TASK.tag, Operation.GET.value)
@@ -67,9 +74,12 @@ class StoreCalls:
         cache_size: int = CACHE_SIZE,
         threads: int = LOOKUP_THREADS,
         retry_after: float = RETRY_AFTER,
+        max_pending: int = MAX_PENDING_LOOKUPS,
+        max_waiting: int = MAX_WAITING,
         claims: HostClaims | None = None,
     ) -> None:
         self.emitter = emitter
+        self.max_waiting = max_waiting
         self.stats = AttributionStats()
         self.first_reads = FirstReads(cache_size)
         self.claims = claims or HostClaims()
@@ -84,6 +94,7 @@ class StoreCalls:
             cache_size=cache_size,
             threads=threads,
             retry_after=retry_after,
+            max_pending=max_pending,
         )
 
     @property
@@ -110,11 +121,31 @@ class StoreCalls:
                 self._settle(ident, attempt)
                 return
             self.stats.misses += 1
+            # The lookup starts now (its slot is taken before the next request is counted).
+            if len(self._later) >= self.max_waiting or self.lookups.flight(ident) is None:
+                self._over_cap(route, outcome)
+                return
             task = asyncio.get_running_loop().create_task(self._count_later(ident, route, outcome))
             self._later.add(task)
             task.add_done_callback(self._later.discard)
         except Exception:
             _could_not_count()
+
+    def _over_cap(self, route: Route, outcome: str) -> None:
+        """The lookups are behind (the caps): count the request as ``unknown`` now, say so once."""
+        self.stats.over_cap += 1
+        self.unknown.count(route, outcome)
+        logs.once(
+            "server:lookup-cap",
+            logging.WARNING,
+            "store-metrics: the API server's metadata lookups are behind (%d requests waiting, %d task "
+            "instances being looked up: the caps are %d and %d); requests past them are counted as "
+            "dag_id=unknown until the database answers again (said once; the shutdown line counts them)",
+            len(self._later),
+            self.lookups.pending,
+            self.max_waiting,
+            self.lookups.max_pending,
+        )
 
     async def _count_later(self, ident: UUID, route: Route, outcome: str) -> None:
         try:
@@ -182,7 +213,8 @@ class StoreCalls:
             f"{s.requests} state store requests counted, {s.hits} cache hits, {s.misses} misses "
             f"({s.hit_rate:.1%} hit rate), {s.queries} metadata queries ({s.failures} failed, "
             f"{s.query_seconds * 1000:.1f} ms on the lookup threads), {len(self.lookups)} task "
-            f"instances cached, {s.evictions} evicted, {s.anonymous} without a task instance; "
+            f"instances cached, {s.evictions} evicted, {s.anonymous} without a task instance, "
+            f"{s.over_cap} counted as unknown past the lookup caps; "
             f"{s.retries_decided} retried attempts decided here, {s.retries_claimed_elsewhere} by "
             f"another worker of this host"
         )

@@ -10,8 +10,10 @@ Routes (every one needs an authenticated user, :mod:`.access`):
 * ``GET /api/deployment``: the deployment page's data, for what the user may read.
 
 No OpenAPI document or docs page is served (they would be routes without authentication). Handlers
-are plain ``def``: FastAPI runs them on its thread pool, so a query never holds the worker's event
-loop. The JSON is never cached by the browser (it depends on who asks).
+are ``async``: they never run on the API server's shared thread pool, where Airflow's own sync routes
+run (a Prometheus that never answers once held all of it); the reads run on the views' own few
+threads and are waited for on the event loop, each for a bounded time (:mod:`.sources`). The JSON
+is never cached by the browser (it depends on who asks).
 
 Imported only when the API server asks for the plugin's apps (:mod:`.views`), so FastAPI and
 Airflow's API modules are imported here at the top, where FastAPI resolves the handlers' annotations.
@@ -27,6 +29,7 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi.responses import JSONResponse, Response
 
 from .access import dag_reader_dependency, may_read_assets, readable_dag_ids, user_dependency
+from .cache import Busy
 from .calls import DEFAULT_WINDOW, WINDOWS
 from .payload import calls_payload, dag_payload, deployment_payload
 from .sources import sources
@@ -67,37 +70,43 @@ def create_app() -> FastAPI:
         return Response(static_file(name), media_type=STATIC[name], headers=_HEADERS)
 
     @app.get("/", dependencies=authenticated, include_in_schema=False)
-    def deployment_page() -> Response:
+    async def deployment_page() -> Response:
         return file("deployment.html")
 
     @app.get("/dags/{dag_id}", dependencies=authenticated, include_in_schema=False)
-    def dag_page(dag_id: str) -> Response:
+    async def dag_page(dag_id: str) -> Response:
         return file("dag.html")
 
     @app.get("/static/{name}", dependencies=authenticated, include_in_schema=False)
-    def static(name: str) -> Response:
+    async def static(name: str) -> Response:
         return file(name)
 
     @app.get("/api/dags/{dag_id}/footprint", dependencies=reads_dag)
-    def footprint(dag_id: str) -> JSONResponse:
+    async def footprint(dag_id: str) -> JSONResponse:
         s = sources()
-        body = dag_payload(dag_id, s.dag(dag_id), s.options, s.config_problem)
+        body = dag_payload(dag_id, await s.dag_now(dag_id), s.options, s.config_problem)
         return JSONResponse(body, headers=_NO_STORE)
 
     @app.get("/api/dags/{dag_id}/calls", dependencies=reads_dag)
-    def calls(dag_id: str, window: str = DEFAULT_WINDOW) -> JSONResponse:
+    async def calls(dag_id: str, window: str = DEFAULT_WINDOW) -> JSONResponse:
         if window not in WINDOWS:
             raise HTTPException(400, f"window must be one of {', '.join(WINDOWS)}")
-        answer = sources().calls(dag_id, window)
+        answer = await sources().calls_now(dag_id, window)
         if answer is None:
             raise HTTPException(404, "no Prometheus configured ([store_metrics] ui_prometheus_url)")
         return JSONResponse(calls_payload(window, answer), headers=_NO_STORE)
 
     @app.get("/api/deployment")
-    def deployment(user: Any = Depends(get_user)) -> JSONResponse:  # noqa: B008 - FastAPI's idiom
+    async def deployment(user: Any = Depends(get_user)) -> JSONResponse:  # noqa: B008 - FastAPI's idiom
         s = sources()
+        try:
+            # The auth manager may ask a database too: on the views' threads, not Airflow's.
+            readable = await s.pool.run(readable_dag_ids, user)
+            assets = await s.pool.run(may_read_assets, user)
+        except Busy as exc:
+            raise HTTPException(503, f"store-metrics UI: {exc}; try again") from None
         body = deployment_payload(
-            s.deployment(), readable_dag_ids(user), may_read_assets(user), s.inventory_health(), s.options
+            await s.deployment_now(), readable, assets, await s.inventory_health_now(), s.options
         )
         return JSONResponse(body, headers=_NO_STORE)
 

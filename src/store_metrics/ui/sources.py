@@ -9,6 +9,13 @@ once until the source works again (:class:`store_metrics.logs.Outage`).
 What the pages show of a failure is its kind (:data:`DATABASE_PROBLEMS`, the kinds of
 :mod:`.prometheus`): any signed-in user reads it, so never a host, a user name, an address or a
 server's own message. The details go to the API server's log.
+
+The views use the ``*_now`` coroutines: each read runs on the views' own few threads
+(:class:`~.cache.Pool`, :data:`THREADS`), never on the API server's shared thread pool (where
+Airflow's own sync routes run) nor on its event loop, and no request waits long for one
+(:meth:`~.cache.TtlCache.get_async`): a request waits at most :data:`WAIT` seconds for another's
+read of the same thing, and ``ui_timeout`` and :data:`GRACE` for its own; past that it is answered
+with the last answer, if any, saying it is not fresh.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from .. import logs
 from ..config.reader import OptionValues, read_options
 from ..errors import ConfigError
 from ..inventory.database import FAILED, TIMEOUT, UNAVAILABLE, Database, problem_of, short
-from .cache import TtlCache
+from .cache import Busy, Pool, TtlCache, Unanswered
 from .calls import Calls, InventoryHealth, read_calls, read_inventory_health
 from .prometheus import Prometheus, PrometheusError
 from .reading import DagFootprint, Deployment, read_dag, read_deployment
@@ -37,6 +44,14 @@ DATABASE_PROBLEMS: Final[dict[str, str]] = {
     UNAVAILABLE: "the metadata database could not be reached",
     FAILED: "the metadata database could not run the query",
 }
+#: Threads per API server worker that read for the views, and how many reads may be under way or
+#: queued at once (distinct things: requests for the same thing share one read).
+THREADS = 4
+PENDING_CAP = 32
+#: Seconds a request waits for another request's read of the same thing (then: the last answer).
+WAIT = 1.0
+#: Seconds a request waits for its own read beyond ``ui_timeout`` (the read's own bound).
+GRACE = 1.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,7 @@ class Sources:
         self._deployment: TtlCache[_Loaded[Deployment]] = TtlCache(ttl, size=1)
         self._calls: TtlCache[_Loaded[Calls]] = TtlCache(ttl)
         self._health: TtlCache[_Loaded[InventoryHealth]] = TtlCache(ttl, size=1)
+        self.pool = Pool(THREADS, PENDING_CAP)
         self._tables = _Source("database", "reading the state store tables")
         self._prometheus = _Source("prometheus", f"querying Prometheus at {options.ui_prometheus_url}")
 
@@ -131,23 +147,89 @@ class Sources:
             self._prometheus,
         )
 
+    # -- the same, for the views: off Airflow's threads, bounded waits ---------------------------
+
+    async def dag_now(self, dag_id: str) -> Answer[DagFootprint]:
+        return await self._answer_now(
+            self._dags, dag_id, lambda: read_dag(self.database, dag_id), self._tables
+        )
+
+    async def deployment_now(self) -> Answer[Deployment]:
+        top = self.options.inventory_top
+        return await self._answer_now(
+            self._deployment, "all", lambda: read_deployment(self.database, top), self._tables
+        )
+
+    async def calls_now(self, dag_id: str, window: str) -> Answer[Calls] | None:
+        if not self.prometheus_url:
+            return None
+        s = self.options
+        return await self._answer_now(
+            self._calls,
+            (dag_id, window),
+            lambda: read_calls(self.prometheus, dag_id, window, s.prefix),
+            self._prometheus,
+        )
+
+    async def inventory_health_now(self) -> Answer[InventoryHealth] | None:
+        if not self.prometheus_url:
+            return None
+        s = self.options
+        return await self._answer_now(
+            self._health,
+            "all",
+            lambda: read_inventory_health(self.prometheus, s.prefix),
+            self._prometheus,
+        )
+
     # -- both -----------------------------------------------------------------------------------
 
     def _answer(
         self, cache: TtlCache[_Loaded[T]], key: object, read: Callable[[], T], source: _Source
     ) -> Answer[T]:
-        def load() -> _Loaded[T]:
-            try:
-                value = read()
-            except Exception as exc:
-                last = cache.peek(key)
-                kept = last.value if last is not None else _Loaded[T](None, "", time.monotonic())
-                return _Loaded(kept.value, source.failed(exc), kept.read)
-            source.worked()
-            return _Loaded(value, "", time.monotonic())
+        return _as_answer(cache.get(key, _loader(cache, key, read, source)).value)
 
-        loaded = cache.get(key, load).value
-        return Answer(loaded.value, loaded.problem, max(0.0, time.monotonic() - loaded.read))
+    async def _answer_now(
+        self, cache: TtlCache[_Loaded[T]], key: object, read: Callable[[], T], source: _Source
+    ) -> Answer[T]:
+        load = _loader(cache, key, read, source)
+        try:
+            entry = await cache.get_async(
+                key,
+                load,
+                self.pool,
+                wait=min(WAIT, self.options.ui_timeout),
+                own_wait=self.options.ui_timeout + GRACE,
+            )
+        except (Unanswered, Busy) as exc:
+            last = cache.peek(key)
+            problem = f"{source.what}: {exc}"
+            if last is None:
+                return Answer(None, problem, 0.0)
+            return Answer(last.value.value, problem, max(0.0, time.monotonic() - last.value.read))
+        return _as_answer(entry.value)
+
+
+def _loader(
+    cache: TtlCache[_Loaded[T]], key: object, read: Callable[[], T], source: _Source
+) -> Callable[[], _Loaded[T]]:
+    """What loads ``key`` into ``cache``: ``read()``, or on failure the last good value with the problem."""
+
+    def load() -> _Loaded[T]:
+        try:
+            value = read()
+        except Exception as exc:
+            last = cache.peek(key)
+            kept = last.value if last is not None else _Loaded[T](None, "", time.monotonic())
+            return _Loaded(kept.value, source.failed(exc), kept.read)
+        source.worked()
+        return _Loaded(value, "", time.monotonic())
+
+    return load
+
+
+def _as_answer(loaded: _Loaded[T]) -> Answer[T]:
+    return Answer(loaded.value, loaded.problem, max(0.0, time.monotonic() - loaded.read))
 
 
 class _Source:
