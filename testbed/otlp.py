@@ -51,6 +51,7 @@ class OtlpSpan:
     resource: dict[str, str]
     status_code: int  # 2 is ERROR
     events: list[tuple[str, dict[str, Any]]]
+    start_ns: int
 
 
 def _value(value: Any) -> Any:
@@ -130,6 +131,7 @@ class OtlpReceiver(HttpPostSink):
                                 events=[
                                     (e.name, {a.key: _value(a.value) for a in e.attributes}) for e in span.events
                                 ],
+                                start_ns=span.start_time_unix_nano,
                             )
                         )
         return out
