@@ -164,8 +164,11 @@ def measure_on(setup: BackendSetup, calls: int, rounds: int) -> dict[str, OnFigu
         for op in OPS:
             method = _method(op)
             bare = AsyncMemoryStore(_PREFILL)
-            ours = accessors.instrument_task_store(AsyncMemoryStore(_PREFILL), setup.emitter, TAGS, tracer=tracer)
-            name = f"{method.removeprefix('a') if method in accessors.ASYNC_METHODS else method} task_state_store"
+            ours = accessors.instrument_task_store(
+                AsyncMemoryStore(_PREFILL), setup.emitter, TAGS, tracer=tracer
+            )
+            operation = method.removeprefix("a") if method in accessors.ASYNC_METHODS else method
+            name = f"{operation} task_state_store"
             fns = {
                 "bare": getattr(bare, method),
                 "bare_span": _in_bare_span(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
@@ -129,7 +128,8 @@ class OtlpReceiver(HttpPostSink):
                                 resource=resource,
                                 status_code=span.status.code,
                                 events=[
-                                    (e.name, {a.key: _value(a.value) for a in e.attributes}) for e in span.events
+                                    (e.name, {a.key: _value(a.value) for a in e.attributes})
+                                    for e in span.events
                                 ],
                                 start_ns=span.start_time_unix_nano,
                             )

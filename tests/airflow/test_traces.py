@@ -19,7 +19,6 @@ import pytest
 from support.cluster import Cluster
 from testbed.airflow import AirflowHome
 from testbed.otlp import TRACES_PATH, OtlpReceiver, OtlpSpan
-from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow]
 
@@ -91,14 +90,19 @@ def test_a_retrys_state_store_calls_are_spans_under_each_tries_task_span(
 
     def workers() -> dict[tuple[str, int], OtlpSpan]:
         found = [s for s in receiver.spans() if s.name in ("worker.resumes", "worker.starts_over")]
-        return {(s.attributes["airflow.task_id"], s.attributes["airflow.task_instance.try_number"]): s for s in found}
+        return {
+            (s.attributes["airflow.task_id"], s.attributes["airflow.task_instance.try_number"]): s
+            for s in found
+        }
 
     # Each task process flushes its spans as it ends; the run's success can come a moment before.
     cluster.wait(lambda: len(workers()) == 4 and len(ours(receiver.spans())) == 5, 60, "every try's spans")
     by_id = {s.span_id: s for s in receiver.spans()}
     tree: dict[tuple[str, int], list[tuple[str, int, dict[str, Any]]]] = {}
     for (task_id, try_number), worker in workers().items():
-        children = sorted((s for s in ours(receiver.spans()) if s.parent_id == worker.span_id), key=lambda s: s.start_ns)
+        children = sorted(
+            (s for s in ours(receiver.spans()) if s.parent_id == worker.span_id), key=lambda s: s.start_ns
+        )
         assert {s.trace_id for s in children} <= {worker.trace_id}
         tree[(task_id, try_number)] = [(s.name, s.kind, s.attributes) for s in children]
     assert tree == {

@@ -81,6 +81,7 @@ class InstrumentedStore:
         emitter: Emitter,
         tags: Mapping[str, str],
         retry: Any = None,
+        *,
         trace: Any = None,
     ) -> None:
         def bump(outcome: Outcome) -> Any:
@@ -193,13 +194,13 @@ class InstrumentedStore:
 
     def __copy__(self) -> Any:
         inner = copy.copy(self._inner)
-        return _wrap(inner, self._store, self._emitter, self._tags, _retry_of(self), self._trace)
+        return _wrap(inner, self._store, self._emitter, self._tags, _retry_of(self), trace=self._trace)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
         # The emitter is shared, never copied: a copy counts into the same series (and a retried
         # attempt's copy shares its one decision).
         inner = copy.deepcopy(self._inner, memo)
-        return _wrap(inner, self._store, self._emitter, self._tags, _retry_of(self), self._trace)
+        return _wrap(inner, self._store, self._emitter, self._tags, _retry_of(self), trace=self._trace)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # Counters do not travel: another process has its own emitter.
@@ -320,7 +321,7 @@ class _MappingMixin:
         children: dict[int, Any] = this._children
         wrapped = children.get(id(inner_accessor))
         if wrapped is None or unwrap(wrapped) is not inner_accessor:
-            wrapped = _wrap(inner_accessor, this._store, this._emitter, this._tags, None, this._trace)
+            wrapped = _wrap(inner_accessor, this._store, this._emitter, this._tags, trace=this._trace)
             children[id(inner_accessor)] = wrapped
         return wrapped
 
@@ -337,9 +338,10 @@ class InstrumentedAssetMapping(_MappingMixin, InstrumentedStore):
         emitter: Emitter,
         tags: Mapping[str, str],
         retry: Any = None,
+        *,
         trace: Any = None,
     ) -> None:
-        super().__init__(inner, store, emitter, tags, retry, trace)
+        super().__init__(inner, store, emitter, tags, retry, trace=trace)
         self._init_mapping()
 
 
@@ -355,9 +357,10 @@ class InstrumentedAsyncAssetMapping(_MappingMixin, InstrumentedAsyncStore):
         emitter: Emitter,
         tags: Mapping[str, str],
         retry: Any = None,
+        *,
         trace: Any = None,
     ) -> None:
-        super().__init__(inner, store, emitter, tags, retry, trace)
+        super().__init__(inner, store, emitter, tags, retry, trace=trace)
         self._init_mapping()
 
 
@@ -373,6 +376,7 @@ def _class_for(
     """The wrapper class for an inner accessor with exactly these async methods (a retried attempt's
     task store: its ``get`` and, where it has one, ``aget`` also decide :class:`FirstRead`; a traced
     wrapper: every method also a span, :mod:`.tracing`, which decides a retry itself)."""
+    namespace: dict[str, Any]
     if traced:
         from . import tracing
 
@@ -382,7 +386,7 @@ def _class_for(
         return type(f"{base.__name__}[traced]", (base,), namespace)
     if retried:
         base = _class_for(mapping, async_methods)
-        namespace: dict[str, Any] = {"__slots__": (), "get": _retried_get}
+        namespace = {"__slots__": (), "get": _retried_get}
         if "aget" in async_methods:
             namespace["aget"] = _retried_aget
         return type(f"{base.__name__}[retried]", (base,), namespace)
@@ -421,12 +425,13 @@ def _wrap(
     emitter: Emitter,
     tags: Mapping[str, str],
     retry: FirstRead | None = None,
+    *,
     trace: Any = None,
 ) -> Any:
     async_methods = frozenset(name for name in ASYNC_METHODS if hasattr(inner, name))
     mapping = hasattr(type(inner), "__getitem__")
     cls = _class_for(mapping, async_methods, retry is not None, trace is not None)
-    return cls(inner, store, emitter, tags, retry, trace)
+    return cls(inner, store, emitter, tags, retry, trace=trace)
 
 
 def instrument_task_store(
@@ -455,7 +460,9 @@ def instrument_task_store(
     from . import tracing
 
     retry = tracing.TracedFirstRead(emitter, tags, task_span) if retried else None
-    return _wrap(inner, Store.TASK, emitter, tags, retry, tracing.Tracing(tracer, Store.TASK, trace_keys))
+    return _wrap(
+        inner, Store.TASK, emitter, tags, retry, trace=tracing.Tracing(tracer, Store.TASK, trace_keys)
+    )
 
 
 def instrument_asset_store(
@@ -469,4 +476,4 @@ def instrument_asset_store(
         return _wrap(inner, Store.ASSET, emitter, tags)
     from . import tracing
 
-    return _wrap(inner, Store.ASSET, emitter, tags, None, tracing.Tracing(tracer, Store.ASSET, trace_keys))
+    return _wrap(inner, Store.ASSET, emitter, tags, trace=tracing.Tracing(tracer, Store.ASSET, trace_keys))

@@ -160,7 +160,7 @@ def get(self: Any, key: str, default: Any = None) -> Any:
         span.end()
 
 
-def set(self: Any, key: str, value: Any, **kwargs: Any) -> Any:  # noqa: A001 - the accessor's name
+def set(self: Any, key: str, value: Any, **kwargs: Any) -> Any:
     span = self._trace.start("set", key)
     token = _attach(_in_context(span))
     try:
