@@ -30,8 +30,8 @@ from testbed.repository import ROOT
 from .common import TAGS, AsyncMemoryStore, BackendSetup, UdpSink, log, median
 from .percall import _interleaved, _keys, _method, _runner
 
-#: The commit whose accessors are "today's": the last one before traces (the branch point).
-BASELINE = "96c1a54"
+#: The commit whose accessors are "today's": main before traces (the branch point).
+BASELINE = "ca5dc29"
 OPS: tuple[str, ...] = ("get_found", "set", "aget_found")
 _PREFILL = {f"key-{i}": i for i in range(64)}
 
