@@ -6,7 +6,8 @@ same in-memory store and counting into the same emitter (``backend = none``):
 
 * **off**: today's wrapper (``counting/accessors.py`` as it was before traces, loaded from git at
   :data:`BASELINE`) against this tree's wrapper without a tracer, and a second instance of the latter
-  (the A/A arm). Reported: each arm's ns per call, the ratio off / today and the A/A ratio.
+  (the A/A arm). Reported: each arm's ns per call, the ratio off / today and the A/A ratio (medians over rounds of
+  the ratio of two blocks timed in the same round).
 * **on**: this tree's wrapper with a tracer against the bare store inside a bare OpenTelemetry SDK
   span (``tracer.start_as_current_span(name, kind=CLIENT)``), both on one real SDK
   ``TracerProvider`` whose ``BatchSpanProcessor`` (its queue long enough that no span is dropped)
@@ -38,7 +39,7 @@ _PREFILL = {f"key-{i}": i for i in range(64)}
 
 
 class OffFigures(TypedDict):
-    """Spans off: ns per call (medians over rounds) and the ratios of the medians."""
+    """Spans off: ns per call (medians over rounds) and ratios (medians of the per-round ratios)."""
 
     bare_ns: float
     today_ns: float
@@ -54,7 +55,7 @@ class OnFigures(TypedDict):
     bare_ns: float
     bare_span_ns: float
     ours_ns: float
-    ours_over_bare_span: float  # per call, all in
+    ours_over_bare_span: float  # per call, all in (median of the per-round ratios)
     added_ratio: float  # (ours - bare) / (bare span - bare): what each adds to the store call
 
 
@@ -130,6 +131,11 @@ def _in_bare_span(tracer: Any, name: str, fn: Callable[..., Any], is_async: bool
     return traced
 
 
+def _ratio(per_call: dict[str, list[float]], arm: str, against: str) -> float:
+    """Median over rounds of the arm's block against the other's of the same round (drift cancels)."""
+    return median(a / b for a, b in zip(per_call[arm], per_call[against], strict=True))
+
+
 def measure_off(setup: BackendSetup, today: Any, calls: int, rounds: int) -> dict[str, OffFigures]:
     from store_metrics.counting import accessors
 
@@ -150,8 +156,8 @@ def measure_off(setup: BackendSetup, today: Any, calls: int, rounds: int) -> dic
             today_ns=m["today"],
             off_ns=m["off"],
             off_again_ns=m["off_again"],
-            off_over_today=m["off"] / m["today"],
-            aa_ratio=m["off_again"] / m["off"],
+            off_over_today=_ratio(per_call, "off", "today"),
+            aa_ratio=_ratio(per_call, "off_again", "off"),
         )
     return result
 
@@ -187,8 +193,11 @@ def measure_on(setup: BackendSetup, calls: int, rounds: int) -> dict[str, OnFigu
                 bare_ns=m["bare"],
                 bare_span_ns=m["bare_span"],
                 ours_ns=m["ours"],
-                ours_over_bare_span=m["ours"] / m["bare_span"],
-                added_ratio=(m["ours"] - m["bare"]) / (m["bare_span"] - m["bare"]),
+                ours_over_bare_span=_ratio(per_call, "ours", "bare_span"),
+                added_ratio=median(
+                    (o - b) / (s - b)
+                    for o, s, b in zip(per_call["ours"], per_call["bare_span"], per_call["bare"], strict=True)
+                ),
             )
         return result
     finally:
@@ -209,7 +218,7 @@ def _gc_off() -> Iterator[None]:
 
 def run(quick: bool) -> Traces:
     calls = 500 if quick else 4000
-    rounds = 3 if quick else 21
+    rounds = 3 if quick else 41
     today = load_today()
     sink = UdpSink()
     try:

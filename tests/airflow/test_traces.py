@@ -145,6 +145,7 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> AirflowHome:
     ("otel_on", "traces", "spans_of_ours"),
     [
         (False, "auto", 0),  # Airflow's traces off: no provider, no span at all
+        (False, "on", 0),  # the plugin's on, but nothing to send spans through: said once
         (True, "off", 0),  # Airflow's traces on, the plugin's off
         (True, "auto", 3),  # both on: the DAG's three calls (what the two above would have sent)
     ],
@@ -161,6 +162,8 @@ def test_a_dag_run_with_traces_off_produces_no_span(
         spans = receiver.spans()
         if not otel_on:
             assert receiver.trace_requests == []
+        no_provider = "traces = on, but no OpenTelemetry tracer provider is set in this process"
+        assert (no_provider in result["log"]) == (traces == "on")
         assert [(s.name, s.attributes["store_metrics.outcome"]) for s in ours(spans)] == [
             ("get task_state_store", "absent"),
             ("set task_state_store", "written"),

@@ -104,29 +104,36 @@ def traces_wanted() -> tuple[bool, bool]:
     """
     if _state.tracing is None:
         _state.tracing = (False, False)
-        from ..config.options import TRACES_AUTO, TRACES_OFF
-        from ..config.reader import read_options
-
-        options = read_options()  # read (and checked) by ensure_emitter before this
-        if options.traces == TRACES_OFF:
-            return _state.tracing
-        if options.traces == TRACES_AUTO:
-            from airflow.sdk.configuration import conf
-
-            if not conf.getboolean("traces", "otel_on", fallback=False):
-                return _state.tracing
-        from ..counting import tracing
-
-        if not tracing.has_provider():
-            logs.once(
-                "traces",
-                logging.WARNING,
-                "store-metrics: [store_metrics] traces = on, but no OpenTelemetry tracer provider is set "
-                "in this process ([traces] otel_on is off): state store calls are not traced",
-            )
-            return _state.tracing
-        _state.tracing = (True, options.traces_keys)
+        try:
+            _state.tracing = _decide_traces()
+        except Exception:  # the calls are still counted, only not traced
+            logs.once("traces", logging.ERROR, "store-metrics could not set up traces", exc_info=True)
     return _state.tracing
+
+
+def _decide_traces() -> tuple[bool, bool]:
+    from ..config.options import TRACES_AUTO, TRACES_OFF
+    from ..config.reader import read_options
+
+    options = read_options()  # read (and checked) by ensure_emitter before this
+    if options.traces == TRACES_OFF:
+        return (False, False)
+    if options.traces == TRACES_AUTO:
+        from airflow.sdk.configuration import conf
+
+        if not conf.getboolean("traces", "otel_on", fallback=False):
+            return (False, False)
+    from ..counting import tracing
+
+    if not tracing.has_provider():
+        logs.once(
+            "traces",
+            logging.WARNING,
+            "store-metrics: [store_metrics] traces = on, but no OpenTelemetry tracer provider is set "
+            "in this process ([traces] otel_on is off): state store calls are not traced",
+        )
+        return (False, False)
+    return (True, options.traces_keys)
 
 
 def instrument_context(task_instance: Any, context: Any) -> bool:
