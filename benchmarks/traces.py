@@ -6,8 +6,8 @@ same in-memory store and counting into the same emitter (``backend = none``):
 
 * **off**: today's wrapper (``counting/accessors.py`` as it was before traces, loaded from git at
   :data:`BASELINE`) against this tree's wrapper without a tracer, and a second instance of the latter
-  (the A/A arm). Reported: each arm's ns per call, the ratio off / today and the A/A ratio (medians over rounds of
-  the ratio of two blocks timed in the same round).
+  (the A/A arm). Reported: each arm's ns per call, the ratio off / today and the A/A ratio
+  (medians over rounds of the ratio of two blocks timed in the same round).
 * **on**: this tree's wrapper with a tracer against the bare store inside a bare OpenTelemetry SDK
   span (``tracer.start_as_current_span(name, kind=CLIENT)``), both on one real SDK
   ``TracerProvider`` whose ``BatchSpanProcessor`` (its queue long enough that no span is dropped)
