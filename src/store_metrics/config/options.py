@@ -50,6 +50,12 @@ WORKER_LABEL_AUTO: Final = "auto"
 WORKER_LABEL_HOST_SLOT: Final = "host_slot"
 WORKER_LABEL_SLOT: Final = "slot"
 WORKER_LABELS: Final = (WORKER_LABEL_AUTO, WORKER_LABEL_HOST_SLOT, WORKER_LABEL_SLOT)
+#: Whether each state store call is also an OpenTelemetry span: ``auto`` follows Airflow's
+#: ``[traces] otel_on``.
+TRACES_AUTO: Final = "auto"
+TRACES_ON: Final = "on"
+TRACES_OFF: Final = "off"
+TRACES: Final = (TRACES_AUTO, TRACES_ON, TRACES_OFF)
 #: Where ``store-metrics inventory --serve`` reports the footprint.
 INVENTORY_EXPORTS: Final = ("prometheus", "backend")
 
@@ -295,6 +301,26 @@ OPTIONS: Final[tuple[Option, ...]] = (
         default_doc="`auto`: `slot` with `backend = otel` and `otel_exporter = prometheus` (each "
         "worker scraped), else `host_slot`",
     ),
+    # -- traces: each state store call as an OpenTelemetry span (docs/traces.md) -------------------
+    Option(
+        "traces",
+        _choice(TRACES),
+        TRACES_AUTO,
+        ", ".join(f"`{name}`" for name in TRACES),
+        "each state store call a task makes as an OpenTelemetry CLIENT span under the task's "
+        "`worker.<task_id>` span, through the tracer provider Airflow's traces use "
+        "([Traces](traces.md)); `on` also where `[traces] otel_on` is off (a provider set up by other "
+        "means, such as `opentelemetry-instrument`)",
+        default_doc="`auto`: on where Airflow's `[traces] otel_on` is on",
+    ),
+    Option(
+        "traces_keys",
+        validate.boolean,
+        False,
+        "`true` / `false`",
+        "put each call's key on its span (`store_metrics.key`); off by default, since keys can be "
+        "unbounded and can say more than the people who read traces should see",
+    ),
     # -- store-metrics inventory (the state store footprint) ---------------------------------------
     Option(
         "inventory_interval",
@@ -519,6 +545,8 @@ EXAMPLES: Final[dict[str, str]] = {
     "stall_threshold_ms": "250",
     "server_prometheus_port": "9465",
     "worker_label": "slot",
+    "traces": "on",
+    "traces_keys": "true",
     "inventory_interval": "600",
     "inventory_timeout": "60",
     "inventory_top": "50",

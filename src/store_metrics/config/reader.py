@@ -54,6 +54,8 @@ class OptionValues:
     stall_threshold_ms: float = default("stall_threshold_ms")
     server_prometheus_port: int = default("server_prometheus_port")
     worker_label: str = default("worker_label")
+    traces: str = default("traces")
+    traces_keys: bool = default("traces_keys")
     inventory_interval: float = default("inventory_interval")
     inventory_timeout: float = default("inventory_timeout")
     inventory_top: int = default("inventory_top")

@@ -23,6 +23,10 @@ A retried attempt's task store (``instrument_task_store(..., retried=True)``) is
 ``task_state_store.retry_resumed`` (found) or ``retry_not_resumed`` (absent), once per wrapper
 and its copies, whichever thread or coroutine reads first. A read that raises decides nothing.
 Every other wrapper keeps the one-add ``get``.
+
+A wrapper made with a ``tracer`` is a subclass whose methods (:mod:`.tracing`) also make each call
+an OpenTelemetry CLIENT span; which class a wrapper is gets decided once, when it is made, so a
+wrapper without a tracer runs exactly the methods above and imports no OpenTelemetry.
 """
 
 from __future__ import annotations
@@ -66,11 +70,19 @@ class InstrumentedStore:
         "_retry",
         "_store",
         "_tags",
+        "_trace",
         "_write",
     )
 
     def __init__(
-        self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str], retry: Any = None
+        self,
+        inner: Any,
+        store: Store,
+        emitter: Emitter,
+        tags: Mapping[str, str],
+        retry: Any = None,
+        *,
+        trace: Any = None,
     ) -> None:
         def bump(outcome: Outcome) -> Any:
             return emitter.counter(metric_for(store, outcome), tags).add
@@ -84,6 +96,8 @@ class InstrumentedStore:
         object.__setattr__(self, "_tags", dict(tags))
         #: A retried attempt's :class:`FirstRead` (its ``get``/``aget`` decide it), else ``None``.
         object.__setattr__(self, "_retry", retry)
+        #: A traced wrapper's :class:`~.tracing.Tracing` (only its methods read it), else ``None``.
+        object.__setattr__(self, "_trace", trace)
         # Bound methods, looked up once: a call then costs one attribute load and one add.
         object.__setattr__(self, "_found", bump(Outcome.READ_FOUND))
         object.__setattr__(self, "_absent", bump(Outcome.READ_ABSENT))
@@ -179,13 +193,14 @@ class InstrumentedStore:
         return dir(self._inner)
 
     def __copy__(self) -> Any:
-        return _wrap(copy.copy(self._inner), self._store, self._emitter, self._tags, _retry_of(self))
+        inner = copy.copy(self._inner)
+        return _wrap(inner, self._store, self._emitter, self._tags, _retry_of(self), trace=self._trace)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Any:
         # The emitter is shared, never copied: a copy counts into the same series (and a retried
         # attempt's copy shares its one decision).
         inner = copy.deepcopy(self._inner, memo)
-        return _wrap(inner, self._store, self._emitter, self._tags, _retry_of(self))
+        return _wrap(inner, self._store, self._emitter, self._tags, _retry_of(self), trace=self._trace)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         # Counters do not travel: another process has its own emitter.
@@ -306,7 +321,7 @@ class _MappingMixin:
         children: dict[int, Any] = this._children
         wrapped = children.get(id(inner_accessor))
         if wrapped is None or unwrap(wrapped) is not inner_accessor:
-            wrapped = _wrap(inner_accessor, this._store, this._emitter, this._tags)
+            wrapped = _wrap(inner_accessor, this._store, this._emitter, this._tags, trace=this._trace)
             children[id(inner_accessor)] = wrapped
         return wrapped
 
@@ -317,9 +332,16 @@ class InstrumentedAssetMapping(_MappingMixin, InstrumentedStore):
     __slots__ = ("_children",)
 
     def __init__(
-        self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str], retry: Any = None
+        self,
+        inner: Any,
+        store: Store,
+        emitter: Emitter,
+        tags: Mapping[str, str],
+        retry: Any = None,
+        *,
+        trace: Any = None,
     ) -> None:
-        super().__init__(inner, store, emitter, tags, retry)
+        super().__init__(inner, store, emitter, tags, retry, trace=trace)
         self._init_mapping()
 
 
@@ -329,9 +351,16 @@ class InstrumentedAsyncAssetMapping(_MappingMixin, InstrumentedAsyncStore):
     __slots__ = ("_children",)
 
     def __init__(
-        self, inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str], retry: Any = None
+        self,
+        inner: Any,
+        store: Store,
+        emitter: Emitter,
+        tags: Mapping[str, str],
+        retry: Any = None,
+        *,
+        trace: Any = None,
     ) -> None:
-        super().__init__(inner, store, emitter, tags, retry)
+        super().__init__(inner, store, emitter, tags, retry, trace=trace)
         self._init_mapping()
 
 
@@ -341,12 +370,23 @@ _ALL_ASYNC = frozenset(ASYNC_METHODS)
 
 
 @functools.cache
-def _class_for(mapping: bool, async_methods: frozenset[str], retried: bool = False) -> type:
+def _class_for(
+    mapping: bool, async_methods: frozenset[str], retried: bool = False, traced: bool = False
+) -> type:
     """The wrapper class for an inner accessor with exactly these async methods (a retried attempt's
-    task store: its ``get`` and, where it has one, ``aget`` also decide :class:`FirstRead`)."""
+    task store: its ``get`` and, where it has one, ``aget`` also decide :class:`FirstRead`; a traced
+    wrapper: every method also a span, :mod:`.tracing`, which decides a retry itself)."""
+    namespace: dict[str, Any]
+    if traced:
+        from . import tracing
+
+        base = _class_for(mapping, async_methods)
+        names = ("get", "set", "delete", "clear", *sorted(async_methods))
+        namespace = {"__slots__": (), **{name: tracing.METHODS[name] for name in names}}
+        return type(f"{base.__name__}[traced]", (base,), namespace)
     if retried:
         base = _class_for(mapping, async_methods)
-        namespace: dict[str, Any] = {"__slots__": (), "get": _retried_get}
+        namespace = {"__slots__": (), "get": _retried_get}
         if "aget" in async_methods:
             namespace["aget"] = _retried_aget
         return type(f"{base.__name__}[retried]", (base,), namespace)
@@ -380,29 +420,60 @@ def _retry_of(wrapper: Any) -> FirstRead | None:
 
 
 def _wrap(
-    inner: Any, store: Store, emitter: Emitter, tags: Mapping[str, str], retry: FirstRead | None = None
+    inner: Any,
+    store: Store,
+    emitter: Emitter,
+    tags: Mapping[str, str],
+    retry: FirstRead | None = None,
+    *,
+    trace: Any = None,
 ) -> Any:
     async_methods = frozenset(name for name in ASYNC_METHODS if hasattr(inner, name))
-    cls = _class_for(hasattr(type(inner), "__getitem__"), async_methods, retry is not None)
-    return cls(inner, store, emitter, tags, retry)
+    mapping = hasattr(type(inner), "__getitem__")
+    cls = _class_for(mapping, async_methods, retry is not None, trace is not None)
+    return cls(inner, store, emitter, tags, retry, trace=trace)
 
 
 def instrument_task_store(
-    inner: Any, emitter: Emitter, tags: Mapping[str, str], *, retried: bool = False
+    inner: Any,
+    emitter: Emitter,
+    tags: Mapping[str, str],
+    *,
+    retried: bool = False,
+    tracer: Any = None,
+    trace_keys: bool = False,
+    task_span: Any = None,
 ) -> Any:
     """Wrap ``context["task_state_store"]``. Already-wrapped accessors are returned as they are.
 
     ``retried``: the store of a retried attempt's first execution (``try_number >= 2``, not resumed
     from a deferral or a reschedule): its first read that answers also counts
     ``task_state_store.retry_resumed`` or ``retry_not_resumed``, once.
+    ``tracer``: an OpenTelemetry tracer: every call is also a CLIENT span (:mod:`.tracing`), its key
+    on it only with ``trace_keys``; a retried attempt's decision also goes on ``task_span``. Without
+    a tracer the wrapper is the counting one, unchanged.
     """
     if is_instrumented(inner):
         return inner
-    return _wrap(inner, Store.TASK, emitter, tags, FirstRead(emitter, tags) if retried else None)
+    if tracer is None:
+        return _wrap(inner, Store.TASK, emitter, tags, FirstRead(emitter, tags) if retried else None)
+    from . import tracing
+
+    retry = tracing.TracedFirstRead(emitter, tags, task_span) if retried else None
+    return _wrap(
+        inner, Store.TASK, emitter, tags, retry, trace=tracing.Tracing(tracer, Store.TASK, trace_keys)
+    )
 
 
-def instrument_asset_store(inner: Any, emitter: Emitter, tags: Mapping[str, str]) -> Any:
-    """Wrap ``context["asset_state_store"]`` (the mapping or one asset's accessor)."""
+def instrument_asset_store(
+    inner: Any, emitter: Emitter, tags: Mapping[str, str], *, tracer: Any = None, trace_keys: bool = False
+) -> Any:
+    """Wrap ``context["asset_state_store"]`` (the mapping or one asset's accessor); ``tracer`` and
+    ``trace_keys`` as for :func:`instrument_task_store`."""
     if is_instrumented(inner):
         return inner
-    return _wrap(inner, Store.ASSET, emitter, tags)
+    if tracer is None:
+        return _wrap(inner, Store.ASSET, emitter, tags)
+    from . import tracing
+
+    return _wrap(inner, Store.ASSET, emitter, tags, trace=tracing.Tracing(tracer, Store.ASSET, trace_keys))
