@@ -4,7 +4,7 @@ Each builder takes a :class:`Queries` (the query specs over the recorded calls) 
 :class:`~.queries.Row`; :func:`build_rows` lists them in dashboard order (the Errors row right
 under the Overview).
 
-Asset watchers' calls (``run_type="asset_watcher"``, ``dag_id="none"``) belong to no DAG: every
+Asset watchers' calls (``run_type="asset_watcher"``, ``dag_id="<none>"``) belong to no DAG: every
 query grouped by ``dag_id`` leaves them out (:meth:`Queries.m`) and its panel's description says
 so; the collapsed Triggers row shows them by trigger class and watched asset. Panels that do not
 group by DAG (totals, by operation, operator, run type, team) count them with the rest.

@@ -35,7 +35,7 @@ HOSTILE_VALUES = [
     "50%",
     "[signalfx=tag]",
     "unknown",
-    "<unknown>",
+    "<made up>",
     "other",
     "x\u2028y\x85z",
     "\ud800lone",

@@ -192,7 +192,7 @@ def test_none_backend_keeps_counts_and_sends_nothing(udp_receiver: UdpReceiver) 
     assert emitter.flush(5.0)
     assert emitter.snapshot() == {
         ("task_state_store.write", tuple(TAGS.items())): 3,
-        ("task_state_store.read_found", (("dag_id", "x_airflow.evil_1_c"), *tuple(TAGS.items())[1:])): 1,
+        ("task_state_store.read_found", (("dag_id", "x%0Aairflow.evil%3A1%7Cc"), *tuple(TAGS.items())[1:])): 1,
     }
     assert emitter.totals(WRITE) == [(tuple(TAGS.items()), 3)]
 

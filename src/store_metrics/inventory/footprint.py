@@ -1,4 +1,4 @@
-"""What one store's table holds, per group, with cardinality bounded: the top N and ``other``.
+"""What one store's table holds, per group, with cardinality bounded: the top N and ``<other>``.
 
 A :class:`Group` is one row of an aggregate query (entries, bytes, references, oldest and newest
 write, expired entries). :func:`footprint_of` turns a query's rows into a :class:`StoreFootprint`:
@@ -12,7 +12,7 @@ write, expired entries). :func:`footprint_of` turns a query's rows into a :class
    asset store keeps the ``top`` assets and sums the rest under ``asset="<other>"``. At most ``top * (top + 1) + 1`` task series and
    ``top + 1`` asset series per metric, whatever the table holds.
 
-Sums over all groups are exact whatever ``top`` is: ``other`` holds the rest, not nothing.
+Sums over all groups are exact whatever ``top`` is: ``<other>`` holds the rest, not nothing.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ class StoreFootprint:
         return total
 
     def largest_first(self) -> list[tuple[Key, Group]]:
-        """The groups by stored bytes, then entries, descending; ``other`` buckets last."""
+        """The groups by stored bytes, then entries, descending; ``<other>`` buckets last."""
         return sorted(
             self.groups.items(),
             key=lambda item: (OTHER in item[0], -item[1].stored_bytes, -item[1].entries, item[0]),
@@ -134,7 +134,7 @@ def _merged(pairs: Iterable[tuple[Key, Group]]) -> dict[Key, Group]:
 
 
 def bound(store: Store, groups: Mapping[Key, Group], top: int) -> dict[Key, Group]:
-    """Keep the ``top`` DAGs (and ``top`` tasks of each) or assets; sum the rest under ``other``."""
+    """Keep the ``top`` DAGs (and ``top`` tasks of each) or assets; sum the rest under ``<other>``."""
     if store is Store.ASSET:
         ranked = sorted(groups.items(), key=by_size)
         kept = ranked[:top]
