@@ -16,8 +16,8 @@ with :func:`store_metrics.instrument_task_store`) counts into it and nothing is 
 Wrappers made before the block keep counting into the emitter they were made with.
 
 Tag values are compared after the tag value rule the backends apply
-(:func:`store_metrics.naming.tag_value`), so ``dag_id="my dag"`` finds the series tagged
-``my%20dag``, and ``dag_id="données"`` the series tagged ``données``.
+(:func:`store_metrics.naming.tag_value`): pass them as your code passes them, ``dag_id="my dag"``
+(whose series is tagged ``my%20dag``) or ``dag_id="données"`` (tagged ``données``).
 """
 
 from __future__ import annotations
