@@ -6,9 +6,9 @@ same labels whichever path its metrics take, and a query by its id finds exactly
 * a tag value is turned into a string and kept as it is, Unicode included, except for the
   characters some wire format reads as a separator or that the plugin keeps for its own values:
   ``%`` ``,`` ``=`` ``:`` ``|`` ``#`` ``[`` ``]`` ``<`` ``>`` space, control characters (newlines
-  included), U+2028 and U+2029, and lone surrogates (no UTF-8 for them), each written as ``%`` and its UTF-8 bytes in hex
-  (``a,b`` is ``a%2Cb``, ``50%`` is ``50%25``). Percent-encoding ``%`` itself makes the rule
-  injective: two different values never give one label value.
+  included), U+2028 and U+2029, and lone surrogates (no UTF-8 for them), each written as ``%`` and
+  its UTF-8 bytes in hex (``a,b`` is ``a%2Cb``, ``50%`` is ``50%25``). Percent-encoding ``%``
+  itself makes the rule injective: two different values never give one label value.
 * Every id Airflow accepts (``[\\w.-]+``, Unicode word characters, up to 250) has none of those
   characters, so it reaches every backend unchanged: ``données_2024`` is ``données_2024``, and
   ``donn_es_2024`` another series.

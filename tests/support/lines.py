@@ -7,9 +7,7 @@ import re
 #: A tag value on a line: one character or more, none a separator of either format or a line end
 #: (Unicode otherwise, as the tag value rule of store_metrics.naming leaves it).
 _VALUE = r"[^,=:|#\[\] \x00-\x1f\x7f-\x9f\u2028\u2029]+"
-_INFLUX_LINE = re.compile(
-    rf"^(?P<name>[A-Za-z0-9_.]+)(?P<tags>(?:,[a-z_]+={_VALUE})*):(?P<value>\d+)\|c$"
-)
+_INFLUX_LINE = re.compile(rf"^(?P<name>[A-Za-z0-9_.]+)(?P<tags>(?:,[a-z_]+={_VALUE})*):(?P<value>\d+)\|c$")
 _DOG_TAG = rf"[a-z_]+:{_VALUE}"
 _DOG_LINE = re.compile(
     rf"^(?P<name>[A-Za-z0-9_.]+):(?P<value>\d+)\|c(?:\|#(?P<tags>{_DOG_TAG}(?:,{_DOG_TAG})*))?$"

@@ -59,7 +59,12 @@ def airflow_ids(count: int, seed: int) -> list[str]:
     """``count`` ids Airflow accepts, drawn from every character it accepts, 1 to 250 long (the
     longest and a few near it always among them), reproducible from ``seed``."""
     rng, characters = random.Random(seed), id_characters()
-    lengths = [AIRFLOW_KEY_MAX, AIRFLOW_KEY_MAX - 1, 1, *(rng.randint(1, AIRFLOW_KEY_MAX) for _ in range(count))]
+    lengths = [
+        AIRFLOW_KEY_MAX,
+        AIRFLOW_KEY_MAX - 1,
+        1,
+        *(rng.randint(1, AIRFLOW_KEY_MAX) for _ in range(count)),
+    ]
     return ["".join(rng.choice(characters) for _ in range(n)) for n in lengths[:count]]
 
 

@@ -142,9 +142,7 @@ def test_hostile_values_become_one_escaped_attribute_each() -> None:
     for hostile in HOSTILE_VALUES:
         emitter.counter(READ_FOUND, {**TAGS, "dag_id": hostile}).add(1)
     points = collected(reader)["airflow.task_state_store.read_found"]
-    assert sorted(p[0]["dag_id"] for p in points) == sorted(
-        naming.tag_value(v) for v in HOSTILE_VALUES
-    )
+    assert sorted(p[0]["dag_id"] for p in points) == sorted(naming.tag_value(v) for v in HOSTILE_VALUES)
     assert all(p[1] == 1 and set(p[0]) == set(TAGS) for p in points)
     assert "x%0Aairflow.evil%3A1%7Cc" in {p[0]["dag_id"] for p in points}
 

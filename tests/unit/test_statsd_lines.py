@@ -60,13 +60,26 @@ def test_every_id_airflow_accepts_is_kept_exactly() -> None:
         tags = (("dag_id", dag_id), ("task_id", dag_id[::-1]), *BASE[2:])
         for line, parse in (
             (statsd_lines.influx_counter_line("airflow", "task_state_store.write", tags, 1), parse_influx),
-            (statsd_lines.dogstatsd_counter_line("airflow", "task_state_store.write", tags, 1), parse_dogstatsd),
+            (
+                statsd_lines.dogstatsd_counter_line("airflow", "task_state_store.write", tags, 1),
+                parse_dogstatsd,
+            ),
         ):
-            assert parse(line)[1] == {"dag_id": dag_id, "task_id": dag_id[::-1], "run_type": "manual", "operator": "X"}
+            assert parse(line)[1] == {
+                "dag_id": dag_id,
+                "task_id": dag_id[::-1],
+                "run_type": "manual",
+                "operator": "X",
+            }
 
 
 def test_no_two_values_share_a_label_value() -> None:
-    values = [*HOSTILE_VALUES, *any_strings(1500, seed=43), *airflow_ids(300, seed=44), *catalogue.RESERVED_VALUES]
+    values = [
+        *HOSTILE_VALUES,
+        *any_strings(1500, seed=43),
+        *airflow_ids(300, seed=44),
+        *catalogue.RESERVED_VALUES,
+    ]
     distinct = set(values) - {""}  # "" is <unknown>: a value nobody could know
     assert len({naming.tag_value(v) for v in distinct}) == len(distinct)
 
@@ -82,7 +95,8 @@ def test_an_escaped_value_reads_back_as_the_value() -> None:
 def test_a_value_never_carries_a_separator_nor_looks_like_the_plugins_own() -> None:
     for value in [*HOSTILE_VALUES, *any_strings(1500, seed=46)]:
         escaped = naming.tag_value(value)
-        assert not set(escaped) & set(",=:|#[] <>\n\r\t\x85\u2028\u2029") or escaped in catalogue.RESERVED_VALUES
+        separators = set(",=:|#[] <>\n\r\t\x85\u2028\u2029")
+        assert not set(escaped) & separators or escaped in catalogue.RESERVED_VALUES
         assert 0 < len(escaped) <= naming.MAX_TAG_VALUE_LENGTH
         escaped.encode("utf-8")  # no lone surrogate left
 
@@ -100,7 +114,7 @@ def test_a_long_value_is_cut_with_its_digest_so_long_values_stay_apart() -> None
 
 
 def test_the_plugins_own_values_are_no_id_airflow_accepts() -> None:
-    assert catalogue.RESERVED_VALUES == {"<unknown>", "<none>", "<other>", "<overflow>"}
+    assert {"<unknown>", "<none>", "<other>", "<overflow>"} == catalogue.RESERVED_VALUES
     for value in catalogue.RESERVED_VALUES:
         assert not AIRFLOW_KEY.match(value)
         assert naming.tag_value(value) == value
@@ -158,7 +172,9 @@ def test_a_line_given_a_raw_value_still_is_one_well_formed_line() -> None:
     for hostile in HOSTILE_VALUES:
         for line in (
             statsd_lines.influx_counter_line("airflow", "task_state_store.write", (("dag_id", hostile),), 1),
-            statsd_lines.dogstatsd_counter_line("airflow", "task_state_store.write", (("dag_id", hostile),), 1),
+            statsd_lines.dogstatsd_counter_line(
+                "airflow", "task_state_store.write", (("dag_id", hostile),), 1
+            ),
         ):
             assert line.splitlines() == [line]
             line.encode("utf-8")

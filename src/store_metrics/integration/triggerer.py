@@ -58,8 +58,8 @@ is logged.
 ``operator``, ``team_name``), as far as the triggerer knows them (``<unknown>`` where it does not).
 A watcher belongs to no DAG and no task: an asset may schedule any number of DAGs. Its calls are
 tagged ``dag_id="<none>"``, ``task_id=<the watched asset's name>`` (names joined by ``,`` when one
-trigger watches several assets; the tag value rule writes it ``%2C``), ``run_type="asset_watcher"`` and ``operator=<the trigger's class
-name>``: as many series as watched assets, never a key.
+trigger watches several assets; the tag value rule writes it ``%2C``), ``run_type="asset_watcher"``
+and ``operator=<the trigger's class name>``: as many series as watched assets, never a key.
 """
 
 from __future__ import annotations

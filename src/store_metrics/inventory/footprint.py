@@ -8,9 +8,10 @@ write, expired entries). :func:`footprint_of` turns a query's rows into a :class
    become labels, and keeps them apart, so a DAG has the same labels on every path;
 2. the task store keeps the ``top`` DAGs by bytes (then entries, then name), and within each of
    them its ``top`` tasks; the other tasks of a kept DAG are summed under ``task_id="<other>"``, every
-   other DAG under ``dag_id="<other>", task_id="<other>"`` (a value no DAG or task id can take). The
-   asset store keeps the ``top`` assets and sums the rest under ``asset="<other>"``. At most ``top * (top + 1) + 1`` task series and
-   ``top + 1`` asset series per metric, whatever the table holds.
+   other DAG under ``dag_id="<other>", task_id="<other>"`` (a value no DAG or task id can take).
+   The asset store keeps the ``top`` assets and sums the rest under ``asset="<other>"``. At most
+   ``top * (top + 1) + 1`` task series and ``top + 1`` asset series per metric, whatever the table
+   holds.
 
 Sums over all groups are exact whatever ``top`` is: ``<other>`` holds the rest, not nothing.
 """

@@ -116,7 +116,11 @@ RECORDED: tuple[tuple[str, tuple[tuple[dict[str, str], float], ...], str], ...] 
         (({"asset": "orders"}, 2), ({"asset": "events"}, 1), ({"asset": "<other>"}, 4)),
         "",
     ),
-    ("asset:store_metrics_footprint_bytes:sum", (({"asset": "orders"}, 2029), ({"asset": "<other>"}, 300)), ""),
+    (
+        "asset:store_metrics_footprint_bytes:sum",
+        (({"asset": "orders"}, 2029), ({"asset": "<other>"}, 300)),
+        "",
+    ),
     (
         "store:store_metrics_footprint_expired_entries:sum",
         (({"store": "task"}, 3),),
