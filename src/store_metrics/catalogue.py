@@ -367,8 +367,8 @@ OTHER = "<other>"
 RESERVED_VALUES: frozenset[str] = frozenset({DAG_ID_NONE, UNKNOWN, OVERFLOW, OTHER})
 _FOOTPRINT_WHAT = {Store.TASK: "the task state store", Store.ASSET: "the asset state store"}
 _FOOTPRINT_PER = {
-    Store.TASK: "per DAG and task (the largest inventory_top, the rest under <other>)",
-    Store.ASSET: "per asset name (the largest inventory_top, the rest under <other>)",
+    Store.TASK: "per DAG and task (the largest inventory_top, the rest under `<other>`)",
+    Store.ASSET: "per asset name (the largest inventory_top, the rest under `<other>`)",
 }
 
 
