@@ -3,7 +3,7 @@
 A :class:`Group` is one row of an aggregate query (entries, bytes, references, oldest and newest
 write, expired entries). :func:`footprint_of` turns a query's rows into a :class:`StoreFootprint`:
 
-1. group keys are the names exactly as Airflow has them (a missing one is ``""``); the tag value
+1. group keys are the names exactly as Airflow has them (a missing one is ``<unknown>``); the tag value
    rule of every other metric (:func:`~store_metrics.naming.tag_value`) is applied where they
    become labels, and keeps them apart, so a DAG has the same labels on every path;
 2. the task store keeps the ``top`` DAGs by bytes (then entries, then name), and within each of
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..catalogue import OTHER, Store
+from ..catalogue import OTHER, UNKNOWN, Store
 from .queries import KEY_COLUMNS
 
 Key = tuple[str, ...]
@@ -161,7 +161,7 @@ def footprint_of(
     """The bounded footprint of ``store`` from its aggregate query's rows."""
     width = KEY_COLUMNS[store]
     groups = _merged(
-        (tuple("" if v is None else str(v) for v in row[:width]), group_of(store, row[width:]))
+        (tuple(UNKNOWN if v is None else str(v) for v in row[:width]), group_of(store, row[width:]))
         for row in rows
     )
     return StoreFootprint(
