@@ -45,7 +45,7 @@ _ABOUT = (
 )
 _TASK_FILTERS = " Only the dashboard's deployment and DAG filters apply."
 _ASSET_FILTERS = " Only the deployment filter applies (an asset belongs to no DAG)."
-_OTHER = ' `<other>`: the DAGs (tasks, assets) beyond inventory_top, summed, so totals stay exact.'
+_OTHER = " `<other>`: the DAGs (tasks, assets) beyond inventory_top, summed, so totals stay exact."
 
 
 def _by_dag(name: str, modifier: str = "") -> str:

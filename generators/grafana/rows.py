@@ -60,7 +60,7 @@ WATCHERS: tuple[tuple[str, str], ...] = (WATCHER,)
 #: Said by every panel whose queries group by DAG.
 NO_WATCHERS_NOTE = (
     f" Asset watchers' calls (run_type {catalogue.RUN_TYPE_ASSET_WATCHER}, "
-    f'dag_id `{catalogue.DAG_ID_NONE}`) are left out: they belong to no DAG (the Triggers row shows them).'
+    f"dag_id `{catalogue.DAG_ID_NONE}`) are left out: they belong to no DAG (the Triggers row shows them)."
 )
 
 

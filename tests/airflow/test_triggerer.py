@@ -463,7 +463,9 @@ def test_the_triggerer_counts_its_triggers_also_with_count_at_api_server(tmp_pat
         "payloads": [{"seen": [None, None, "v1"], "wrapped": True}],
         "flushed": True,
     }
-    tags = "dag_id=none,task_id=store_metrics_test_in_process,run_type=asset_watcher,operator=SyncWatermarks"
+    tags = (
+        "dag_id=<none>,task_id=store_metrics_test/in_process,run_type=asset_watcher,operator=SyncWatermarks"
+    )
     assert sorted(lines) == [
         f"airflow.asset_state_store.{outcome},{tags}:1|c"
         for outcome in ("delete", "read_absent", "read_found", "write")
@@ -601,5 +603,5 @@ def _fresh_process(script: str, home: Path, **env: str) -> tuple[Any, str]:
 
 
 def _tags(operator: str) -> tuple[tuple[str, str], ...]:
-    return (("dag_id", "<none>"), ("task_id", "store_metrics_test_in_process"),
+    return (("dag_id", "<none>"), ("task_id", "store_metrics_test/in_process"),
             ("run_type", "asset_watcher"), ("operator", operator))  # fmt: skip
