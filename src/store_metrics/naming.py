@@ -14,7 +14,9 @@ same labels whichever path its metrics take, and a query by its id finds exactly
   ``donn_es_2024`` another series.
 * The values the plugin makes up (:data:`store_metrics.catalogue.RESERVED_VALUES`: ``<unknown>``,
   ``<none>``, ``<other>``, ``<overflow>``) are written between angle brackets, which no escaped
-  value contains; an empty value is ``<unknown>``.
+  value contains; an empty value is ``<unknown>``. They are recognised by their text, so a value
+  from outside equal to one of them is kept too: only an asset name can be (Airflow does not
+  restrict those), never a DAG or task id.
 * A value longer than :data:`MAX_TAG_VALUE_LENGTH` characters once escaped (never an Airflow id:
   asset names reach 1500) keeps its first characters and ends with ``~`` and 16 hex digits of its
   SHA-256, so long values that share a beginning stay apart.
