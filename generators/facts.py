@@ -58,7 +58,7 @@ ALL_OUTCOMES = (*COMPLETED, Outcome.ERROR)
 WATCHER = (RUN_TYPE, catalogue.RUN_TYPE_ASSET_WATCHER)
 WATCHER_NOTE = (
     " An asset watcher's trigger belongs to no DAG: its calls carry run_type asset_watcher, "
-    f'dag_id "{catalogue.DAG_ID_NONE}", task_id = the watched asset\'s name and operator = the '
+    f"dag_id `{catalogue.DAG_ID_NONE}`, task_id = the watched asset's name and operator = the "
     "trigger's class."
 )
 

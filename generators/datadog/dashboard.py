@@ -63,8 +63,8 @@ COUNTS_NOTE = " Calls per rollup interval (DogStatsD counters as_count())."
 _WATCHER_NOTE = WATCHER_NOTE
 #: Said by the widgets grouped by DAG (their queries leave the asset watchers out).
 _BY_DAG_NOTE = (
-    f" Asset watchers' calls (run_type:{catalogue.RUN_TYPE_ASSET_WATCHER}, dag_id:"
-    f"{catalogue.DAG_ID_NONE}) are left out: they belong to no DAG (the Triggers group has them)."
+    f" Asset watchers' calls (run_type:{catalogue.RUN_TYPE_ASSET_WATCHER}, `dag_id:"
+    f"{catalogue.DAG_ID_NONE}`) are left out: they belong to no DAG (the Triggers group has them)."
 )
 
 

@@ -103,7 +103,7 @@ def request(
     """A formula-and-functions request: one metric query per counter used, then the formulas.
 
     Grouped by DAG (and not kept to ``only``), the asset watchers' calls are left out: they would
-    all show up as one DAG called ``none``.
+    all show up as one DAG called ``<none>``.
     """
     exclude = (WATCHER,) if DAG_ID in by and not only else ()
     scope_text = scope(only, exclude=exclude)

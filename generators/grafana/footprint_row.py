@@ -45,7 +45,7 @@ _ABOUT = (
 )
 _TASK_FILTERS = " Only the dashboard's deployment and DAG filters apply."
 _ASSET_FILTERS = " Only the deployment filter applies (an asset belongs to no DAG)."
-_OTHER = ' "other": the DAGs (tasks, assets) beyond inventory_top, summed, so totals stay exact.'
+_OTHER = " `<other>`: the DAGs (tasks, assets) beyond inventory_top, summed, so totals stay exact."
 
 
 def _by_dag(name: str, modifier: str = "") -> str:
@@ -183,7 +183,7 @@ def _table_panel() -> Panel:
         "since the least and the most recently written entry (state older than any run still "
         "needs is a candidate for retention=)." + _OTHER + _ABOUT + " The deployment, DAG and task "
         "filters apply. Reads the inventory's own gauges, not a recording rule: they are already one "
-        "series per DAG and task (top inventory_top, the rest under other), read at one instant, so "
+        "series per DAG and task (top inventory_top, the rest under `<other>`), read at one instant, so "
         "a rule would only copy them.",
         [
             Target(

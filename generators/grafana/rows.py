@@ -4,7 +4,7 @@ Each builder takes a :class:`Queries` (the query specs over the recorded calls) 
 :class:`~.queries.Row`; :func:`build_rows` lists them in dashboard order (the Errors row right
 under the Overview).
 
-Asset watchers' calls (``run_type="asset_watcher"``, ``dag_id="none"``) belong to no DAG: every
+Asset watchers' calls (``run_type="asset_watcher"``, ``dag_id="<none>"``) belong to no DAG: every
 query grouped by ``dag_id`` leaves them out (:meth:`Queries.m`) and its panel's description says
 so; the collapsed Triggers row shows them by trigger class and watched asset. Panels that do not
 group by DAG (totals, by operation, operator, run type, team) count them with the rest.
@@ -60,7 +60,7 @@ WATCHERS: tuple[tuple[str, str], ...] = (WATCHER,)
 #: Said by every panel whose queries group by DAG.
 NO_WATCHERS_NOTE = (
     f" Asset watchers' calls (run_type {catalogue.RUN_TYPE_ASSET_WATCHER}, "
-    f'dag_id "{catalogue.DAG_ID_NONE}") are left out: they belong to no DAG (the Triggers row shows them).'
+    f"dag_id `{catalogue.DAG_ID_NONE}`) are left out: they belong to no DAG (the Triggers row shows them)."
 )
 
 

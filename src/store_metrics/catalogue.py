@@ -49,10 +49,17 @@ ASSET = "asset"
 # (store_metrics.integration.triggerer): a watcher belongs to an asset, not to a DAG or a task.
 #: ``run_type`` of a watcher's calls (never one of Airflow's DagRunType values).
 RUN_TYPE_ASSET_WATCHER = "asset_watcher"
+
+# The values the plugin makes up. Each is written between angle brackets, which Airflow refuses in
+# a DAG or task id (``[\w.-]+``) and which every value from outside is escaped out of
+# (store_metrics.naming), so a DAG named ``unknown`` and the calls nobody could attribute are two
+# series, and no dashboard or tab can show one as the other.
 #: ``dag_id`` of a watcher's calls: no DAG made them.
-DAG_ID_NONE = "none"
+DAG_ID_NONE = "<none>"
 #: A tag value nobody could know (no token, no task instance, an empty value): never a guess.
-UNKNOWN = "unknown"
+UNKNOWN = "<unknown>"
+#: Every tag value of the series new tag sets are counted under past ``max_series``.
+OVERFLOW = "<overflow>"
 
 #: The tags every state store counter carries.
 BASE_TAGS: tuple[str, ...] = (DAG_ID, TASK_ID, RUN_TYPE, OPERATOR)
@@ -354,12 +361,14 @@ SERVER_METRICS: tuple[Metric, ...] = (
 )
 # -- the state store footprint (store-metrics inventory) -------------------------------------------
 
-#: The ``other`` bucket's tag value: what lies outside the top ``inventory_top`` DAGs, tasks or assets.
-OTHER = "other"
+#: The ``<other>`` bucket's tag value: what lies outside the top ``inventory_top`` DAGs, tasks or assets.
+OTHER = "<other>"
+#: Every value the plugin makes up (see :data:`DAG_ID_NONE`): kept as they are on every backend.
+RESERVED_VALUES: frozenset[str] = frozenset({DAG_ID_NONE, UNKNOWN, OVERFLOW, OTHER})
 _FOOTPRINT_WHAT = {Store.TASK: "the task state store", Store.ASSET: "the asset state store"}
 _FOOTPRINT_PER = {
-    Store.TASK: "per DAG and task (the largest inventory_top, the rest under other)",
-    Store.ASSET: "per asset name (the largest inventory_top, the rest under other)",
+    Store.TASK: "per DAG and task (the largest inventory_top, the rest under `<other>`)",
+    Store.ASSET: "per asset name (the largest inventory_top, the rest under `<other>`)",
 }
 
 

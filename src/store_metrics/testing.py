@@ -15,9 +15,9 @@ While the block runs, the recorder is the active emitter: the plugin (and any wr
 with :func:`store_metrics.instrument_task_store`) counts into it and nothing is sent anywhere.
 Wrappers made before the block keep counting into the emitter they were made with.
 
-Tag values are compared after the same sanitising the backends apply
-(:func:`store_metrics.naming.sanitize_tag_value`), so ``dag_id="my dag"`` finds the series
-tagged ``my_dag``.
+Tag values are compared after the tag value rule the backends apply
+(:func:`store_metrics.naming.tag_value`): pass them as your code passes them, ``dag_id="my dag"``
+(whose series is tagged ``my%20dag``) or ``dag_id="données"`` (tagged ``données``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from .counting.contracts import Counter
 from .counting.deltas import TagTuple
 from .counting.runtime import set_emitter
 from .emitter.series import CounterSeries, GaugeSeries, HistogramSeries
-from .naming import normalize_tags, sanitize_tag_value
+from .naming import normalize_tags, tag_value
 
 
 class MetricsRecorder:
@@ -108,7 +108,7 @@ class MetricsRecorder:
 
 def _matches(series_tags: TagTuple, wanted: Mapping[str, str]) -> bool:
     have = dict(series_tags)
-    return all(have.get(k) == sanitize_tag_value(v) for k, v in wanted.items())
+    return all(have.get(k) == tag_value(v) for k, v in wanted.items())
 
 
 @contextmanager

@@ -25,6 +25,7 @@ from store_metrics import catalogue
 from store_metrics.catalogue import OTHER, Kind, Store
 from store_metrics.inventory.footprint import Group, bound, footprint_of
 from store_metrics.inventory.table import age
+from store_metrics.naming import tag_value
 from support.inventory_world import (
     EXPECTED_ASSETS,
     EXPECTED_TASKS,
@@ -126,18 +127,29 @@ def test_assets_keep_the_top_n_and_the_rest_under_other() -> None:
     assert kept[(OTHER,)].expired is None
 
 
-def test_keys_are_sanitised_like_every_tag_and_merged_when_they_meet() -> None:
+def test_keys_keep_their_identity_and_become_labels_by_the_tag_value_rule() -> None:
+    """Two DAGs the old rule made one stay two; a missing name is the plugin's ``<unknown>`` where it
+    becomes a label, and a DAG named ``other`` is no ``<other>`` bucket."""
     rows = [
-        ("d 1", "t\n1", 2, 20, 0, NOW, NOW, 1),
-        ("d_1", "t_1", 3, 30, 0, NOW - dt.timedelta(days=1), NOW, 0),
+        ("donn\u00e9es_2024", "t\u00e2che", 2, 20, 0, NOW, NOW, 1),
+        ("donn_es_2024", "t_che", 3, 30, 0, NOW - dt.timedelta(days=1), NOW, 0),
         ("ok", None, 1, 5, 1, NOW, NOW, 0),
+        ("other", "other", 1, 7, 0, NOW, NOW, 0),
     ]
     fp = footprint_of(Store.TASK, rows, NOW, 1.0, top=10)
-    assert set(fp.groups) == {("d_1", "t_1"), ("ok", "unknown")}
-    merged = fp.groups[("d_1", "t_1")]
-    assert (merged.entries, merged.stored_bytes, merged.expired) == (5, 50, 1)
-    assert merged.oldest == NOW - dt.timedelta(days=1)
-    assert fp.distinct == 2
+    assert set(fp.groups) == {
+        ("donn\u00e9es_2024", "t\u00e2che"),
+        ("donn_es_2024", "t_che"),
+        ("ok", catalogue.UNKNOWN),
+        ("other", "other"),
+    }
+    assert fp.distinct == 4
+    assert (fp.groups[("donn_es_2024", "t_che")].entries, fp.groups[("donn_es_2024", "t_che")].expired) == (
+        3,
+        0,
+    )
+    labels = {tuple(tag_value(v) for v in key) for key in fp.groups}
+    assert labels == set(fp.groups)  # every one of them a label value as it is
 
 
 def test_ages_read_compactly() -> None:
@@ -161,13 +173,13 @@ def test_the_table_shows_the_largest_first_with_other_last_and_exact_totals() ->
     lines = render_store(fp, NOW, top=2)
     assert lines[0] == (
         "task state store: 12 entries, 11,010 bytes, in 12 DAG tasks; read in 3 ms; "
-        "the top 2 by bytes shown, the rest under 'other'"
+        "the top 2 by bytes shown, the rest under <other>"
     )
     assert [line.split()[:4] for line in lines[1:]] == [
         ["dag_id", "task_id", "entries", "bytes"],
         ["big", "t", "2", "2,000"],
         ["small", "t", "1", "10"],
-        ["other", "other", "9", "9,000"],
+        ["<other>", "<other>", "9", "9,000"],
     ]
     assert lines[2].split()[4:] == ["2h", "0s", "1", "0"]
 
@@ -280,7 +292,7 @@ def test_one_shot_prints_the_footprint_largest_first(world: World) -> None:
         f"asset state store: {assets} entries in 3 assets, 1 entry holds a custom backend's reference" in out
     )
     asset_rows = [line.split() for line in out.split("asset state store")[1].splitlines()[2:] if line.strip()]
-    assert [r[0] for r in asset_rows] == ["inventory_orders", "inventory_offloaded", "inventory_events"]
+    assert [r[0] for r in asset_rows] == ["inventory/orders", "inventory/offloaded", "inventory/events"]
     assert proc.stderr.count("WARNING") == 0
 
 
@@ -310,9 +322,9 @@ def test_top_one_keeps_one_dag_and_one_asset_and_other_holds_the_rest(world: Wor
         labels: v for (n, labels), v in samples.items() if n == "airflow_asset_state_store_footprint_entries"
     }
     assert asset_entries == {
-        asset_labels("inventory_orders"): 2,
-        asset_labels(OTHER): EXPECTED_ASSETS["inventory_events"].entries
-        + EXPECTED_ASSETS["inventory_offloaded"].entries,
+        asset_labels("inventory/orders"): 2,
+        asset_labels(OTHER): EXPECTED_ASSETS["inventory/events"].entries
+        + EXPECTED_ASSETS["inventory/offloaded"].entries,
     }
 
 

@@ -281,7 +281,7 @@ def test_the_inventory_gauges_are_what_the_database_holds(topology: Topology) ->
         for dag, task, n in home.query("select dag_id, task_id, count(*) from task_state_store group by 1, 2")
     }
     assets = {
-        (naming.sanitize_tag_value(name),): float(n)
+        (naming.tag_value(name),): float(n)
         for name, n in home.query(
             "select a.name, count(*) from asset_state_store s join asset a on a.id = s.asset_id group by 1"
         )

@@ -129,7 +129,7 @@ def test_a_watchers_calls_are_counted_exactly_with_the_watcher_tags(
         "asset_state_store.delete": 1,
         "asset_state_store.clear": 1,
     }
-    assert {dict(t)["dag_id"] for _, t in metrics.series()} == {"none"}
+    assert {dict(t)["dag_id"] for _, t in metrics.series()} == {"<none>"}
     assert {tuple(sorted(dict(t))) for _, t in metrics.series()} == {
         ("dag_id", "operator", "run_type", "task_id")
     }
@@ -214,9 +214,9 @@ def test_a_trigger_watching_several_assets_names_them_all_sorted(
         "asset_state_store.read_absent": 1,
     }
     assert metrics.series().keys() == {
-        ("asset_state_store.write", (("dag_id", "none"), ("task_id", "queue_a_queue_b"),
+        ("asset_state_store.write", (("dag_id", "<none>"), ("task_id", "queue/a%2Cqueue/b"),
                                      ("run_type", "asset_watcher"), ("operator", "Watermarks"))),
-        ("asset_state_store.read_absent", (("dag_id", "none"), ("task_id", "queue_a_queue_b"),
+        ("asset_state_store.read_absent", (("dag_id", "<none>"), ("task_id", "queue/a%2Cqueue/b"),
                                            ("run_type", "asset_watcher"), ("operator", "Watermarks"))),
     }  # fmt: skip
 
@@ -241,13 +241,13 @@ def test_a_deferred_tasks_trigger_counts_under_the_tasks_own_tags(hooked: None) 
     assert payload == {"job": None, "wrapped": True}
     assert metrics.series() == {
         ("task_state_store.read_absent", (("dag_id", "etl"), ("task_id", "wait"),
-                                          ("run_type", "scheduled"), ("operator", "unknown"))): 1,
+                                          ("run_type", "scheduled"), ("operator", "<unknown>"))): 1,
     }  # fmt: skip
     # With the task the triggerer deserialises for start_from_trigger (a RuntimeTaskInstance, here
     # a stand-in with the attributes read), the operator is known: the task's task_type.
     trigger.task_instance = SimpleNamespace(dag_id="etl", task_id="wait", task=_KubernetesPodOperator())
     assert triggerer.deferred_task_tags(trigger, None) == {
-        "dag_id": "etl", "task_id": "wait", "run_type": "unknown", "operator": "KubernetesPodOperator",
+        "dag_id": "etl", "task_id": "wait", "run_type": "<unknown>", "operator": "KubernetesPodOperator",
     }  # fmt: skip
 
 
@@ -463,7 +463,9 @@ def test_the_triggerer_counts_its_triggers_also_with_count_at_api_server(tmp_pat
         "payloads": [{"seen": [None, None, "v1"], "wrapped": True}],
         "flushed": True,
     }
-    tags = "dag_id=none,task_id=store_metrics_test_in_process,run_type=asset_watcher,operator=SyncWatermarks"
+    tags = (
+        "dag_id=<none>,task_id=store_metrics_test/in_process,run_type=asset_watcher,operator=SyncWatermarks"
+    )
     assert sorted(lines) == [
         f"airflow.asset_state_store.{outcome},{tags}:1|c"
         for outcome in ("delete", "read_absent", "read_found", "write")
@@ -601,5 +603,5 @@ def _fresh_process(script: str, home: Path, **env: str) -> tuple[Any, str]:
 
 
 def _tags(operator: str) -> tuple[tuple[str, str], ...]:
-    return (("dag_id", "none"), ("task_id", "store_metrics_test_in_process"),
+    return (("dag_id", "<none>"), ("task_id", "store_metrics_test/in_process"),
             ("run_type", "asset_watcher"), ("operator", operator))  # fmt: skip

@@ -225,8 +225,13 @@ def test_the_calls_query_sums_the_recorded_calls_the_dashboards_read_for_the_dag
         assert f"- record: {records.name(records.RETRIES, prefix)}\n" in rules
     assert "task:myco_airflow_store_metrics_calls:increase" in calls_expr("orders", "1d", "myco.airflow")
     assert len(COUNTERS) == 12
-    # The DAG's id as its counters carry it: sanitised like every tag value, so nothing escapes.
-    assert dag_selector('a b"c') == '{dag_id="a_b_c",run_type!="asset_watcher"}'
+    # The DAG's id exactly as Airflow has it and its counters carry it (Unicode included), two ids the
+    # old tag rule made one apart; a DAG named like a value the plugin makes up selects its own series.
+    assert dag_selector("donn\u00e9es_2024") == '{dag_id="donn\u00e9es_2024",run_type!="asset_watcher"}'
+    assert dag_selector("donn_es_2024") == '{dag_id="donn_es_2024",run_type!="asset_watcher"}'
+    assert dag_selector("unknown") == '{dag_id="unknown",run_type!="asset_watcher"}'
+    # Whatever reaches it, one PromQL string: the rule's escapes, then PromQL's for " and \\.
+    assert dag_selector('a b"c\\') == '{dag_id="a%20b\\"c\\\\",run_type!="asset_watcher"}'
 
 
 def test_the_found_ratio_is_found_over_all_reads_and_none_without_reads() -> None:
@@ -265,6 +270,7 @@ def test_the_grafana_link_opens_the_committed_dashboard_on_the_dag() -> None:
         grafana_link(s, "orders.daily")
         == f"https://grafana.example/sub/d/{dashboard['uid']}?var-dag_id=orders.daily"
     )
+    assert grafana_link(s, "donn\u00e9es_2024").endswith("?var-dag_id=donn%C3%A9es_2024")
     assert "dag_id" in [v["name"] for v in dashboard["templating"]["list"]]
     assert grafana_link(settings(), "orders") is None
 

@@ -11,6 +11,9 @@ asset state (one run each, every task its own process), the API server counting 
   deployment page neither shows nor counts it; no route answers without authentication;
 * the tab's calls equal the calls the DAGs made, and what the committed Grafana dashboard's
   "Calls by DAG and task" queries return from the same Prometheus;
+* every DAG keeps its own name: ``données_2024`` and ``donn_es_2024`` (one series under the old tag
+  rule) are two, and a viewer who may read only the second is shown only its calls; a DAG named
+  ``unknown`` is not shown the calls nobody could attribute;
 * Debian's Chromium logs in through Airflow's login page, opens the DAG, opens the *State store*
   tab and reads those numbers in Airflow's iframe, in the light and in the dark theme; the viewer
   sees the refusal for the DAG it may not read.
@@ -34,14 +37,20 @@ import pytest
 from store_metrics import catalogue
 from support import e2e
 from support.browser import Browser
+from support.e2e import CALLS as RECORDED_CALLS
 from support.ui import (
     API_SERVER_JOB,
     CALLS,
     DAG_ASSETS,
+    DAG_IDS,
+    DONN_ES,
+    DONNEES,
     ORDERS,
     PASSWORDS,
     SECRET,
     SMALL,
+    UNATTRIBUTED,
+    UNKNOWN_DAG,
     UiDeployment,
     start_deployment,
 )
@@ -121,7 +130,7 @@ def shown(rows: list[dict[str, Any]], key: str) -> dict[str, Any]:
 # -- the numbers ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("dag_id", [ORDERS, SECRET, SMALL])
+@pytest.mark.parametrize("dag_id", DAG_IDS)
 def test_the_tab_shows_exactly_what_the_metadata_tables_hold_for_the_dag(
     ui: UiDeployment, dag_id: str
 ) -> None:
@@ -158,7 +167,7 @@ def test_the_deployment_page_lists_the_dags_by_bytes_with_their_expired_entries(
             len(str(v).encode())
             for (v,) in ui.airflow.query("select value from task_state_store where dag_id = ?", dag_id)
         )
-        for dag_id in (ORDERS, SECRET, SMALL)
+        for dag_id in DAG_IDS
     }
     assert [row["dag_id"] for row in page["dags"]] == sorted(sizes, key=lambda d: -sizes[d])
     assert [row["bytes"] for row in page["dags"]] == sorted(sizes.values(), reverse=True)
@@ -181,13 +190,13 @@ def test_a_user_who_may_not_read_a_dag_gets_nothing_of_it(ui: UiDeployment) -> N
     assert ui.get(f"/store-metrics/api/dags/{ORDERS}/footprint", "viewer")[0] == 200
     status, page = ui.get("/store-metrics/api/deployment", "viewer")
     assert status == 200
-    assert SECRET not in str(page)
-    assert [row["dag_id"] for row in page["dags"]] == [ORDERS, SMALL]
-    assert page["dag_count"] == 2
+    assert SECRET not in str(page) and DONNEES not in str(page)
+    assert [row["dag_id"] for row in page["dags"]] == [ORDERS, UNKNOWN_DAG, DONN_ES, SMALL]
+    assert page["dag_count"] == 4
     _, admin = ui.get("/store-metrics/api/deployment", "admin")
-    secret = next(row for row in admin["dags"] if row["dag_id"] == SECRET)
-    assert page["totals"]["task"]["entries"] == admin["totals"]["task"]["entries"] - secret["entries"]
-    assert page["totals"]["task"]["expired"] == admin["totals"]["task"]["expired"] - secret["expired"]
+    hidden = [row for row in admin["dags"] if row["dag_id"] in (SECRET, DONNEES)]
+    for field in ("entries", "expired"):
+        assert page["totals"]["task"][field] == admin["totals"]["task"][field] - sum(r[field] for r in hidden)
 
 
 @pytest.mark.parametrize("path", ROUTES)
@@ -236,6 +245,43 @@ def test_the_tabs_calls_are_the_calls_the_dag_made_and_what_the_dashboard_shows(
             }
         )
         assert +per_task == +from_tab, target["refId"]
+
+
+# -- every DAG keeps its own name ----------------------------------------------------------------------
+
+
+def calls_shown(ui: UiDeployment, dag_id: str, user: str) -> dict[str, dict[str, float]]:
+    status, body = ui.get(f"/store-metrics/api/dags/{dag_id}/calls?window=1h", user)
+    assert status == 200 and body["problem"] is None, body
+    return {row["task_id"]: row["calls"] for row in body["tasks"]}
+
+
+def test_two_dags_the_old_tag_rule_made_one_are_two_and_a_viewer_sees_only_the_one_it_may_read(
+    ui: UiDeployment,
+) -> None:
+    """``données_2024`` and ``donn_es_2024`` (tasks ``tâche`` and ``t_che``) were one series: the
+    viewer, who may read only ``donn_es_2024``, was shown the calls of both."""
+    assert calls_shown(ui, DONN_ES, "viewer") == {"t_che": CALLS[(DONN_ES, "t_che")]}
+    for path in (f"/store-metrics/api/dags/{DONNEES}/footprint", f"/store-metrics/api/dags/{DONNEES}/calls"):
+        assert ui.get(path, "viewer") == (403, {"detail": "Forbidden"}), path
+    assert calls_shown(ui, DONNEES, "admin") == {"t\u00e2che": CALLS[(DONNEES, "t\u00e2che")]}
+    # Prometheus holds each DAG and task under its own id, exactly as Airflow has it.
+    held = ui.prom.query(
+        f'sum by (dag_id, task_id) (sum_over_time({RECORDED_CALLS}{{dag_id=~"donn.*"}}[1h]))'
+    )
+    assert {(s["metric"]["dag_id"], s["metric"]["task_id"]): float(s["value"][1]) for s in held} == {
+        (DONNEES, "t\u00e2che"): 4.0,
+        (DONN_ES, "t_che"): 1.0,
+    }
+
+
+def test_a_dag_named_unknown_is_not_shown_the_calls_nobody_could_attribute(ui: UiDeployment) -> None:
+    assert calls_shown(ui, UNKNOWN_DAG, "viewer") == {"note": CALLS[(UNKNOWN_DAG, "note")]}
+    # The refused call is there, under the plugin's own value, which no DAG id can take.
+    held = ui.prom.query(f'sum by (dag_id, task_id) (sum_over_time({RECORDED_CALLS}{{outcome="error"}}[1h]))')
+    assert [(s["metric"], float(s["value"][1])) for s in held] == [
+        ({"dag_id": catalogue.UNKNOWN, "task_id": catalogue.UNKNOWN}, float(sum(UNATTRIBUTED.values())))
+    ]
 
 
 # -- a real browser ------------------------------------------------------------------------------------
@@ -302,7 +348,7 @@ def test_a_viewer_sees_the_refusal_for_a_dag_it_may_not_read(ui: UiDeployment, b
     assert browser.state() == "refused"
     assert f"You may not read DAG {SECRET}" in browser.text("#problems")
     browser.open_page("store-metrics")
-    assert list(browser.table("dags")) == [ORDERS, SMALL]
+    assert list(browser.table("dags")) == [ORDERS, UNKNOWN_DAG, DONN_ES, SMALL]
 
 
 def test_check_says_how_many_counters_the_uis_prometheus_holds(ui: UiDeployment) -> None:
@@ -314,7 +360,8 @@ def test_check_says_how_many_counters_the_uis_prometheus_holds(ui: UiDeployment)
         timeout=120,
         check=False,
     )
-    # The runs made six of the twelve counters (task: found, absent, write, delete; asset: absent, write).
-    assert f"ui: Prometheus at {ui.prom.url} answers; it holds 6 of the 12 counters" in done.stdout, (
+    # The runs made six of the twelve counters (task: found, absent, write, delete; asset: absent,
+    # write), the refused call a seventh (task: error).
+    assert f"ui: Prometheus at {ui.prom.url} answers; it holds 7 of the 12 counters" in done.stdout, (
         done.stdout
     )

@@ -68,6 +68,25 @@ CLAIMS: dict[str, list[str]] = {
         "tests/airflow/test_ui_problems.py::"
         "test_a_prometheus_error_shows_its_kind_in_the_json_and_its_address_only_in_the_log",
     ],
+    "tag-values": [
+        *(
+            f"tests/unit/test_statsd_lines.py::{name}"
+            for name in (
+                "test_every_id_airflow_accepts_is_kept_exactly",
+                "test_no_two_values_share_a_label_value",
+                "test_a_value_never_carries_a_separator_nor_looks_like_the_plugins_own",
+                "test_the_plugins_own_values_are_no_id_airflow_accepts",
+            )
+        ),
+        "tests/pipeline/test_collector_inputs.py::test_statsd_exporter_labels_every_id_airflow_accepts_as_it_is",
+        "tests/pipeline/test_collector_inputs.py::test_the_collector_labels_every_id_airflow_accepts_as_it_is",
+    ],
+    "tab-query": [
+        "tests/airflow/test_ui_deployment.py::"
+        "test_two_dags_the_old_tag_rule_made_one_are_two_and_a_viewer_sees_only_the_one_it_may_read",
+        "tests/airflow/test_ui_deployment.py::test_a_dag_named_unknown_is_not_shown_the_calls_nobody_could_attribute",
+        "tests/airflow/test_ui.py::test_the_calls_query_sums_the_recorded_calls_the_dashboards_read_for_the_dags_series",
+    ],
     "kubernetes": [
         f"tests/pipeline/test_pod_security.py::{name}"
         for name in (

@@ -6,7 +6,8 @@ instead of every 10 s, so a test waits less; nothing else changed), each built b
 (:mod:`testbed.peers`). Each test sends lines and reads what the program serves on ``/metrics``:
 
 * every counter line the ``statsd`` and ``dogstatsd`` formats write, for ordinary and hostile tag
-  values, becomes exactly the catalogue's series, labels and values;
+  values and for ids Airflow accepts (Unicode, 250 characters), becomes exactly the catalogue's
+  series, labels and values: each id its own label value, as it is;
 * the Collector takes InfluxDB tags as part of the name, which the shipped filter then drops: why
   InfluxDB-StatsD goes to statsd_exporter;
 * statsd_exporter reads DogStatsD too, and drops a line that mixes tag styles (and counts it);
@@ -44,7 +45,7 @@ from store_metrics.counting.deltas import Buckets
 from support.peer_servers import Collector, StatsdExporter, scrape, send_lines
 from support.statsd_observations import exporter_buckets
 from support.stores import DictStore
-from support.tags import HOSTILE_VALUES
+from support.tags import HOSTILE_VALUES, airflow_ids
 from testbed.ports import free_port
 from testbed.repository import ROOT
 from testbed.waiting import poll, wait_until
@@ -54,6 +55,16 @@ pytestmark = pytest.mark.peers
 COLLECTOR = ROOT / "collector"
 MAPPING = COLLECTOR / "statsd-mapping.yml"
 MAPPINGS = ("statsd-mapping.yml", "statsd-mapping-server.yml", "statsd-mapping-inventory.yml")
+
+#: Ids Airflow accepts that the old rule made one (the first two) or turned into underscores, and the
+#: longest it accepts (250 characters drawn from every one it accepts).
+AIRFLOW_IDS = [
+    "donn\u00e9es_2024",
+    "donn_es_2024",
+    "\u65e5\u672c\u8a9e\u306eDAG",
+    "\u043e\u0442\u0447\u0451\u0442",
+    *airflow_ids(3, seed=43),
+]
 
 TAG_SETS = [
     catalogue.task_tags(
@@ -73,6 +84,11 @@ TAG_SETS = [
         catalogue.task_tags(dag_id=value, task_id="t", run_type="manual", operator="X")
         for value in HOSTILE_VALUES
     ),
+]
+#: A DAG and task of each id: sent in a burst of their own (their long lines are datagrams of their own).
+ID_TAG_SETS = [
+    catalogue.task_tags(dag_id=value, task_id=value[::-1], run_type="manual", operator="X")
+    for value in AIRFLOW_IDS
 ]
 
 Series = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -122,12 +138,14 @@ def served(url: str, wanted: Series, timeout: float = 10) -> Series:
     return poll(lambda: (got := series(scrape(url))) == wanted and got, timeout, 0.1) or series(scrape(url))
 
 
-def every_counter_line(write: Any, value: int) -> tuple[list[str], Series]:
+def every_counter_line(
+    write: Any, value: int, tag_sets: list[dict[str, str]] = TAG_SETS
+) -> tuple[list[str], Series]:
     """One line per state store counter and tag set in the format ``write`` makes, and the series
-    they must become: the catalogue's names, the sanitised tags as labels (two hostile values that
-    sanitise alike are one series)."""
+    they must become: the catalogue's names, the tags by the tag value rule as labels (an id Airflow
+    accepts as it is; no two values alike)."""
     lines, wanted = [], defaultdict(float)
-    for tags in TAG_SETS:
+    for tags in tag_sets:
         for metric in catalogue.STATE_STORE_METRICS:
             line_tags = {**tags, catalogue.OPERATION: "get"} if catalogue.OPERATION in metric.tags else tags
             normalized = naming.normalize_tags(line_tags)
@@ -169,6 +187,23 @@ def test_statsd_exporter_maps_every_influx_line_to_the_catalogue_series(
 
 
 @pytest.mark.prometheus
+@pytest.mark.parametrize("style", ["influx", "dogstatsd"])
+def test_statsd_exporter_labels_every_id_airflow_accepts_as_it_is(
+    statsd_exporter: StatsdExporter, style: str
+) -> None:
+    """Unicode ids, 250 characters long, two the old rule made one: each its own series, its labels
+    the DAG's and task's ids exactly."""
+    write = statsd_lines.influx_counter_line if style == "influx" else statsd_lines.dogstatsd_counter_line
+    lines, wanted = every_counter_line(write, 2, ID_TAG_SETS)
+    send_lines(statsd_exporter.udp_port, lines)
+    got = served(statsd_exporter.url, wanted)
+    assert got == wanted
+    assert {(dict(labels)["dag_id"], dict(labels)["task_id"]) for _, labels in got} == {
+        (value, value[::-1]) for value in AIRFLOW_IDS
+    }
+
+
+@pytest.mark.prometheus
 def test_statsd_exporter_reads_every_dogstatsd_line_too(statsd_exporter: StatsdExporter) -> None:
     lines, wanted = every_counter_line(statsd_lines.dogstatsd_counter_line, 3)
     send_lines(statsd_exporter.udp_port, lines)
@@ -195,6 +230,15 @@ def test_the_collector_reads_every_dogstatsd_line_the_backend_writes(collector: 
     lines, wanted = every_counter_line(statsd_lines.dogstatsd_counter_line, 3)
     send_lines(collector.statsd_port, lines)
     assert served(collector.url(), wanted) == wanted
+
+
+@pytest.mark.prometheus
+def test_the_collector_labels_every_id_airflow_accepts_as_it_is(collector: Collector) -> None:
+    lines, wanted = every_counter_line(statsd_lines.dogstatsd_counter_line, 3, ID_TAG_SETS)
+    send_lines(collector.statsd_port, lines)
+    got = served(collector.url(), wanted)
+    assert got == wanted
+    assert {dict(labels)["dag_id"] for _, labels in got} == set(AIRFLOW_IDS)
 
 
 @pytest.mark.prometheus
@@ -246,7 +290,7 @@ def scenario_calls(emitter: Any) -> None:
     asset.delete("w")
 
 
-#: What scenario_calls counts: (series name, labels) -> calls. "team a" is sanitised to "team_a".
+#: What scenario_calls counts: (series name, labels) -> calls. "team a" is "team%20a" by the rule.
 L02 = {
     "dag_id": "state_store_metrics_02",
     "task_id": "touch_asset_store",
@@ -258,7 +302,7 @@ L03 = {
     "task_id": "delete_and_clear",
     "run_type": "manual",
     "operator": "_PythonDecoratedOperator",
-    "team_name": "team_a",
+    "team_name": "team%20a",
 }
 EXPECTED: Series = {
     ("airflow_asset_state_store_read_absent_total", frozenset(L02.items())): 1,

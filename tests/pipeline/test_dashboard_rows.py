@@ -85,7 +85,7 @@ def test_triggers_queries_keep_every_filter_and_only_watcher_calls() -> None:
     } <= titles
 
 
-_WATCHER = 'job="airflow",dag_id="none",run_type="asset_watcher"'
+_WATCHER = 'job="airflow",dag_id="<none>",run_type="asset_watcher"'
 #: Two watchers and, with the same trigger class and store, a task's calls that must not count.
 WATCHER_INPUT = [
     (
@@ -268,15 +268,15 @@ def _both(series: str, values: str, lagging: str | None = None) -> list[tuple[st
 
 FOOTPRINT_INPUT = [
     *_both('airflow_task_state_store_footprint_bytes{dag_id="etl",task_id="extract"}', "1000+100x300"),
-    *_both('airflow_task_state_store_footprint_bytes{dag_id="etl",task_id="other"}', "500x300"),
+    *_both('airflow_task_state_store_footprint_bytes{dag_id="etl",task_id="<other>"}', "500x300"),
     *_both(
         'airflow_task_state_store_footprint_bytes{dag_id="report",task_id="publish"}', "2000x300", "1900x300"
     ),
-    *_both('airflow_task_state_store_footprint_bytes{dag_id="other",task_id="other"}', "7000x300"),
+    *_both('airflow_task_state_store_footprint_bytes{dag_id="<other>",task_id="<other>"}', "7000x300"),
     *_both('airflow_task_state_store_footprint_expired_entries{dag_id="etl",task_id="extract"}', "0x300"),
-    *_both('airflow_task_state_store_footprint_expired_entries{dag_id="other",task_id="other"}', "3x300"),
+    *_both('airflow_task_state_store_footprint_expired_entries{dag_id="<other>",task_id="<other>"}', "3x300"),
     *_both('airflow_asset_state_store_footprint_bytes{asset="orders"}', "100+10x300"),
-    *_both('airflow_asset_state_store_footprint_bytes{asset="other"}', "50x300"),
+    *_both('airflow_asset_state_store_footprint_bytes{asset="<other>"}', "50x300"),
     *_both('airflow_state_store_inventory_up{store="task"}', "1x300", "0x300"),
     *_both('airflow_state_store_inventory_footprint_age_seconds{store="task"}', "30x300", "2000x300"),
     *_both('airflow_state_store_inventory_query_duration_milliseconds{store="task"}', "5x300", "7x300"),
@@ -288,29 +288,29 @@ FOOTPRINT_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
         "Task store bytes by DAG (top 10)",
         "A",
         {},
-        {'{dag_id="etl"}': 31500, '{dag_id="report"}': 2000, '{dag_id="other"}': 7000},
+        {'{dag_id="etl"}': 31500, '{dag_id="report"}': 2000, '{dag_id="<other>"}': 7000},
     ),
     ("Task store bytes by DAG (top 10)", "A", {"dag_id": "etl"}, {'{dag_id="etl"}': 31500}),
-    ("Asset store bytes by asset (top 10)", "A", {}, {'{asset="orders"}': 3100, '{asset="other"}': 50}),
+    ("Asset store bytes by asset (top 10)", "A", {}, {'{asset="orders"}': 3100, '{asset="<other>"}': 50}),
     # Growth over the range (1h): 12 steps of 5 minutes, 100 bytes each for etl, 10 for orders.
     (
         "Top growers by bytes (selected range)",
         "A",
         {},
-        {'{dag_id="etl"}': 1200, '{dag_id="report"}': 0, '{dag_id="other"}': 0},
+        {'{dag_id="etl"}': 1200, '{dag_id="report"}': 0, '{dag_id="<other>"}': 0},
     ),
-    ("Top growers by bytes (selected range)", "B", {}, {'{asset="orders"}': 120, '{asset="other"}': 0}),
+    ("Top growers by bytes (selected range)", "B", {}, {'{asset="orders"}': 120, '{asset="<other>"}': 0}),
     # DAGs with no expired entry are not shown.
-    ("Expired entries not cleaned up, by DAG", "A", {}, {'{dag_id="other"}': 3}),
+    ("Expired entries not cleaned up, by DAG", "A", {}, {'{dag_id="<other>"}': 3}),
     (
         "Task store footprint by DAG and task",
         "B",
         {},
         {
             '{dag_id="etl",task_id="extract"}': 31000,
-            '{dag_id="etl",task_id="other"}': 500,
+            '{dag_id="etl",task_id="<other>"}': 500,
             '{dag_id="report",task_id="publish"}': 2000,
-            '{dag_id="other",task_id="other"}': 7000,
+            '{dag_id="<other>",task_id="<other>"}': 7000,
         },
     ),
     # Health: one replica reading is up; the freshest footprint; the slowest query.

@@ -331,7 +331,7 @@ CALLS_INPUT = [
         "0+100x20",
     ),
     (
-        'airflow_asset_state_store_read_found_total{job="airflow",dag_id="none",task_id="orders",run_type="asset_watcher",operator="SqsTrigger"}',
+        'airflow_asset_state_store_read_found_total{job="airflow",dag_id="<none>",task_id="orders",run_type="asset_watcher",operator="SqsTrigger"}',
         "0+50x20",
     ),
 ]

@@ -65,9 +65,9 @@ def test_the_unit_tests_cover_replicas_other_and_every_alert() -> None:
     series = [s["series"] for group in doc["tests"] for s in group["input_series"]]
     # Two replicas of the same group, and the `other` buckets of both stores.
     assert any('pod="store-metrics-inventory-5d8c7-b"' in s for s in series)
-    assert any('dag_id="other",task_id="other"' in s for s in series)
-    assert any('dag_id="etl",task_id="other"' in s for s in series)
-    assert any('asset="other"' in s for s in series)
+    assert any('dag_id="<other>",task_id="<other>"' in s for s in series)
+    assert any('dag_id="etl",task_id="<other>"' in s for s in series)
+    assert any('asset="<other>"' in s for s in series)
     tested = {t["alertname"] for group in doc["tests"] for t in group.get("alert_rule_test", [])}
     assert tested == ALERTS
     for alert in ALERTS:  # each alert: at least one evaluation firing and one not
@@ -95,11 +95,11 @@ MUTATIONS = {
     ),
     "other left out of the task store's expired entries": (
         '(airflow_task_state_store_footprint_expired_entries{job!=""}))\n    labels:',
-        '(airflow_task_state_store_footprint_expired_entries{job!="",dag_id!="other"}))\n    labels:',
+        '(airflow_task_state_store_footprint_expired_entries{job!="",dag_id!="<other>"}))\n    labels:',
     ),
     "other left out of the assets": (
         '(airflow_asset_state_store_footprint_entries{job!=""})',
-        '(airflow_asset_state_store_footprint_entries{job!="",asset!="other"})',
+        '(airflow_asset_state_store_footprint_entries{job!="",asset!="<other>"})',
     ),
     "up from the worst replica": (
         "max by (cluster, store) (airflow_state_store_inventory_up",

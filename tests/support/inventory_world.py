@@ -216,7 +216,7 @@ def _ref() -> str:
     return _dumps({"__airflow_state_ref__": "file:///..."})
 
 
-#: The task store, by (dag_id, task_id) as labelled (sanitised).
+#: The task store, by (dag_id, task_id): the ids as they are, as labelled.
 EXPECTED_TASKS: dict[tuple[str, str], Want] = {
     ("inventory_footprint", "writer"): Want(
         [
@@ -238,11 +238,11 @@ EXPECTED_TASKS: dict[tuple[str, str], Want] = {
     ),
     ("inventory_offloaded", "offloaded"): Want([_ref(), _ref()], expired=1, external=2),
 }
-#: The asset store, by asset name as labelled ("inventory/orders" -> "inventory_orders").
+#: The asset store, by asset name: as it is, as labelled (``/`` is no separator).
 EXPECTED_ASSETS: dict[str, Want] = {
-    "inventory_orders": Want([_dumps("2026-01-01T00:00:00+00:00"), _dumps("z" * 2000)]),
-    "inventory_events": Want([_dumps(7), '"\u00fc"']),
-    "inventory_offloaded": Want([_ref()], external=1),
+    "inventory/orders": Want([_dumps("2026-01-01T00:00:00+00:00"), _dumps("z" * 2000)]),
+    "inventory/events": Want([_dumps(7), '"\u00fc"']),
+    "inventory/offloaded": Want([_ref()], external=1),
 }
 
 
@@ -542,8 +542,8 @@ def a_locked_table_costs_one_line(world: World, log: Path, hold: Callable[[threa
 
 #: The assets each DAG uses (its tasks' outlets): real name -> the label the gauges give it above.
 DAG_ASSETS = {
-    "inventory_footprint": {"inventory/orders": "inventory_orders", "inventory/events": "inventory_events"},
-    "inventory_offloaded": {"inventory/offloaded": "inventory_offloaded"},
+    "inventory_footprint": {"inventory/orders": "inventory/orders", "inventory/events": "inventory/events"},
+    "inventory_offloaded": {"inventory/offloaded": "inventory/offloaded"},
 }
 
 #: Runs the UI's reads through Airflow's own engine, as an API server worker does; prints JSON.

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import re
 
-_INFLUX_LINE = re.compile(
-    r"^(?P<name>[A-Za-z0-9_.]+)(?P<tags>(?:,[a-z_]+=[A-Za-z0-9_.\-]+)*):(?P<value>\d+)\|c$"
-)
-_DOG_TAG = r"[a-z_]+:[A-Za-z0-9_.\-]+"
+#: A tag value on a line: one character or more, none a separator of either format or a line end
+#: (Unicode otherwise, as the tag value rule of store_metrics.naming leaves it).
+_VALUE = r"[^,=:|#\[\] \x00-\x1f\x7f-\x9f\u2028\u2029]+"
+_INFLUX_LINE = re.compile(rf"^(?P<name>[A-Za-z0-9_.]+)(?P<tags>(?:,[a-z_]+={_VALUE})*):(?P<value>\d+)\|c$")
+_DOG_TAG = rf"[a-z_]+:{_VALUE}"
 _DOG_LINE = re.compile(
     rf"^(?P<name>[A-Za-z0-9_.]+):(?P<value>\d+)\|c(?:\|#(?P<tags>{_DOG_TAG}(?:,{_DOG_TAG})*))?$"
 )

@@ -9,7 +9,10 @@ import re
 from collections import Counter
 
 _DOG = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+):(?P<value>\d+)\|c(?:\|#(?P<tags>[^|]*))?$")
-_INFLUX = re.compile(r"^(?P<stat>[A-Za-z0-9_.\-=,]+):(?P<value>\d+)\|c$")
+#: A tag value: no separator of either format and no line end (Unicode otherwise, as the tag value
+#: rule of store_metrics.naming leaves it).
+_VALUE = r"[^,=:|#\[\] \x00-\x1f\x7f-\x9f\u2028\u2029]+"
+_INFLUX = re.compile(rf"^(?P<stat>[A-Za-z0-9_.\-]+(?:,[a-z_]+={_VALUE})*):(?P<value>\d+)\|c$")
 
 Key = tuple[str, tuple[tuple[str, str], ...]]
 

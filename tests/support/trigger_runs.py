@@ -14,12 +14,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from store_metrics import catalogue
 from store_metrics.counting.accessors import is_instrumented
 
 #: The asset the in-process watchers watch.
 ASSET = "store_metrics_test/in_process"
 #: The tags of that watcher's calls but ``operator`` (its class).
-WATCHER_TAGS = {"dag_id": "none", "task_id": ASSET, "run_type": "asset_watcher"}
+WATCHER_TAGS = {"dag_id": catalogue.DAG_ID_NONE, "task_id": ASSET, "run_type": "asset_watcher"}
 
 
 class InMemorySupervisor:

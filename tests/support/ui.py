@@ -10,7 +10,10 @@ API server counting their calls, and a real Prometheus scraping it.
   (``tests/deploy/modules/per_dag_auth.py``): ``admin`` reads everything, ``viewer`` every DAG but
   :data:`SECRET`.
 * DAGs (``tests/deploy/dags/ui``): :data:`ORDERS` (tasks, a mapped task, two assets),
-  :data:`SECRET` (the largest state; shares an asset with ORDERS), :data:`SMALL`.
+  :data:`SECRET` (the largest state; shares an asset with ORDERS), :data:`SMALL`; and the names:
+  :data:`DONNEES` (which the viewer may not read) and :data:`DONN_ES`, one series under the old tag
+  rule, and :data:`UNKNOWN_DAG`, named like the value of the calls nobody could attribute (one such
+  call is made: :meth:`UiDeployment.run_dags`).
 * Calls: ``count_at = api_server`` with the OpenTelemetry backend's Prometheus exporter on the API
   server's worker, scraped every second by a real Prometheus (``collector/prometheus.yml``'s
   ``store-metrics-api-server`` job), which the UI queries (``ui_prometheus_url``).
@@ -23,7 +26,9 @@ from __future__ import annotations
 import json
 import shutil
 import urllib.error
+import urllib.parse
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,9 +44,21 @@ from testbed.repository import python_path
 ORDERS = "store_metrics_ui_orders"
 SECRET = "store_metrics_ui_secret"
 SMALL = "store_metrics_ui_small"
-DAG_IDS = (ORDERS, SECRET, SMALL)
+#: Two ids Airflow accepts that the old tag rule (``[^A-Za-z0-9_.-]`` to ``_``) made one.
+DONNEES = "donn\u00e9es_2024"
+DONN_ES = "donn_es_2024"
+#: A DAG named like the value the plugin gives the calls nobody could attribute, before ``<unknown>``.
+UNKNOWN_DAG = "unknown"
+DAG_IDS = (ORDERS, SECRET, SMALL, DONNEES, DONN_ES, UNKNOWN_DAG)
 #: The assets each DAG uses (its tasks' outlets), from the DAG files.
-DAG_ASSETS = {ORDERS: {"ui/orders", "ui/customers"}, SECRET: {"ui/customers"}, SMALL: set()}
+DAG_ASSETS = {
+    ORDERS: {"ui/orders", "ui/customers"},
+    SECRET: {"ui/customers"},
+    SMALL: set(),
+    DONNEES: set(),
+    DONN_ES: set(),
+    UNKNOWN_DAG: set(),
+}
 
 #: The calls each task makes in one run, from the DAG files: (dag, task) -> "store.outcome" -> calls.
 CALLS: dict[tuple[str, str], dict[str, int]] = {
@@ -60,10 +77,16 @@ CALLS: dict[tuple[str, str], dict[str, int]] = {
     },
     (SECRET, "stash"): {"task_state_store.write": 3, "asset_state_store.write": 1},
     (SMALL, "note"): {"task_state_store.write": 1, "task_state_store.read_found": 1},
+    (DONNEES, "t\u00e2che"): {"task_state_store.read_absent": 1, "task_state_store.write": 3},
+    (DONN_ES, "t_che"): {"task_state_store.write": 1},
+    (UNKNOWN_DAG, "note"): {"task_state_store.write": 1},
 }
+#: The calls nobody could attribute (:meth:`UiDeployment.run_dags` makes one, without a token):
+#: the API server counts them under ``<unknown>``, never under the DAG named ``unknown``.
+UNATTRIBUTED = {"task_state_store.error": 1}
 PASSWORDS = {"admin": "admin-password", "viewer": "viewer-password"}
 ROLES = {"admin": "admin", "viewer": "viewer"}
-DENIED = {"viewer": (SECRET,)}
+DENIED = {"viewer": (SECRET, DONNEES)}
 API_SERVER_JOB = "store-metrics-api-server"
 GRAFANA = "http://grafana.example:3000"
 #: Every state store counter series, whatever its labels.
@@ -98,7 +121,7 @@ class UiDeployment:
         if user is not None:
             headers["Authorization"] = f"Bearer {self.token(user)}"
         request = urllib.request.Request(
-            self.base + path,
+            self.base + urllib.parse.quote(path, safe="/?&=:"),
             method=method,
             data=json.dumps(body).encode() if body is not None else None,
             headers=headers,
@@ -114,10 +137,12 @@ class UiDeployment:
         return self.request("GET", path, user)
 
     def run_dags(self, dag_ids: tuple[str, ...] = DAG_IDS) -> None:
-        """One run of each DAG through the REST API (as admin); waits until all have succeeded."""
+        """One run of each DAG through the REST API (as admin); waits until all have succeeded. Then
+        one state store call without a token, which the API server refuses and counts
+        (:data:`UNATTRIBUTED`)."""
         run_ids = []
-        for dag_id in dag_ids:
-            run_id = f"ui-{dag_id}"
+        for n, dag_id in enumerate(dag_ids):
+            run_id = f"ui-{n}-{dag_id.encode('ascii', 'replace').decode().replace('?', '_')}"
             status, body = self.request(
                 "POST",
                 f"/api/v2/dags/{dag_id}/dagRuns",
@@ -140,11 +165,13 @@ class UiDeployment:
             f"runs {run_ids} finished",
         )
         assert set(states().values()) == {"success"}, (states(), self.airflow.tails())
+        status, _ = self.get(f"/execution/store/ti/{uuid.uuid4()}/progress")
+        assert status in (401, 403), status
 
     def wait_for_calls(self) -> None:
         """Until Prometheus holds every call of :data:`CALLS` (the API server counts each as it answers),
         and the rules have recorded them all (what the tab reads)."""
-        total = sum(sum(counts.values()) for counts in CALLS.values())
+        total = sum(sum(counts.values()) for counts in CALLS.values()) + sum(UNATTRIBUTED.values())
         wait_for(
             lambda: self.prom.scalar(f"sum({STATE_STORE_SERIES})") == total,
             60,

@@ -17,10 +17,10 @@ PYOP = "_PythonDecoratedOperator"
 
 
 def watcher(operator: str, asset: str) -> tuple[tuple[str, str], ...]:
-    """The tags of a watcher's calls (the asset name as the sanitising rule sends it)."""
+    """The tags of a watcher's calls (the asset name as the tag value rule sends it)."""
     return (
-        ("dag_id", "none"),
-        ("task_id", f"store_metrics_test_watched_{asset}"),
+        ("dag_id", "<none>"),
+        ("task_id", f"store_metrics_test/watched_{asset}"),
         ("run_type", "asset_watcher"),
         ("operator", operator),
     )

@@ -375,7 +375,7 @@ def test_requests_without_a_task_instance_get_honest_tags(emitter: AggregatingEm
         key("asset_state_store.write", **WATCHER_TAGS): 1,
         key("asset_state_store.read_absent", **UNKNOWN_TAGS): 1,
     }
-    assert WATCHER_TAGS["run_type"] == "asset_watcher" and WATCHER_TAGS["dag_id"] == "none"
+    assert WATCHER_TAGS["run_type"] == "asset_watcher" and WATCHER_TAGS["dag_id"] == "<none>"
     assert [ti for ti, _ in lookup.calls] == [OTHER]  # only a verified, non-null id is looked up
     assert calls.stats.anonymous == 2
 

@@ -250,7 +250,7 @@ def test_a_lookup_that_failed_at_the_first_read_decides_with_that_read_later(
         "task_state_store.read_found": 1,
         NOT_RESUMED: 1,
     }
-    assert counts(emitter, dag_id="unknown") == {"task_state_store.read_absent": 1}
+    assert counts(emitter, dag_id="<unknown>") == {"task_state_store.read_absent": 1}
 
 
 def test_each_map_index_is_an_attempt_of_its_own(emitter: AggregatingEmitter, claims: HostClaims) -> None:

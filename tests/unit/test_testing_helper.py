@@ -61,12 +61,15 @@ def test_series_are_keyed_by_name_and_tags() -> None:
     assert metrics.counts() == {"task_state_store.read_absent": 2, "task_state_store.write": 2}
 
 
-def test_tag_values_match_after_the_same_sanitising_the_backends_do() -> None:
+def test_tag_values_match_after_the_same_rule_the_backends_apply() -> None:
     with capture_metrics() as metrics:
         run_task("my dag: nightly", "submit", DictStore())
+        run_task("donn\u00e9es_2024", "submit", DictStore())
     assert metrics.value("task_state_store.write", dag_id="my dag: nightly") == 1
-    assert metrics.value("task_state_store.write", dag_id="my_dag__nightly") == 1
+    assert metrics.value("task_state_store.write", dag_id="my_dag__nightly") == 0
     assert metrics.value("task_state_store.write", dag_id="my dag") == 0
+    assert metrics.value("task_state_store.write", dag_id="donn\u00e9es_2024") == 1
+    assert metrics.value("task_state_store.write", dag_id="donn_es_2024") == 0
 
 
 def test_reset_and_flush() -> None:

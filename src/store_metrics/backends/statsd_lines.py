@@ -1,7 +1,9 @@
 """The exact text of StatsD and DogStatsD lines, and how they are packed into datagrams.
 
 Pure formatting, no I/O, so every byte the UDP backends (:mod:`.udp`) send can be unit-tested here.
-Tag values are sanitised by :mod:`store_metrics.naming` before they reach a line.
+Tag values come put to the tag value rule of :mod:`store_metrics.naming` (the emitter's series
+hold them so), which leaves no separator in them; a line escapes any separator left in a value it
+is given all the same (:func:`~store_metrics.naming.wire_safe`), so it stays one well-formed line.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from typing import NamedTuple
 
 from .. import catalogue
 from ..counting.deltas import Buckets, CounterDelta, Delta, GaugeValue, sampled_observations
-from ..naming import sanitize_tag_value
+from ..naming import wire_safe
 
 
 def _safe_pairs(tags: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    return [(k, sanitize_tag_value(v)) for k, v in tags]
+    return [(k, wire_safe(v)) for k, v in tags]
 
 
 def influx_stat(prefix: str, name: str, tags: Iterable[tuple[str, str]]) -> str:

@@ -344,7 +344,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         20,
         "an integer >= 1",
         "DAGs (and tasks per DAG) and assets the inventory reports by name, largest by bytes first; "
-        "the rest are summed under `other`",
+        "the rest are summed under `<other>`",
     ),
     Option(
         "inventory_export",
@@ -466,7 +466,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
         validate.positive_int,
         50_000,
         "an integer >= 1",
-        "series kept before new tag sets are counted as `overflow`",
+        "series kept before new tag sets are counted as `<overflow>`",
         in_config=False,
         emitter=True,
         backends={_OTEL: "max_series"},

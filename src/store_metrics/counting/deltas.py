@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from ..catalogue import Metric
 
-#: A tag set as the emitter holds it: sanitised, in wire order, hashable.
+#: A tag set as the emitter holds it: put to the tag value rule, in wire order, hashable.
 TagTuple = tuple[tuple[str, str], ...]
 
 

@@ -80,7 +80,8 @@ class AggregatingEmitter:
     # -- the hot path's side -----------------------------------------------------------------
 
     def counter(self, metric: Metric, tags: Mapping[str, str]) -> CounterSeries:
-        """The counter series for ``metric`` and ``tags``; tags are sanitised here, once."""
+        """The counter series for ``metric`` and ``tags``; tag values go through the tag value rule
+        here, once."""
         return cast(CounterSeries, self._series(metric, tags, Kind.COUNTER))
 
     def histogram(self, metric: Metric, tags: Mapping[str, str]) -> HistogramSeries:

@@ -1,9 +1,10 @@
 """The series of one emitter, found by (metric, tag set), with a cap on how many there are.
 
-Tags are sanitised once, when a series is first asked for; after that the caller holds the
-series and counts into it directly. Past ``max_series`` a new tag set is counted under one
-overflow series per metric (every tag value :data:`OVERFLOW_TAG_VALUE`), so memory stays bounded
-whatever a DAG author puts in a tag, and the totals stay right.
+Tag values go through the tag value rule (:mod:`store_metrics.naming`) once, when a series is first
+asked for; after that the caller holds the series and counts into it directly. Past ``max_series``
+a new tag set is counted under one overflow series per metric (every tag value
+:data:`OVERFLOW_TAG_VALUE`, ``<overflow>``), so memory stays bounded whatever a DAG author puts in a
+tag, and the totals stay right.
 """
 
 from __future__ import annotations
@@ -14,12 +15,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 from .. import logs
-from ..catalogue import Kind, Metric
+from ..catalogue import OVERFLOW, Kind, Metric
 from ..counting.deltas import Delta, TagTuple
 from ..naming import normalize_tags
 from .series import CounterSeries, GaugeSeries, HistogramSeries, LiveTarget, Series
 
-OVERFLOW_TAG_VALUE: Final = "overflow"
+OVERFLOW_TAG_VALUE: Final = OVERFLOW
 
 
 class SeriesRegistry:

@@ -3,7 +3,7 @@
 ``dag_id``, ``task_id`` and ``team_name`` come from the task instance's ``stats_tags`` (what Airflow
 tags its own task metrics with; ``team_name`` only on a multi-team deployment), falling back to its
 attributes; ``run_type`` from the run; ``operator`` as the caller knows it. What is not known is
-``unknown``, never a guess.
+``<unknown>``, never a guess.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ..catalogue import UNKNOWN, task_tags
 
 
 def run_type_of(context: Any) -> str:
-    """The ``run_type`` of the context's DAG run (an enum or a string), ``unknown`` without one."""
+    """The ``run_type`` of the context's DAG run (an enum or a string), ``<unknown>`` without one."""
     dag_run = context.get("dag_run") if isinstance(context, Mapping) else None
     run_type = getattr(dag_run, "run_type", None)
     return UNKNOWN if run_type is None else str(getattr(run_type, "value", run_type))

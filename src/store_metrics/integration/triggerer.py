@@ -55,11 +55,11 @@ plugin. If wrapping one trigger's store fails, that trigger runs with its own st
 is logged.
 
 **Tags.** A deferred task's trigger carries the task's tags (``dag_id``, ``task_id``, ``run_type``,
-``operator``, ``team_name``), as far as the triggerer knows them (``unknown`` where it does not).
+``operator``, ``team_name``), as far as the triggerer knows them (``<unknown>`` where it does not).
 A watcher belongs to no DAG and no task: an asset may schedule any number of DAGs. Its calls are
-tagged ``dag_id="none"``, ``task_id=<the watched asset's name>`` (names joined by ``,`` when one
-trigger watches several assets), ``run_type="asset_watcher"`` and ``operator=<the trigger's class
-name>``: as many series as watched assets, never a key.
+tagged ``dag_id="<none>"``, ``task_id=<the watched asset's name>`` (names joined by ``,`` when one
+trigger watches several assets; the tag value rule writes it ``%2C``), ``run_type="asset_watcher"``
+and ``operator=<the trigger's class name>``: as many series as watched assets, never a key.
 """
 
 from __future__ import annotations
@@ -142,9 +142,9 @@ def deferred_task_tags(trigger: Any, context: Any) -> dict[str, str]:
     """Tags of a deferred task's trigger: the task's own, as far as the triggerer knows them.
 
     ``dag_id`` and ``task_id`` come from the trigger's task instance. ``run_type`` comes from the
-    context Airflow builds for ``start_from_trigger`` tasks (``unknown`` otherwise), ``operator``
+    context Airflow builds for ``start_from_trigger`` tasks (``<unknown>`` otherwise), ``operator``
     from the task the triggerer deserialised for them (its ``task_type``: the operator's class
-    name, as in the task process; ``unknown`` otherwise).
+    name, as in the task process; ``<unknown>`` otherwise).
     """
     ti = trigger.task_instance
     task = getattr(ti, "task", None)

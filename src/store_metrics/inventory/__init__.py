@@ -6,7 +6,7 @@ one aggregate query per table per interval, and reports gauges
 (:data:`store_metrics.catalogue.FOOTPRINT_METRICS`): entries, value bytes, age of the oldest and
 newest entry, expired entries not yet cleaned up, and entries held by a custom backend, per
 ``dag_id``/``task_id`` and per ``asset``, bounded to the top ``inventory_top`` by bytes plus
-``other``.
+``<other>``.
 
 It runs once per deployment as ``store-metrics inventory --serve`` (a small long-running process
 with its own Prometheus endpoint, or pushing through the configured backend), never in the API
@@ -16,7 +16,7 @@ One module per job:
 
 * :mod:`.queries` — the two aggregate statements on Airflow's own tables, sizes in SQL per dialect;
 * :mod:`.database` — Airflow's engine, read-only transactions under a statement timeout, error kinds;
-* :mod:`.footprint` — rows to groups: tag sanitising, top N DAGs/tasks/assets and ``other``;
+* :mod:`.footprint` — rows to groups: top N DAGs/tasks/assets and ``<other>``;
 * :mod:`.collect` — one collection of both tables; the last good footprint kept, problems said once;
 * :mod:`.gauges` — a snapshot as (catalogue metric, tags, value), ages at reporting time;
 * :mod:`.prometheus` — the ``--serve`` scrape endpoint (``prometheus_client``);

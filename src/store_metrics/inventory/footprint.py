@@ -1,18 +1,19 @@
-"""What one store's table holds, per group, with cardinality bounded: the top N and ``other``.
+"""What one store's table holds, per group, with cardinality bounded: the top N and ``<other>``.
 
 A :class:`Group` is one row of an aggregate query (entries, bytes, references, oldest and newest
 write, expired entries). :func:`footprint_of` turns a query's rows into a :class:`StoreFootprint`:
 
-1. group keys are sanitised by the tag rule of every other metric
-   (:func:`~store_metrics.naming.sanitize_tag_value`), and groups whose keys become equal are
-   merged, so a DAG has the same labels on every path;
+1. group keys are the names exactly as Airflow has them (a missing one is ``<unknown>``); the tag value
+   rule of every other metric (:func:`~store_metrics.naming.tag_value`) is applied where they
+   become labels, and keeps them apart, so a DAG has the same labels on every path;
 2. the task store keeps the ``top`` DAGs by bytes (then entries, then name), and within each of
-   them its ``top`` tasks; the other tasks of a kept DAG are summed under ``task_id="other"``, every
-   other DAG under ``dag_id="other", task_id="other"``. The asset store keeps the ``top`` assets
-   and sums the rest under ``asset="other"``. At most ``top * (top + 1) + 1`` task series and
-   ``top + 1`` asset series per metric, whatever the table holds.
+   them its ``top`` tasks; the other tasks of a kept DAG are summed under ``task_id="<other>"``, every
+   other DAG under ``dag_id="<other>", task_id="<other>"`` (a value no DAG or task id can take).
+   The asset store keeps the ``top`` assets and sums the rest under ``asset="<other>"``. At most
+   ``top * (top + 1) + 1`` task series and ``top + 1`` asset series per metric, whatever the table
+   holds.
 
-Sums over all groups are exact whatever ``top`` is: ``other`` holds the rest, not nothing.
+Sums over all groups are exact whatever ``top`` is: ``<other>`` holds the rest, not nothing.
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..catalogue import OTHER, Store
-from ..naming import sanitize_tag_value
+from ..catalogue import OTHER, UNKNOWN, Store
 from .queries import KEY_COLUMNS
 
 Key = tuple[str, ...]
@@ -97,11 +97,11 @@ class StoreFootprint:
     """One store's footprint as read at ``read_at``: bounded groups, and the table's totals."""
 
     store: Store
-    #: ``(dag_id, task_id)`` or ``(asset,)`` -> group, sanitised, at most the bound above.
+    #: ``(dag_id, task_id)`` or ``(asset,)`` -> group, at most the bound above.
     groups: Mapping[Key, Group]
     read_at: dt.datetime
     duration_ms: float
-    #: How many groups the table had (after sanitising), before the top N were kept.
+    #: How many groups the table had, before the top N were kept.
     distinct: int
 
     @property
@@ -113,7 +113,7 @@ class StoreFootprint:
         return total
 
     def largest_first(self) -> list[tuple[Key, Group]]:
-        """The groups by stored bytes, then entries, descending; ``other`` buckets last."""
+        """The groups by stored bytes, then entries, descending; ``<other>`` buckets last."""
         return sorted(
             self.groups.items(),
             key=lambda item: (OTHER in item[0], -item[1].stored_bytes, -item[1].entries, item[0]),
@@ -135,7 +135,7 @@ def _merged(pairs: Iterable[tuple[Key, Group]]) -> dict[Key, Group]:
 
 
 def bound(store: Store, groups: Mapping[Key, Group], top: int) -> dict[Key, Group]:
-    """Keep the ``top`` DAGs (and ``top`` tasks of each) or assets; sum the rest under ``other``."""
+    """Keep the ``top`` DAGs (and ``top`` tasks of each) or assets; sum the rest under ``<other>``."""
     if store is Store.ASSET:
         ranked = sorted(groups.items(), key=by_size)
         kept = ranked[:top]
@@ -161,7 +161,7 @@ def footprint_of(
     """The bounded footprint of ``store`` from its aggregate query's rows."""
     width = KEY_COLUMNS[store]
     groups = _merged(
-        (tuple(sanitize_tag_value("" if v is None else v) for v in row[:width]), group_of(store, row[width:]))
+        (tuple(UNKNOWN if v is None else str(v) for v in row[:width]), group_of(store, row[width:]))
         for row in rows
     )
     return StoreFootprint(

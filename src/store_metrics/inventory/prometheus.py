@@ -4,8 +4,8 @@ A scrape never touches the database: it renders the snapshot the serve loop last
 computed at scrape time. Series that left the footprint (a DAG whose entries were all deleted,
 one that dropped out of the top N) are simply absent from the next scrape, so Prometheus marks
 them stale, with no left-over values. Names are the catalogue's Prometheus names for the
-configured prefix, labels follow the tag sanitising rule: the same series as the OpenTelemetry
-path would give.
+configured prefix, label values follow the tag value rule (:func:`~store_metrics.naming.tag_value`):
+the same series as the OpenTelemetry path would give.
 
 Served by ``prometheus_client`` (installed with the ``otel`` extra) on its own thread.
 """
@@ -17,6 +17,7 @@ from typing import Any
 
 from ..catalogue import INVENTORY_METRICS
 from ..errors import MissingExtraError
+from ..naming import tag_value
 from .collect import Snapshot
 from .gauges import snapshot_series
 
@@ -46,7 +47,7 @@ class SnapshotCollector:
                 family = families[metric.name] = GaugeMetricFamily(
                     metric.prometheus_name(self.prefix), metric.description, labels=list(tags)
                 )
-            family.add_metric(list(tags.values()), value)
+            family.add_metric([tag_value(v) for v in tags.values()], value)
         for metric in INVENTORY_METRICS:  # catalogue order, whatever order the groups came in
             if metric.name in families:
                 yield families[metric.name]

@@ -1,7 +1,7 @@
 """``store-metrics inventory`` without ``--serve``: the footprint as a table, largest first.
 
 One block per store: a summary line (entries, bytes, groups, how long the query took), then one
-row per kept group by stored bytes, descending, with the ``other`` buckets last. Bytes are exact
+row per kept group by stored bytes, descending, with the ``<other>`` buckets last. Bytes are exact
 (thousands separated); ``unknown`` when some of the group's entries hold a reference to a custom
 backend, with their count in ``external``. Ages are compact (``3d 4h``, ``12m``, ``45s``).
 """
@@ -88,7 +88,7 @@ def render_store(footprint: StoreFootprint, now: dt.datetime, top: int) -> list[
             f", {_count(total.external, 'entry holds', 'entries hold')} a custom backend's reference "
             "(bytes unknown)"
         )
-    summary += f"; {took}; the top {top} by bytes shown, the rest under 'other'"
+    summary += f"; {took}; the top {top} by bytes shown, the rest under <other>"
     headers = [*_KEY_HEADERS[store], "entries", "bytes", "oldest", "newest"]
     if store is Store.TASK:
         headers.append("expired")

@@ -117,7 +117,7 @@ class Lookups:
                 "server:lookup",
                 logging.WARNING,
                 "store-metrics: the API server could not look a task instance up in the metadata "
-                "database; its state store calls are counted as dag_id=unknown until it answers",
+                "database; its state store calls are counted as dag_id=<unknown> until it answers",
                 exc_info=True,
             )
             return Attempt(self._caller(None))

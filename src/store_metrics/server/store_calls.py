@@ -40,7 +40,7 @@ CACHE_SIZE: Final = 10_000
 #: Threads per worker that run the metadata queries (a burst of new task instances queues here,
 #: never on the event loop nor in the pool that runs the API's own sync route handlers).
 LOOKUP_THREADS: Final = 2
-#: After a query failed, seconds during which unknown task instances are counted as ``unknown``
+#: After a query failed, seconds during which unknown task instances are counted as ``<unknown>``
 #: without asking the database again (so a database that is down is not asked once per request).
 RETRY_AFTER: Final = 5.0
 #: Task instances being looked up at once, and requests waiting for lookups, per worker: past either,

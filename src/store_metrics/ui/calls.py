@@ -5,7 +5,10 @@ The PromQL reads what the dashboards' panels read: the recorded calls of ``colle
 (:data:`store_metrics.pipeline.records.CALLS` for the configured prefix, each rule interval's calls
 once, so their sum over a window is exact), with the same exclusion of asset watchers
 (``run_type="asset_watcher"`` belongs to
-no DAG) and the DAG's id as the counters carry it (sanitised like every tag value). So the Prometheus
+no DAG) and the DAG's id as the counters carry it: the tag value rule
+(:func:`store_metrics.naming.tag_value`) keeps every id Airflow accepts as it is and two ids apart,
+so the query names the very DAG the permission check was made for, and the values the plugin makes
+up (``<unknown>``, ``<none>``, ``<overflow>``) are no DAG's id. So the Prometheus
 it asks must load the shipped rules. One instant query per DAG and window, summed by ``task_id``,
 store and outcome; found ratios are computed from the same numbers (``read_found / (read_found +
 read_absent)``, as the dashboards' ratio panels). The same query also reads the recorded retried
@@ -40,7 +43,7 @@ from ..catalogue import (
     Outcome,
     Store,
 )
-from ..naming import sanitize_tag_value
+from ..naming import tag_value
 from ..pipeline import records
 from .prometheus import Prometheus, PrometheusError
 
@@ -59,12 +62,13 @@ RESUMED: Final = RETRY_RESUMED.name.rsplit(".", 1)[1]
 
 
 def _label_value(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    """``text`` as a PromQL double-quoted string's content (Go's escapes; Unicode as it is)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def dag_selector(dag_id: str) -> str:
     """The DAG's series, as the per-DAG dashboard panels select them (asset watchers left out)."""
-    value = _label_value(sanitize_tag_value(dag_id))
+    value = _label_value(tag_value(dag_id))
     return f'{{{DAG_ID}="{value}",{RUN_TYPE}!="{RUN_TYPE_ASSET_WATCHER}"}}'
 
 

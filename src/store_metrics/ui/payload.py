@@ -16,7 +16,7 @@ from typing import Any
 from ..catalogue import Store
 from ..config.reader import OptionValues
 from ..inventory.footprint import Group
-from ..naming import sanitize_tag_value
+from ..naming import tag_value
 from ..pipeline import DASHBOARD_UID
 from .calls import DEFAULT_WINDOW, RESUMED, WINDOWS, Calls, InventoryHealth, found_ratio, resume_rate
 from .reading import DagFootprint, Deployment, Named, total
@@ -69,7 +69,7 @@ def grafana_link(options: OptionValues, dag_id: str) -> str | None:
     """The dashboard (uid of dashboards/store-metrics.json) filtered on the DAG, as its counters label it."""
     if not options.ui_grafana_url:
         return None
-    query = urllib.parse.urlencode({"var-dag_id": sanitize_tag_value(dag_id)})
+    query = urllib.parse.urlencode({"var-dag_id": tag_value(dag_id)})
     return f"{options.ui_grafana_url}/d/{DASHBOARD_UID}?{query}"
 
 

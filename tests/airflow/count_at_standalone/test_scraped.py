@@ -19,6 +19,7 @@ import re
 
 import pytest
 
+from store_metrics import catalogue
 from support import e2e
 from support.count_at_runs import (
     JOB,
@@ -62,7 +63,7 @@ def test_the_api_server_gives_exactly_the_series_the_task_side_gave(
     task_side = as_prometheus(switching.phases["tasks"][1])
     assert held(scraped.prom, scraped.end) == task_side == scraped.calls.counts
     # Every call was attributed to its task instance: no unknown caller.
-    assert scraped.prom.query('{__name__=~"airflow_.*_state_store_.*", dag_id="unknown"}') == []
+    assert scraped.prom.query('{__name__=~"airflow_.*_state_store_.*", dag_id="<unknown>"}') == []
 
 
 @pytest.mark.prometheus
@@ -125,7 +126,7 @@ def test_a_raw_http_client_with_a_task_token_is_counted_as_that_task(scraped: Sc
     assert answers == [204, 200, 404, 204, 204, 204, 200, 204, 404, 422, 403, 403]
     assert marker == 403
     tags = dict(task_series("state_store_metrics_01", "touch_store", PYOP))
-    unknown = {"dag_id": "unknown", "task_id": "unknown", "run_type": "unknown", "operator": "unknown"}
+    unknown = dict.fromkeys(("dag_id", "task_id", "run_type", "operator"), catalogue.UNKNOWN)
     key = series_of
     wanted = {
         key("task", "write", tags): 1,
@@ -230,7 +231,7 @@ def test_a_cleared_task_reruns_as_itself_and_its_archived_attempt_counts_as_it(
 def test_requests_the_api_server_refuses_fire_the_error_alert(scraped: Scraped) -> None:
     """Calls that fail at the API server are counted there as errors, and the error alert fires on
     Prometheus 3 for the DAG they are counted under: here ten requests without a valid token, all
-    refused (403), counted under ``dag_id="unknown"`` -- a ratio of 1 over at least 10 calls."""
+    refused (403), counted under ``dag_id="<unknown>"`` -- a ratio of 1 over at least 10 calls."""
     airflow, prom = scraped.airflow, scraped.prom
     ((ti_id,),) = airflow.home.query(
         "select id from task_instance where dag_id = 'state_store_metrics_01' and state = 'success' limit 1"
@@ -246,5 +247,5 @@ def test_requests_the_api_server_refuses_fire_the_error_alert(scraped: Scraped) 
             if a["labels"]["alertname"] == "StateStoreErrorRateHigh" and a["state"] == "firing"
         }
 
-    wait_until(lambda: "unknown" in firing(), 60, interval=0.5)
-    assert "unknown" in firing(), prom.api("alerts")["alerts"]
+    wait_until(lambda: catalogue.UNKNOWN in firing(), 60, interval=0.5)
+    assert catalogue.UNKNOWN in firing(), prom.api("alerts")["alerts"]

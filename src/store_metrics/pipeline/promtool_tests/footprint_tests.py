@@ -72,20 +72,20 @@ def firing(ctx: Context, name: str, labels: Mapping[str, str], value: float = 0.
 #: last write; b cannot read the task table (up 0, a footprint 20 minutes old).
 REPLICA_ROWS: tuple[tuple[catalogue.Metric, dict[str, str], float, float], ...] = (
     (ENTRIES, {"dag_id": "etl", "task_id": "extract"}, 5, 5),
-    (ENTRIES, {"dag_id": "etl", "task_id": "other"}, 3, 3),
+    (ENTRIES, {"dag_id": "etl", "task_id": "<other>"}, 3, 3),
     (ENTRIES, {"dag_id": "report", "task_id": "publish"}, 2, 1),
-    (ENTRIES, {"dag_id": "other", "task_id": "other"}, 7, 7),
+    (ENTRIES, {"dag_id": "<other>", "task_id": "<other>"}, 7, 7),
     (BYTES, {"dag_id": "etl", "task_id": "extract"}, 4000, 4000),
-    (BYTES, {"dag_id": "etl", "task_id": "other"}, 1000, 1000),
+    (BYTES, {"dag_id": "etl", "task_id": "<other>"}, 1000, 1000),
     (BYTES, {"dag_id": "report", "task_id": "publish"}, 500, 480),
-    (BYTES, {"dag_id": "other", "task_id": "other"}, 2500, 2500),
+    (BYTES, {"dag_id": "<other>", "task_id": "<other>"}, 2500, 2500),
     (EXPIRED, {"dag_id": "etl", "task_id": "extract"}, 1, 1),
-    (EXPIRED, {"dag_id": "other", "task_id": "other"}, 2, 2),
+    (EXPIRED, {"dag_id": "<other>", "task_id": "<other>"}, 2, 2),
     (ASSET_ENTRIES, {"asset": "orders"}, 2, 2),
     (ASSET_ENTRIES, {"asset": "events"}, 1, 1),
-    (ASSET_ENTRIES, {"asset": "other"}, 4, 4),
+    (ASSET_ENTRIES, {"asset": "<other>"}, 4, 4),
     (ASSET_BYTES, {"asset": "orders"}, 2029, 2029),
-    (ASSET_BYTES, {"asset": "other"}, 300, 300),
+    (ASSET_BYTES, {"asset": "<other>"}, 300, 300),
     (UP, {"store": "task"}, 1, 0),
     (UP, {"store": "asset"}, 1, 1),
     (AGE, {"store": "task"}, 60, 1200),
@@ -97,30 +97,34 @@ REPLICA_ROWS: tuple[tuple[catalogue.Metric, dict[str, str], float, float], ...] 
 RECORDED: tuple[tuple[str, tuple[tuple[dict[str, str], float], ...], str], ...] = (
     (
         "dag_id:store_metrics_footprint_entries:sum",
-        (({"dag_id": "etl"}, 8), ({"dag_id": "report"}, 2), ({"dag_id": "other"}, 7)),
+        (({"dag_id": "etl"}, 8), ({"dag_id": "report"}, 2), ({"dag_id": "<other>"}, 7)),
         "Per DAG, the max across replicas, then the sum over tasks: etl 5 + 3 = 8 (not 16), report\n"
         "max(2, 1) = 2, other 7.",
     ),
     (
         "dag_id:store_metrics_footprint_bytes:sum",
-        (({"dag_id": "etl"}, 5000), ({"dag_id": "report"}, 500), ({"dag_id": "other"}, 2500)),
+        (({"dag_id": "etl"}, 5000), ({"dag_id": "report"}, 500), ({"dag_id": "<other>"}, 2500)),
         "",
     ),
     (
         "dag_id:store_metrics_footprint_expired_entries:sum",
-        (({"dag_id": "etl"}, 1), ({"dag_id": "other"}, 2)),
+        (({"dag_id": "etl"}, 1), ({"dag_id": "<other>"}, 2)),
         "",
     ),
     (
         "asset:store_metrics_footprint_entries:sum",
-        (({"asset": "orders"}, 2), ({"asset": "events"}, 1), ({"asset": "other"}, 4)),
+        (({"asset": "orders"}, 2), ({"asset": "events"}, 1), ({"asset": "<other>"}, 4)),
         "",
     ),
-    ("asset:store_metrics_footprint_bytes:sum", (({"asset": "orders"}, 2029), ({"asset": "other"}, 300)), ""),
+    (
+        "asset:store_metrics_footprint_bytes:sum",
+        (({"asset": "orders"}, 2029), ({"asset": "<other>"}, 300)),
+        "",
+    ),
     (
         "store:store_metrics_footprint_expired_entries:sum",
         (({"store": "task"}, 3),),
-        "The store's expired entries count the `other` buckets: 1 + 2 = 3.",
+        "The store's expired entries count the `<other>` buckets: 1 + 2 = 3.",
     ),
     (
         "store:store_metrics_inventory_up:max",
@@ -146,7 +150,7 @@ def _replicas_group(ctx: Context) -> Group:
     a, b = ctx.target(jobs[0], "10.0.0.1:9490"), ctx.target(jobs[-1], "10.0.0.2:9490")
     extra_a = {"pod": "store-metrics-inventory-5d8c7-a"}
     group = Group(
-        "the footprint: two replicas in a rollout counted once, the top N and `other` summed",
+        "the footprint: two replicas in a rollout counted once, the top N and `<other>` summed",
         MINUTE,
         [
             "Two inventory replicas (a rollout: two pods; b found by Kubernetes service discovery, another",
@@ -331,7 +335,7 @@ def _retention_groups(ctx: Context) -> list[Group]:
             f"them all but the newest: the count never reaches 0, but it drops within every"
             f" {ctx.values['retention_window']}: no alert.",
         ],
-        [series(ctx, EXPIRED, target, values, dag_id=d, task_id="t") for d in ("etl", "other")],
+        [series(ctx, EXPIRED, target, values, dag_id=d, task_id="t") for d in ("etl", "<other>")],
     )
     record = ctx.record("store:store_metrics_footprint_expired_entries:sum")
     cleans.exprs.append(
