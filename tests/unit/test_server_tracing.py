@@ -24,6 +24,7 @@ from store_metrics.emitter import AggregatingEmitter
 from store_metrics.server import ServerMetrics, StateStoreRouteMetrics
 from store_metrics.server.attribution import TaskAttempt
 from store_metrics.server.retries import HostClaims
+from store_metrics.server.routes import Receive, Scope, Send
 from store_metrics.server.tracing import RouteTracing, TracedServerMetrics, TracedStoreCalls, route_tracing
 
 TI = uuid.UUID("01a227c4-7477-73da-8ac2-9f0094c7c3ef")
@@ -46,7 +47,7 @@ class Boom(Exception):
     pass
 
 
-async def execution_api(scope: dict[str, Any], receive: Any, send: Any) -> None:
+async def execution_api(scope: Scope, receive: Receive, send: Send) -> None:
     """The state store routes: ``/missing`` is absent, ``/boom`` raises, ``/conflict`` answers 409."""
     await receive()
     scope["ti_token"] = SimpleNamespace(id=TI)
@@ -75,7 +76,9 @@ async def request(app: Any, method: str, path: str, traceparent: bytes | None = 
     headers = [(b"content-type", b"application/json")]
     if traceparent is not None:
         headers.append((b"traceparent", traceparent))
-    await app({"type": "http", "method": method, "path": path, "root_path": "", "headers": headers}, receive, send)
+    await app(
+        {"type": "http", "method": method, "path": path, "root_path": "", "headers": headers}, receive, send
+    )
     return int(sent[0]["status"])
 
 
@@ -155,7 +158,9 @@ def test_each_request_is_a_server_span_under_the_task_span_it_carries(
         assert span.instrumentation_scope is not None and span.instrumentation_scope.name == "store_metrics"
 
 
-def test_a_request_without_a_trace_context_is_a_root_span(emitter: AggregatingEmitter, tmp_path: Path) -> None:
+def test_a_request_without_a_trace_context_is_a_root_span(
+    emitter: AggregatingEmitter, tmp_path: Path
+) -> None:
     server = Server(emitter, tmp_path / "claims")
     asyncio.run(request(server.app, "PUT", f"/execution/store/ti/{TI}/k", traceparent=None))
     (span,) = server.spans()
@@ -259,7 +264,9 @@ def test_a_tracer_that_fails_costs_a_log_line_not_the_request(
 
 
 @pytest.mark.parametrize("otel_on", ["False", "True"])
-def test_traces_off_or_auto_without_otel_on_makes_no_tracing(monkeypatch: pytest.MonkeyPatch, otel_on: str) -> None:
+def test_traces_off_or_auto_without_otel_on_makes_no_tracing(
+    monkeypatch: pytest.MonkeyPatch, otel_on: str
+) -> None:
     monkeypatch.setenv("AIRFLOW__TRACES__OTEL_ON", otel_on)
     assert route_tracing("off") is None
     if otel_on == "False":

@@ -104,6 +104,7 @@ class ServerMetrics:
         scope: Scope,
         receive: Receive,
         send: Send,
+        *,
         span: RouteSpan | None = None,
     ) -> None:
         """Run one state store request through ``app``, passing every message on unchanged.
@@ -140,7 +141,7 @@ class ServerMetrics:
             if self.route_metrics:
                 self.record(route, status or 500, received, sent, (time.perf_counter() - start) * 1000.0)
             if self.calls is not None:
-                self.calls.count(scope, route, status or 500, outcome_of(route[1], status or 500), span)
+                self.calls.count(scope, route, status or 500, outcome_of(route[1], status or 500), span=span)
 
     def record(self, route: Route, status: int, request_bytes: int, response_bytes: int, ms: float) -> None:
         """Count one finished request. Never raises."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 from uuid import UUID
 
 from .. import logs
@@ -87,7 +87,7 @@ class StoreCalls:
         self.first_reads = FirstReads(cache_size)
         self.claims = claims or HostClaims()
         self._callers: dict[tuple[tuple[str, str], ...], Caller] = {}
-        self._later: set[asyncio.Task[None]] = set()
+        self._later: set[asyncio.Task[Any]] = set()
         self.unknown = self.caller(UNKNOWN_TAGS)
         self.watcher = self.caller(WATCHER_TAGS)
         self.lookups = Lookups(
@@ -107,7 +107,7 @@ class StoreCalls:
     # -- the request path ----------------------------------------------------------------------
 
     def count(
-        self, scope: Scope, route: Route, status: int, outcome: str, span: RouteSpan | None = None
+        self, scope: Scope, route: Route, status: int, outcome: str, *, span: RouteSpan | None = None
     ) -> None:
         """Count one answered request (on the event loop, after the response). Never raises.
 

@@ -197,7 +197,7 @@ class TracedStoreCalls(StoreCalls):
         self._held: OrderedDict[UUID, tuple[RouteSpan, bool]] = OrderedDict()
 
     def count(
-        self, scope: Scope, route: Route, status: int, outcome: str, span: RouteSpan | None = None
+        self, scope: Scope, route: Route, status: int, outcome: str, *, span: RouteSpan | None = None
     ) -> None:
         if span is None:
             super().count(scope, route, status, outcome)
@@ -252,7 +252,14 @@ class TracedServerMetrics(ServerMetrics):
         self.tracing = tracing
 
     async def serve(
-        self, app: ASGIApp, route: Route, scope: Scope, receive: Receive, send: Send, span: Any = None
+        self,
+        app: ASGIApp,
+        route: Route,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        span: RouteSpan | None = None,
     ) -> None:
         span = self.tracing.start(scope, route)
         if span is None:
@@ -268,7 +275,7 @@ class TracedServerMetrics(ServerMetrics):
                 raise
 
         # The counting (``calls.count``) answers the span and ends it, now or once decided.
-        await super().serve(traced_app, route, scope, receive, send, span)
+        await super().serve(traced_app, route, scope, receive, send, span=traced)
 
 
 def route_tracing(traces: str) -> RouteTracing | None:
