@@ -193,9 +193,11 @@ def test_under_count_at_api_server_the_route_spans_are_in_each_tries_trace(
 
     # A retried attempt's first read is exported once the API server has decided it.
     cluster.wait(
-        lambda: len(workers()) == 4
-        and len(ours(receiver.spans())) == 5
-        and sum("store_metrics.retry" in s.attributes for s in ours(receiver.spans())) == 2,
+        lambda: (
+            len(workers()) == 4
+            and len(ours(receiver.spans())) == 5
+            and sum("store_metrics.retry" in s.attributes for s in ours(receiver.spans())) == 2
+        ),
         60,
         "every try's spans and both decisions",
     )
