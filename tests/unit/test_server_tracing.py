@@ -287,8 +287,59 @@ def test_traces_on_without_a_tracer_provider_says_so_and_traces_nothing(
 def test_with_traces_off_the_worker_serves_with_the_untraced_classes(
     emitter: AggregatingEmitter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from store_metrics.server import metrics
+    import store_metrics.server.metrics as metrics
 
     monkeypatch.setenv("AIRFLOW__STORE_METRICS__TRACES", "off")
     assert metrics._route_tracing("off") is None
     assert type(ServerMetrics(emitter, "w-1", tick_ms=10, threshold_ms=100)).serve is ServerMetrics.serve
+
+
+def test_a_trace_the_task_did_not_sample_gets_no_route_span(
+    emitter: AggregatingEmitter, tmp_path: Path
+) -> None:
+    server = Server(emitter, tmp_path / "claims")
+    unsampled = f"00-{TRACE_ID}-{TASK_SPAN_ID}-00".encode()
+    assert (
+        asyncio.run(request(server.app, "PUT", f"/execution/store/ti/{TI}/k", traceparent=unsampled)) == 204
+    )
+    assert server.spans() == []
+
+
+def test_the_counts_are_the_same_with_traces_on_and_off(tmp_path: Path) -> None:
+    from store_metrics.counting.runtime import create_emitter
+    from store_metrics.server import StoreCalls
+
+    key = f"/execution/store/ti/{TI}"
+    sequence = [
+        ("GET", f"{key}/missing"),
+        ("PUT", f"{key}/k"),
+        ("PUT", f"{key}/conflict"),
+        ("GET", f"{key}/k"),
+    ]
+
+    def counted(traced: bool) -> dict[Any, int]:
+        em = create_emitter("none", flush_interval=60)
+        try:
+            calls: StoreCalls
+            if traced:
+                server = Server(em, tmp_path / "on", try_number=2)
+                app, calls = server.app, server.calls
+            else:
+                calls = StoreCalls(em, Lookup(2), claims=HostClaims(tmp_path / "off"))
+                app = StateStoreRouteMetrics(
+                    execution_api, metrics=ServerMetrics(em, "w-1", tick_ms=10, threshold_ms=100, calls=calls)
+                )
+
+            async def run() -> None:
+                for method, path in sequence:
+                    await request(app, method, path)
+                assert await calls.drain(5)
+
+            asyncio.run(run())
+            return {k: v for k, v in em.snapshot().items() if not k[0].startswith("api_server.state_store.")}
+        finally:
+            em.close(1)
+
+    off = counted(traced=False)
+    assert {name for name, _tags in off} >= {"task_state_store.retry_not_resumed", "task_state_store.write"}
+    assert counted(traced=True) == off
