@@ -126,6 +126,101 @@ def test_a_retrys_state_store_calls_are_spans_under_each_tries_task_span(
     }
 
 
+# -- count_at = api_server: the route spans, in the task's trace --------------------------------------
+
+SERVER = 2  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER
+METHODS = {"get": "GET", "set": "PUT"}
+STATUSES = {"found": 200, "absent": 404, "written": 204}
+
+
+def route(operation: str, outcome: str, **more: str) -> tuple[str, int, dict[str, Any]]:
+    return (
+        f"{operation} task_state_store",
+        SERVER,
+        {
+            **TASK,
+            "db.operation.name": operation,
+            "store_metrics.outcome": outcome,
+            "http.request.method": METHODS[operation],
+            "http.response.status_code": STATUSES[outcome],
+            **more,
+        },
+    )
+
+
+@pytest.fixture(scope="module")
+def api_server_receiver() -> Iterator[OtlpReceiver]:
+    sink = OtlpReceiver()
+    yield sink
+    sink.close()
+
+
+@pytest.fixture(scope="module")
+def counted_at_api_server(
+    tmp_path_factory: pytest.TempPathFactory, api_server_receiver: OtlpReceiver
+) -> Iterator[Cluster]:
+    airflow = Cluster(
+        tmp_path_factory.mktemp("traces-api-server"),
+        [f"{DAG_ID}.py"],
+        {
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
+            "AIRFLOW__STORE_METRICS__COUNT_AT": "api_server",
+            **traces_env(api_server_receiver, otel_on=True),
+        },
+    )
+    try:
+        airflow.start([DAG_ID])
+        yield airflow
+    finally:
+        airflow.stop()
+
+
+@pytest.mark.slow
+def test_under_count_at_api_server_the_route_spans_are_in_each_tries_trace(
+    counted_at_api_server: Cluster, api_server_receiver: OtlpReceiver
+) -> None:
+    cluster, receiver = counted_at_api_server, api_server_receiver
+    cluster.trigger(DAG_ID, "served")
+    assert cluster.wait_for_runs(DAG_ID, ["served"], 240) == {"served": "success"}, cluster.tails()
+
+    def workers() -> dict[tuple[str, int], OtlpSpan]:
+        found = [s for s in receiver.spans() if s.name in ("worker.resumes", "worker.starts_over")]
+        return {
+            (s.attributes["airflow.task_id"], s.attributes["airflow.task_instance.try_number"]): s
+            for s in found
+        }
+
+    # A retried attempt's first read is exported once the API server has decided it.
+    cluster.wait(
+        lambda: (
+            len(workers()) == 4
+            and len(ours(receiver.spans())) == 5
+            and sum("store_metrics.retry" in s.attributes for s in ours(receiver.spans())) == 2
+        ),
+        60,
+        "every try's spans and both decisions",
+    )
+    tree: dict[tuple[str, int], list[tuple[str, int, dict[str, Any]]]] = {}
+    for (task_id, try_number), worker in workers().items():
+        children = sorted(
+            (s for s in ours(receiver.spans()) if s.parent_id == worker.span_id), key=lambda s: s.start_ns
+        )
+        assert {s.trace_id for s in children} <= {worker.trace_id}
+        tree[(task_id, try_number)] = [(s.name, s.kind, s.attributes) for s in children]
+    assert tree == {
+        ("resumes", 1): [route("set", "written")],
+        ("resumes", 2): [route("get", "found", **{"store_metrics.retry": "resumed"})],
+        ("starts_over", 1): [route("get", "absent")],
+        ("starts_over", 2): [
+            route("get", "absent", **{"store_metrics.retry": "started_over"}),
+            route("set", "written"),
+        ],
+    }
+    # The task processes made no span of ours: they count nothing under count_at = api_server.
+    assert {s.kind for s in ours(receiver.spans())} == {SERVER}
+
+
 # -- traces off: no span (dag.test(), one fresh process a run) --------------------------------------
 
 

@@ -308,7 +308,8 @@ OPTIONS: Final[tuple[Option, ...]] = (
         TRACES_AUTO,
         ", ".join(f"`{name}`" for name in TRACES),
         "each state store call a task makes as an OpenTelemetry CLIENT span under the task's "
-        "`worker.<task_id>` span, through the tracer provider Airflow's traces use "
+        "`worker.<task_id>` span, through the tracer provider Airflow's traces use (with `count_at = "
+        "api_server`: each state store request the API server serves, as a SERVER span there) "
         "([Traces](traces.md)); `on` also where `[traces] otel_on` is off (a provider set up by other "
         "means, such as `opentelemetry-instrument`)",
         default_doc="`auto`: on where Airflow's `[traces] otel_on` is on",

@@ -24,7 +24,8 @@ With ``[store_metrics] count_at = api_server`` (:mod:`.attribution`) each worker
 answered state store request on the task side's own counters (``task_state_store.*``,
 ``asset_state_store.*``), tagged dag_id, task_id, run_type, operator (and team_name) of the task
 instance whose token the Execution API verified: looked up once per task instance and worker, on a
-thread, through a bounded LRU cache. Task processes then count nothing.
+thread, through a bounded LRU cache. Task processes then count nothing. With traces on each such
+request is also a SERVER span in its task's trace (:mod:`.tracing`, imported only then).
 
 Each API server worker has its own emitter (cumulative temporality; the identity
 ``<host>-<slot>`` as the ``worker`` tag and OpenTelemetry ``service.instance.id``), made on first

@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .. import catalogue, logs
 from ..catalogue import (
@@ -42,6 +42,9 @@ from .routes import (
     value_size,
 )
 from .store_calls import StoreCalls
+
+if TYPE_CHECKING:
+    from .tracing import RouteSpan, RouteTracing
 
 #: A tick at least this late is a stall (recorded in the stall histogram).
 STALL_FLOOR_MS: Final = 1.0
@@ -94,8 +97,19 @@ class ServerMetrics:
 
     # -- requests -----------------------------------------------------------------------------
 
-    async def serve(self, app: ASGIApp, route: Route, scope: Scope, receive: Receive, send: Send) -> None:
-        """Run one state store request through ``app``, passing every message on unchanged."""
+    async def serve(
+        self,
+        app: ASGIApp,
+        route: Route,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        *,
+        span: RouteSpan | None = None,
+    ) -> None:
+        """Run one state store request through ``app``, passing every message on unchanged.
+
+        ``span``: the request's span (:mod:`.tracing`), answered and ended by its counting."""
         received = 0
         sent = 0
         status = 0
@@ -127,7 +141,7 @@ class ServerMetrics:
             if self.route_metrics:
                 self.record(route, status or 500, received, sent, (time.perf_counter() - start) * 1000.0)
             if self.calls is not None:
-                self.calls.count(scope, route, status or 500, outcome_of(route[1], status or 500))
+                self.calls.count(scope, route, status or 500, outcome_of(route[1], status or 500), span=span)
 
     def record(self, route: Route, status: int, request_bytes: int, response_bytes: int, ms: float) -> None:
         """Count one finished request. Never raises."""
@@ -284,15 +298,46 @@ def _build() -> ServerMetrics | None:
             worker,
             emitter.backend.describe(),
         )
-    return ServerMetrics(
-        emitter,
-        worker,
-        tick_ms=options.stall_tick_ms,
-        threshold_ms=options.stall_threshold_ms,
-        log_interval=options.flush_interval,
-        calls=StoreCalls(emitter) if count_calls else None,
-        route_metrics=options.server_metrics,
-    )
+    kwargs: dict[str, Any] = {
+        "tick_ms": options.stall_tick_ms,
+        "threshold_ms": options.stall_threshold_ms,
+        "log_interval": options.flush_interval,
+        "route_metrics": options.server_metrics,
+    }
+    # Traces (count_at = api_server only): decided here, once per worker; without them the tracing
+    # module is never imported and the requests run the untraced classes' methods.
+    tracing = _route_tracing(options.traces) if count_calls else None
+    if tracing is not None:
+        from .tracing import TracedServerMetrics, TracedStoreCalls
+
+        return TracedServerMetrics(
+            emitter, worker, calls=TracedStoreCalls(emitter), tracing=tracing, **kwargs
+        )
+    return ServerMetrics(emitter, worker, calls=StoreCalls(emitter) if count_calls else None, **kwargs)
+
+
+def _route_tracing(traces: str) -> RouteTracing | None:
+    """The worker's :class:`~.tracing.RouteTracing` (``[store_metrics] traces``), or ``None``: a
+    failure to set it up costs a log line, and the requests are counted untraced."""
+    from ..config.options import TRACES_OFF
+
+    if traces == TRACES_OFF:
+        return None
+    try:
+        from .tracing import route_tracing
+
+        tracing = route_tracing(traces)
+    except Exception:
+        logs.once("server:traces", logging.ERROR, "store-metrics could not set up traces", exc_info=True)
+        return None
+    if tracing is not None:
+        logs.once(
+            "server:traces",
+            logging.INFO,
+            "store-metrics: each state store request this API server worker serves is a span in its "
+            "task's trace",
+        )
+    return tracing
 
 
 def _airflow_counts_itself() -> bool:

@@ -78,6 +78,10 @@ class FirstReads:
     def __len__(self) -> int:
         return len(self._seen)
 
+    def __contains__(self, ident: object) -> bool:
+        """Whether a read of ``ident`` was seen (and not forgotten), taken or not."""
+        return ident in self._seen
+
     def note(self, ident: UUID, found: bool) -> None:
         """An answered read of ``ident`` (on the event loop): kept only if it is the first one seen."""
         if ident in self._seen:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 from uuid import UUID
 
 from .. import logs
@@ -31,6 +31,9 @@ from .lookups import Lookups
 from .retries import FirstReads, HostClaims
 from .routes import Route, Scope
 from .stats import AttributionStats
+
+if TYPE_CHECKING:
+    from .tracing import RouteSpan
 
 #: Task instances whose tags one API server worker keeps (least recently used ones are dropped).
 #: An entry is the id and a reference to a tag set shared by every instance of the same task:
@@ -84,7 +87,7 @@ class StoreCalls:
         self.first_reads = FirstReads(cache_size)
         self.claims = claims or HostClaims()
         self._callers: dict[tuple[tuple[str, str], ...], Caller] = {}
-        self._later: set[asyncio.Task[None]] = set()
+        self._later: set[asyncio.Task[Any]] = set()
         self.unknown = self.caller(UNKNOWN_TAGS)
         self.watcher = self.caller(WATCHER_TAGS)
         self.lookups = Lookups(
@@ -103,8 +106,12 @@ class StoreCalls:
 
     # -- the request path ----------------------------------------------------------------------
 
-    def count(self, scope: Scope, route: Route, status: int, outcome: str) -> None:
-        """Count one answered request (on the event loop, after the response). Never raises."""
+    def count(
+        self, scope: Scope, route: Route, status: int, outcome: str, *, span: RouteSpan | None = None
+    ) -> None:
+        """Count one answered request (on the event loop, after the response). Never raises.
+
+        ``span`` is only ever given to :class:`~.tracing.TracedStoreCalls` (traces on)."""
         try:
             self.stats.requests += 1
             ident = requester(scope, route, status)
@@ -155,26 +162,29 @@ class StoreCalls:
         except Exception:
             _could_not_count()
 
-    def _settle(self, ident: UUID, attempt: Attempt) -> None:
-        """A retried attempt whose first answered read this worker saw and has not decided: decide it."""
+    def _settle(self, ident: UUID, attempt: Attempt) -> asyncio.Task[bool] | None:
+        """A retried attempt whose first answered read this worker saw and has not decided: decide it
+        (the task deciding it, answering whether this worker did)."""
         if not attempt.retried:
-            return
+            return None
         found = self.first_reads.take(ident)
         if found is None:
-            return
+            return None
         task = asyncio.get_running_loop().create_task(self._decide(ident, attempt.caller, found))
         self._later.add(task)
         task.add_done_callback(self._later.discard)
+        return task
 
-    async def _decide(self, ident: UUID, caller: Caller, found: bool) -> None:
+    async def _decide(self, ident: UUID, caller: Caller, found: bool) -> bool:
         try:
             if await self.lookups.run(self.claims.claim, ident, found):
                 self.stats.retries_decided += 1
                 caller.count_retry(found)
-            else:
-                self.stats.retries_claimed_elsewhere += 1
+                return True
+            self.stats.retries_claimed_elsewhere += 1
         except Exception:
             _could_not_count()
+        return False
 
     async def drain(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` s) until every request waiting for a lookup is counted (and every
