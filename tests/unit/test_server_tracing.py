@@ -287,7 +287,7 @@ def test_traces_on_without_a_tracer_provider_says_so_and_traces_nothing(
 def test_with_traces_off_the_worker_serves_with_the_untraced_classes(
     emitter: AggregatingEmitter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import store_metrics.server.metrics as metrics
+    from store_metrics.server import metrics
 
     monkeypatch.setenv("AIRFLOW__STORE_METRICS__TRACES", "off")
     assert metrics._route_tracing("off") is None
