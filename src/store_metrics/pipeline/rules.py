@@ -73,7 +73,7 @@ def counter_expr(metric: catalogue.Metric) -> str:
     previous = f"last_over_time({series}[@counter_lookback@] offset @rule_previous_offset@)"
     scraped_then = "up offset @rule_previous_offset@ == 1"
     up = "max_over_time(up[@counter_lookback@] offset @rule_previous_offset@)"
-    scraped = f"max by (@cluster_label@, instance) ({up})"
+    job_up = "max_over_time(up[@counter_lookback@] offset @rule_job_offset@)"
     lines = [
         f"sum by ({', '.join(grouping(metric))}) (",
         "  (",
@@ -88,7 +88,15 @@ def counter_expr(metric: catalogue.Metric) -> str:
         "  (",
         f"    {now}",
         "    and on (@cluster_label@, instance)",
-        f"    ({scraped} == 1)",
+        "    (",
+        f"      max by (@cluster_label@, instance) ({up})",
+        "      or",
+        "      max by (@cluster_label@, instance) (",
+        f"        max by (@cluster_label@, job) ({job_up})",
+        "        * on (@cluster_label@, job) group_right ()",
+        "        up offset @rule_offset@",
+        "      )",
+        "    ) == 1",
         "  )",
         ")",
     ]

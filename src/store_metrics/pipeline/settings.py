@@ -411,6 +411,7 @@ _BY_NAME = {s.name: s for s in SETTINGS}
 #: generic ``<duration>_seconds``, ``<duration>_minutes``, ``<ratio>_percent``, ``<count>_minus_one``).
 DERIVED_FROM: dict[str, tuple[str, ...]] = {
     "rule_previous_offset": ("rule_offset", "rule_interval"),
+    "rule_job_offset": ("rule_offset", "rule_interval"),
     "long_stalls_per_second": ("long_stalls_per_minute",),
     "long_stall_le": ("long_stall_ms",),
     "datadog_dashboard_link": ("datadog_dashboard_url",),
@@ -558,9 +559,12 @@ def values(changes: Mapping[str, str] | None = None) -> dict[str, str]:
             derived[f"{setting.name}_minus_one"] = str(int(value) - 1)
         if setting.kind is Kind.RATIO:
             derived[f"{setting.name}_percent"] = f"{_number(float(value) * 100)}%"
-    derived["rule_previous_offset"] = (
-        f"{_number(seconds(given['rule_offset']) + seconds(given['rule_interval']))}s"
-    )
+    offset, interval = seconds(given["rule_offset"]), seconds(given["rule_interval"])
+    derived["rule_previous_offset"] = f"{_number(offset + interval)}s"
+    # The read before the previous one: a job scraped by then was watched for at least a rule
+    # interval, longer than a scrape interval (rule_interval is not shorter than it), so every target
+    # a fresh Prometheus first scrapes in its first scrape interval is as new as the job.
+    derived["rule_job_offset"] = f"{_number(offset + 2 * interval)}s"
     derived["long_stalls_per_second"] = repr(float(given["long_stalls_per_minute"]) / 60)
     stall = _number(float(given["long_stall_ms"]))
     # A bucket bound as the paths spell it: le="100" (Go exporters) or le="100.0" (Python's).
