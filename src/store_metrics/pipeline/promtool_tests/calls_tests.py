@@ -15,8 +15,8 @@ from store_metrics.catalogue import Outcome, Store
 
 from .calls import Counter, RatioAlert, Recorded, counting, flat_after, record, up_series
 from .context import Context, Target, TooLong
-from .exact_tests import every_counter_group, rollout_group
 from .document import STALE, AlertCase, Document, ExprCase, Group, Value, duration
+from .exact_tests import every_counter_group, rollout_group
 from .moments import moments, quiet
 from .timeline import firing, window_steps
 
@@ -234,7 +234,7 @@ def _gap_group(ctx: Context) -> Group:
         [
             f"counter_lookback is {ctx.values['counter_lookback']} ({lookback} steps). A target unreachable",
             f"for {long} steps comes back holding what its exporter counted meanwhile: not counted, only",
-            f"its growth after, though another target of its job was scraped all along. A Prometheus",
+            "its growth after, though another target of its job was scraped all along. A Prometheus",
             f"down for {short} steps counts the calls made meanwhile once it",
             f"is back; down for {long} steps, it counts nothing of what the counter held.",
         ],
