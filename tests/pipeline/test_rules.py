@@ -76,16 +76,20 @@ MUTATIONS = {
         '          airflow_task_state_store_read_found_total{job!=""} offset 30s > 100\n          and on',
     ),
     "history counted: a target back after failing every scrape for longer than the lookback counts in full": (
-        "            max by (cluster, instance) (max_over_time(up[1h] offset 90s))\n            or\n",
-        "",
+        " unless on (cluster, instance) up offset 3690s)",
+        ")",
+    ),
+    "a new pod failing its first scrape while it starts loses its first calls": (
+        " unless on (cluster, instance) up offset 3690s)",
+        " unless on (cluster, instance) max_over_time(up[1h] offset 90s))",
     ),
     "history counted: a fresh Prometheus's targets first scraped a scrape interval apart count in full": (
         "max by (cluster, job) (max_over_time(up[1h] offset 150s))",
         "max by (cluster, job) (max_over_time(up[1h] offset 90s))",
     ),
     "a rollout's new pods lose their first minute (a new target counts only if itself was scraped)": (
-        "            or\n            max by (cluster, instance) (\n",
-        "            and\n            max by (cluster, instance) (\n",
+        "* on (cluster, job) group_right ()",
+        "* on (cluster, job, instance) group_right ()",
     ),
     "an asset clear's growth read a scrape too late (offset 60s)": (
         'airflow_asset_state_store_clear_total{job!=""} offset 90s',
@@ -181,14 +185,12 @@ sum by (cluster, job, {tags}) (
     {name}{{job!=""}} offset 30s
     and on (cluster, instance)
     (
-      max by (cluster, instance) (max_over_time(up[1h] offset 90s))
+      max by (cluster, instance) (max_over_time(up[1h] offset 90s)) == 1
       or
-      max by (cluster, instance) (
-        max by (cluster, job) (max_over_time(up[1h] offset 150s))
-        * on (cluster, job) group_right ()
-        up offset 30s
-      )
-    ) == 1
+      (max by (cluster, job) (max_over_time(up[1h] offset 150s)) == 1)
+      * on (cluster, job) group_right ()
+      max by (cluster, job, instance) (up offset 30s == 1 unless on (cluster, instance) up offset 3690s)
+    )
   )
 )"""
 
@@ -211,7 +213,9 @@ def test_every_state_store_counter_has_its_call_recording_rule() -> None:
         # within the lookback before the read before (a rollout); per deployment, job and its tags.
         assert expr == EXPECTED_RULE.format(name=metric.prometheus_name(), tags=", ".join(metric.all_tags))
     (group,) = [g for g in yaml.safe_load(RULES.read_text())["groups"] if g["name"] == "store-metrics.rules"]
-    assert group["interval"] == "1m"  # rule_interval: the offsets above are 30s, 30s + 1m and 30s + 2m
+    assert (
+        group["interval"] == "1m"
+    )  # rule_interval: the offsets above are 30s, 30s + 1m, 30s + 2m, 30s + 1m + 1h
 
 
 def _record_name(base: str) -> str:
@@ -238,7 +242,7 @@ def test_rules_reference_only_catalogue_metrics_and_recorded_series(path: Path) 
         # Only the recording rules' scrape guard groups by instance (on ``up``); nothing keeps it.
         # The series count is per target (instance) by design: StateStoreMetricsMissing reads it.
         expr = rule["expr"].replace("max by (cluster, instance) (max_over_time(up[", "")
-        expr = expr.replace("max by (cluster, instance) (\n", "")
+        expr = expr.replace("max by (cluster, job, instance) (up offset", "")
         if rule.get("record", "").startswith("instance:"):
             expr = expr.replace("count by (cluster, job, instance)", "")
         for by in re.findall(r"by \(([^)]*)\)", expr):

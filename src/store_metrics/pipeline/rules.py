@@ -74,6 +74,9 @@ def counter_expr(metric: catalogue.Metric) -> str:
     scraped_then = "up offset @rule_previous_offset@ == 1"
     up = "max_over_time(up[@counter_lookback@] offset @rule_previous_offset@)"
     job_up = "max_over_time(up[@counter_lookback@] offset @rule_job_offset@)"
+    new_target = (
+        "up offset @rule_offset@ == 1 unless on (@cluster_label@, instance) up offset @rule_lookback_offset@"
+    )
     lines = [
         f"sum by ({', '.join(grouping(metric))}) (",
         "  (",
@@ -89,14 +92,12 @@ def counter_expr(metric: catalogue.Metric) -> str:
         f"    {now}",
         "    and on (@cluster_label@, instance)",
         "    (",
-        f"      max by (@cluster_label@, instance) ({up})",
+        f"      max by (@cluster_label@, instance) ({up}) == 1",
         "      or",
-        "      max by (@cluster_label@, instance) (",
-        f"        max by (@cluster_label@, job) ({job_up})",
-        "        * on (@cluster_label@, job) group_right ()",
-        "        up offset @rule_offset@",
-        "      )",
-        "    ) == 1",
+        f"      (max by (@cluster_label@, job) ({job_up}) == 1)",
+        "      * on (@cluster_label@, job) group_right ()",
+        f"      max by (@cluster_label@, job, instance) ({new_target})",
+        "    )",
         "  )",
         ")",
     ]

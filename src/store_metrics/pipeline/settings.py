@@ -412,6 +412,7 @@ _BY_NAME = {s.name: s for s in SETTINGS}
 DERIVED_FROM: dict[str, tuple[str, ...]] = {
     "rule_previous_offset": ("rule_offset", "rule_interval"),
     "rule_job_offset": ("rule_offset", "rule_interval"),
+    "rule_lookback_offset": ("rule_offset", "rule_interval", "counter_lookback"),
     "long_stalls_per_second": ("long_stalls_per_minute",),
     "long_stall_le": ("long_stall_ms",),
     "datadog_dashboard_link": ("datadog_dashboard_url",),
@@ -565,6 +566,9 @@ def values(changes: Mapping[str, str] | None = None) -> dict[str, str]:
     # interval, longer than a scrape interval (rule_interval is not shorter than it), so every target
     # a fresh Prometheus first scrapes in its first scrape interval is as new as the job.
     derived["rule_job_offset"] = f"{_number(offset + 2 * interval)}s"
+    # Where the lookback before the previous read starts: a target scraped then (even failing) is
+    # not new; one Prometheus first scrapes after it is (a new pod, failing while it starts or not).
+    derived["rule_lookback_offset"] = f"{_number(offset + interval + seconds(given['counter_lookback']))}s"
     derived["long_stalls_per_second"] = repr(float(given["long_stalls_per_minute"]) / 60)
     stall = _number(float(given["long_stall_ms"]))
     # A bucket bound as the paths spell it: le="100" (Go exporters) or le="100.0" (Python's).

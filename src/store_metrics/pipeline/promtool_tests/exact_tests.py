@@ -44,6 +44,20 @@ def calls_made(values: Sequence[Value], last: int, history: float = 0.0) -> floa
     return total + (held or 0.0)
 
 
+@dataclass(frozen=True)
+class _Pod:
+    """A scrape target's life: first scraped at step ``first`` (failing its first ``failing``
+    scrapes while it starts), gone from step ``stop``; its counter holds ``held`` calls at its first
+    successful scrape and grows by ``per_step``."""
+
+    instance: str
+    first: int
+    stop: int | None
+    held: int
+    per_step: int
+    failing: int = 0
+
+
 @dataclass
 class _Case:
     counter: Counter
@@ -103,10 +117,12 @@ def rollout_group(ctx: Context) -> Group:
     cases: list[_Case] = []
     ups: dict[Target, list[Value]] = {}
 
-    def target(scope: tuple[str, str], instance: str, first: int, stop: int | None) -> Target:
+    def target(
+        scope: tuple[str, str], instance: str, first: int, stop: int | None, failing: int = 0
+    ) -> Target:
         job, cluster = scope
         found = ctx.target(job, instance, cluster=cluster)
-        scraped: list[Value] = [None] * first + [1] * ((stop or n) - first)
+        scraped: list[Value] = [None] * first + [0] * failing + [1] * ((stop or n) - first - failing)
         if stop is not None:
             scraped += [STALE] + [None] * (n - stop - 1)
         ups[found] = scraped[:n]
@@ -125,30 +141,30 @@ def rollout_group(ctx: Context) -> Group:
             "a job's only target replaced: a worker's endpoint stops, a step later another starts on a "
             "new address",
             "only_target_replaced",
-            [("worker-old:8793", 0, at, 0, 2)],
-            [("worker-new:8793", at + 1, None, 4, 2)],
+            [_Pod("worker-old:8793", 0, at, 0, 2)],
+            [_Pod("worker-new:8793", at + 1, None, 4, 2)],
             write,
         ),
         (
             "a new statsd_exporter pod replacing the old one (both scraped for a step)",
             "exporter_replaced",
-            [("statsd-old:9102", 0, at + 1, 0, 3)],
-            [("statsd-new:9102", at, None, 2, 1)],
+            [_Pod("statsd-old:9102", 0, at + 1, 0, 3)],
+            [_Pod("statsd-new:9102", at, None, 2, 1)],
             write,
         ),
         (
             "API server pods rolled out (count_at = api_server): two new pods start while the old two "
-            "still serve, then the old stop",
+            "still serve (one failing its first scrape while it starts), then the old stop",
             "api_server_rollout",
-            [("api-old-1:9465", 0, at + 1, 0, 2), ("api-old-2:9465", 0, at + 1, 0, 1)],
-            [("api-new-1:9465", at, None, 3, 2), ("api-new-2:9465", at, None, 1, 3)],
+            [_Pod("api-old-1:9465", 0, at + 1, 0, 2), _Pod("api-old-2:9465", 0, at + 1, 0, 1)],
+            [_Pod("api-new-1:9465", at, None, 3, 2, 1), _Pod("api-new-2:9465", at, None, 1, 3)],
             found_read,
         ),
         (
             "a job scaled from 1 to 3: two new triggerers beside the first",
             "scaled_1_to_3",
-            [("triggerer-0:9465", 0, None, 0, 1)],
-            [("triggerer-1:9465", at, None, 5, 1), ("triggerer-2:9465", at, None, 6, 2)],
+            [_Pod("triggerer-0:9465", 0, None, 0, 1)],
+            [_Pod("triggerer-1:9465", at, None, 5, 1), _Pod("triggerer-2:9465", at, None, 6, 2)],
             write,
         ),
     ]
@@ -156,10 +172,10 @@ def rollout_group(ctx: Context) -> Group:
     apart = len(scopes) > len(stories)
     for index, (story, task, old, new, metric) in enumerate(stories):
         scope = scopes[index] if apart else scopes[0]
-        for instance, first, stop, held, per_step in [*old, *new]:
-            found = target(scope, instance, first, stop)
-            values = lives(first, stop, held, per_step)
-            cases.append(_Case(Counter(found, metric, {**tags, "task_id": task}, values, instance)))
+        for pod in [*old, *new]:
+            found = target(scope, pod.instance, pod.first, pod.stop, pod.failing)
+            values = lives(pod.first + pod.failing, pod.stop, pod.held, pod.per_step)
+            cases.append(_Case(Counter(found, metric, {**tags, "task_id": task}, values, pod.instance)))
         described.append(f"- {scope[0]}: {story}.")
     if apart:
         # A fresh Prometheus: every target of its job first scraped in its first scrape interval

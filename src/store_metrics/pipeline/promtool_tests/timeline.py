@@ -101,8 +101,9 @@ class Recorder:
         then, since its newest value within the lookback), or (a reset, a series gone from a target
         scraped successfully at the previous read and back, or a series not seen within the
         lookback) its whole value if its target was scraped successfully within the lookback before
-        -- or, for a target Prometheus did not scrape at all within it (a new pod, a new exporter),
-        if its job was scraped successfully within the lookback before the read before that."""
+        -- or, for a target new to Prometheus (a new pod, a new exporter: not scraped at all when
+        the lookback starts), if its job was scraped successfully within the lookback before the
+        read before that."""
         clock = self.clock
         now = clock.at(evaluation) - clock.offset
         if now < 0:
@@ -119,12 +120,15 @@ class Recorder:
             previous = _newest(values, looked)
         if previous is not None and current >= previous:
             return current - previous
-        own = [up[i] for i in looked if i < len(up) and up[i] not in (None, STALE)]
-        if own:
-            return current if 1 in own else None
+        if any(up[i] == 1 for i in looked if i < len(up)):
+            return current
+        # A target new to Prometheus: not scraped (even failing) when the lookback starts, scraped
+        # successfully now, in a job scraped successfully within the lookback before the read
+        # before the previous one (so not a fresh Prometheus's first scrape interval).
         settled = steps_in(before - clock.step, clock.lookback, clock.step, closed)
         job_watched = any(job_up[i] == 1 for i in settled if i < len(job_up))
-        return current if job_watched and _instant(up, now, clock.step, closed) == 1 else None
+        new = _instant(up, before - clock.lookback, clock.step, closed) is None
+        return current if job_watched and new and _instant(up, now, clock.step, closed) == 1 else None
 
     def recorded(
         self, values: Sequence[Value], up: Sequence[Value], job_up: Sequence[Value], steps: int
