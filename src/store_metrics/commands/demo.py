@@ -235,8 +235,13 @@ def run_demo(
     # Kept open for the life of the process: Airflow's log handlers made during the runs keep
     # writing to it from other threads (the in-process Execution API's event loop) afterwards.
     log = log_path.open("a", buffering=1)
+    # The endpoint opens first, before the migration: a Prometheus started beside the demo scrapes
+    # it (successfully, still empty) from its first scrape, so every series the runs make is new on
+    # a target it watches and counts in full.
+    with _output_to(log):
+        footprint = _configure()
     _migrate(log, say)
-    _run_everything(runs, home / "dags", log, result, say)
+    _run_everything(runs, home / "dags", log, result, say, footprint=footprint)
     exposition = scrape(result.endpoint)
     result.series = state_store_series(exposition)
     result.other_rows = other_rows(exposition)
@@ -262,7 +267,9 @@ def _migrate(log: TextIO, say: Any) -> None:
     say(f"      done in {time.monotonic() - t0:.1f} s")
 
 
-def _run_everything(runs: int, dags_dir: Path, log: TextIO, result: DemoResult, say: Any) -> None:
+def _run_everything(
+    runs: int, dags_dir: Path, log: TextIO, result: DemoResult, say: Any, *, footprint: Footprint
+) -> None:
     """The proposal's runs, then the watcher's DAG and what feeds the dashboard's other rows."""
     sequence = [name for _ in range(runs) for name in PROPOSAL_RUNS]
     say(
@@ -270,7 +277,6 @@ def _run_everything(runs: int, dags_dir: Path, log: TextIO, result: DemoResult, 
         f"({len(sequence)} DAG runs; the OpenTelemetry backend serves {result.endpoint})"
     )
     with _output_to(log):
-        footprint = _configure()
         dags = {name: _load_dag(dags_dir / f"{name}.py") for name in (*SCENARIOS, WATCHER, RETRIES)}
     result.refresh_footprint = footprint.refresh
     for name in sequence:
@@ -288,10 +294,12 @@ def _run_everything(runs: int, dags_dir: Path, log: TextIO, result: DemoResult, 
     with _output_to(log):
         footprint.refresh()
 
-    def again() -> None:
+    def again(stopping: Any = lambda: False) -> None:
         quiet = DemoResult(home=result.home, endpoint=result.endpoint)
         with _output_to(log):
             for name in (*PROPOSAL_RUNS, WATCHER, RETRIES):
+                if stopping():
+                    return
                 _run(name, dags[name], log, quiet, lambda _: None)
             run_asset_watcher(dags[WATCHER], WATCHER_RUNS)
             footprint.refresh()
@@ -332,6 +340,28 @@ def _run(name: str, dag: Any, log: TextIO, result: DemoResult, say: Any) -> None
     say(f"      {name:<24} {state:<8} {elapsed:5.1f} s")
 
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _keeping_stop_handlers() -> Iterator[None]:
+    """Keep the demo's SIGINT and SIGTERM handlers through a round of DAG runs: each task run of
+    ``dag.test()`` installs the Task SDK's own SIGTERM handler (it calls the operator's ``on_kill``
+    and returns), which would swallow a Ctrl-C or ``kill`` meant for the demo."""
+    install = signal.signal
+
+    def keep(signum: int, handler: Any) -> Any:
+        if signum in _STOP_SIGNALS:
+            return signal.getsignal(signum)
+        return install(signum, handler)
+
+    signal.signal = keep  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        signal.signal = install
+
+
 def serve_forever(
     endpoint: str,
     out: TextIO = sys.stdout,
@@ -343,7 +373,7 @@ def serve_forever(
     footprint every ``FOOTPRINT_EVERY`` seconds and, with ``again``, make every run again every
     ``every`` seconds (0: never)."""
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in _STOP_SIGNALS:
         signal.signal(signum, lambda *_: stop.set())
     repeating = again is not None and every > 0
     print(f"serving {endpoint} for Prometheus; Ctrl-C to stop", file=out, flush=True)
@@ -358,8 +388,8 @@ def serve_forever(
     while not stop.wait(max(0.0, min(next_run if repeating else next_read, next_read) - time.monotonic())):
         now = time.monotonic()
         if repeating and now >= next_run:
-            with contextlib.suppress(Exception):  # a demo that keeps serving what it has
-                again()
+            with _keeping_stop_handlers(), contextlib.suppress(Exception):  # keeps serving what it has
+                again(stop.is_set)
             next_run = time.monotonic() + every
         if refresh is not None and now >= next_read:
             with contextlib.suppress(Exception):
