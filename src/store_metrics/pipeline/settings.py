@@ -108,8 +108,9 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.DURATION,
         "How far back the call-recording rules look for a counter's previous value (only its growth "
         "counts) and for its target's last successful scrape: a counter first seen on a target "
-        "scraped within it (a task's first run) counts in full; after a longer gap, or on a fresh "
-        "Prometheus, what it already held never counts.",
+        "scraped within it (a task's first run), or on a new target of a job scraped within it (a "
+        "rollout's new pod), counts in full; after a longer gap, on a job never scraped before, or "
+        "on a fresh Prometheus, what it already held never counts.",
         low="5m",
         high="1d",
     ),
