@@ -226,7 +226,8 @@ def _gap_group(ctx: Context) -> Group:
             down, write, tags("gap", "prometheus_down"), watched, "Prometheus down: shorter, then longer"
         ),
     ]
-    ups = {gone: up, beside: [1] * n, down: up_watched}
+    always: list[Value] = [1] * n
+    ups: dict[Target, list[Value]] = {gone: up, beside: always, down: up_watched}
     recorded = record(ctx, counters, ups, n)
     group = Group(
         "a scrape gap and a Prometheus down: bridged within counter_lookback, history never counted after",

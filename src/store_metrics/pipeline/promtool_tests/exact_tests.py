@@ -122,7 +122,8 @@ def rollout_group(ctx: Context) -> Group:
     ) -> Target:
         job, cluster = scope
         found = ctx.target(job, instance, cluster=cluster)
-        scraped: list[Value] = [None] * first + [0] * failing + [1] * ((stop or n) - first - failing)
+        scraped: list[Value] = [None] * first
+        scraped += [0] * failing + [1] * ((stop or n) - first - failing)
         if stop is not None:
             scraped += [STALE] + [None] * (n - stop - 1)
         ups[found] = scraped[:n]
