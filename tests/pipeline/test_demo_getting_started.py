@@ -1,6 +1,6 @@
 """A newcomer follows docs/getting-started.md's "Try it: the demo" to the letter: the export, then
 ``store-metrics demo --serve`` in the background and, at once, a Prometheus on the exported
-``prometheus-demo.yml`` (its shipped settings: 15 s scrapes, the rules every minute). Within three
+``prometheus-demo.yml`` (its shipped settings: 5 s scrapes, the rules every minute). Within three
 minutes every row of the shipped dashboard shows data other than 0, every panel read as Grafana
 sends it (its step, ``$__interval``, ``$__rate_interval``, ``$__range`` over the dashboard's time
 range), on Prometheus 3 (the newest pin) and 2.42 (Debian's) side by side.
@@ -122,7 +122,7 @@ def test_the_demo_fills_every_row_within_three_minutes(tmp_path: Path, files: Pa
     # The page says what this test does, in this order.
     assert EXPORT in page and PROMETHEUS in page and page.index(EXPORT) < page.index(PROMETHEUS)
     shipped = yaml.safe_load((files / "collector" / "prometheus-demo.yml").read_text())
-    assert shipped["global"]["scrape_interval"] == "15s"
+    assert shipped["global"]["scrape_interval"] == "5s"
     (job,) = shipped["scrape_configs"]
     assert job["static_configs"] == [{"targets": ["localhost:9464"]}]
     job["static_configs"] = [{"targets": [f"localhost:{demo}"]}]
