@@ -105,13 +105,16 @@ def test_demo_reproduces_the_proposal_series_exactly(home: AirflowHome, tmp_path
     # Airflow's own resumable_job family still counts, side by side, nothing shared.
     assert "airflow.resumable_job.fresh_submit,operator=MockBatchOperator:1|c" in out
     # The same endpoint feeds the dashboard's other rows: the watcher's watermark (read absent,
-    # read found, write: three series), the API server's route metrics, the footprint.
+    # read found, write: three series), the retried tasks and the failing call (nine: each task's
+    # calls, a retry resumed, one not), the API server's route metrics, the footprint.
     rows = re.search(
-        r"series (\d+) for asset watchers, (\d+) for the API server, (\d+) for the footprint", out
+        r"series (\d+) for asset watchers, (\d+) for retries and errors, (\d+) for the API server, "
+        r"(\d+) for the footprint",
+        out,
     )
     assert rows is not None, out
-    watchers, api_server, footprint = map(int, rows.groups())
-    assert watchers == 3 and api_server > 0 and footprint > 0
+    watchers, retries, api_server, footprint = map(int, rows.groups())
+    assert watchers == 3 and retries == 9 and api_server > 0 and footprint > 0
 
 
 # -- beyond the proposal ------------------------------------------------------------------------------

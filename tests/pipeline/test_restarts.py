@@ -28,6 +28,7 @@ while a restarted peer serves none of the counters.
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
@@ -293,3 +294,82 @@ def test_each_restart_counts_the_calls_once_and_history_never(peers: Peers, e2e_
         ) in alerts  # the rules see new calls
     finally:
         fresh.stop()
+
+
+# -- a rollout: a new worker on a new address while the old one stops ------------------------------
+
+ROLLOUT = "rollout"
+
+
+def _discover(path: Path, ports: list[int]) -> None:
+    """Write the file service discovery reads: the workers Prometheus scrapes now (as Kubernetes
+    lists a rollout's pods), written whole and renamed so Prometheus never reads half a file."""
+    targets = [{"targets": [f"127.0.0.1:{port}" for port in ports], "labels": {"cluster": ROLLOUT}}]
+    part = path.with_suffix(".part")
+    part.write_text(json.dumps(targets))
+    part.replace(path)
+
+
+def test_a_new_worker_on_a_new_address_counts_in_full(tmp_path: Path, e2e_export: Path) -> None:
+    """An API server worker replaced by one on another address (a rolled-out pod): the new one's
+    calls, made before Prometheus first scraped it, count in full; the old one's once."""
+    discovered = tmp_path / "workers.json"
+    old_port, new_port = free_port(), free_port()
+    old = Feeder(old_port, tmp_path)
+    new: Feeder | None = None
+    _discover(discovered, [old_port])
+    base = yaml.safe_load((e2e_export / "collector" / "prometheus.yml").read_text())
+    (job,) = [j for j in base["scrape_configs"] if j["job_name"] == JOBS[WORKER]]
+    del job["static_configs"]
+    job["file_sd_configs"] = [{"files": [str(discovered)], "refresh_interval": "1s"}]
+    config = {
+        "global": {
+            **base["global"],
+            "scrape_interval": "1s",
+            "scrape_timeout": "900ms",
+            "evaluation_interval": "1s",
+        },
+        "rule_files": [str(e2e_export / "collector" / "rules.yml")],
+        "scrape_configs": [job],
+    }
+    (tmp_path / "prometheus").mkdir()
+    prom = PrometheusServer(
+        tmp_path / "prometheus", config, "--storage.tsdb.retention.time=1h", role="newest"
+    )
+    per_pass = sum(passes(1).values())
+    try:
+        e2e.wait_for(
+            lambda: prom.scalar(f'up{{instance="127.0.0.1:{old_port}"}}') == 1, WAIT, "the old worker scraped"
+        )
+        assert old.command("pass") == "done"
+        read_by_the_rules(prom, lambda: held(prom, ROLLOUT) == per_pass, "the old worker's pass scraped")
+        assert recorded(prom, ROLLOUT, prom.started) == passes(1)
+
+        # The new worker starts and makes its pass before Prometheus knows it; then the rollout
+        # swaps the targets and the old worker stops.
+        new = Feeder(new_port, tmp_path)
+        assert new.command("pass") == "done"
+        _discover(discovered, [new_port])
+        old.stop()
+        read_by_the_rules(
+            prom,
+            lambda: (
+                prom.scalar(f'up{{instance="127.0.0.1:{new_port}"}}') == 1
+                and not prom.query(f'up{{instance="127.0.0.1:{old_port}"}}')
+                and held(prom, ROLLOUT) == per_pass
+            ),
+            "the new worker scraped, the old one gone",
+        )
+        # Its first scrape already held its pass (made before it was discovered): counted in full.
+        assert recorded(prom, ROLLOUT, prom.started) == passes(2)
+
+        # And its growth after, once.
+        assert new.command("pass") == "done"
+        read_by_the_rules(prom, lambda: held(prom, ROLLOUT) == 2 * per_pass, "the new worker's second pass")
+        assert recorded(prom, ROLLOUT, prom.started) == passes(3)
+        assert_only_pending(alerts_over(prom, prom.started))
+    finally:
+        prom.stop()
+        old.stop()
+        if new is not None:
+            new.stop()

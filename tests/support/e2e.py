@@ -57,6 +57,10 @@ class Model:
 
     counts: dict[SeriesKey, float] = field(default_factory=lambda: defaultdict(float))
     asset_watermark: bool = False
+    #: The retried attempts (not calls): (labels, ``retry_resumed`` / ``retry_not_resumed``) -> attempts.
+    retries: dict[tuple[frozenset[tuple[str, str]], str], float] = field(
+        default_factory=lambda: defaultdict(float)
+    )
 
     def add(self, dag: str, store: str, outcome: str, n: int = 1, **extra: str) -> None:
         task, operator = TASKS[dag]
@@ -99,6 +103,29 @@ class Model:
         return out
 
 
+#: The demo's retried tasks (store_metrics/example_dags/example_retries.py), each run: per task, its
+#: calls (store, outcome, n, extra tags) over both tries, and how its retry went.
+DEMO_RETRIES = "example_retries"
+DEMO_RETRIED_TASKS: dict[str, tuple[list[tuple[str, str, int, dict[str, str]]], str | None]] = {
+    "resumes": (
+        [("task", "read_absent", 1, {}), ("task", "write", 1, {}), ("task", "read_found", 1, {})],
+        "retry_resumed",
+    ),
+    "starts_over": ([("task", "read_absent", 2, {}), ("task", "write", 1, {})], "retry_not_resumed"),
+    "clears_a_cursor": ([("task", "error", 1, {"operation": "set"}), ("task", "delete", 1, {})], None),
+}
+
+
+def add_demo_retries(model: Model, runs: int = 1) -> None:
+    """``runs`` runs of the demo's retried tasks and failing call."""
+    for task, (calls, retry) in DEMO_RETRIED_TASKS.items():
+        labels = {"dag_id": DEMO_RETRIES, "task_id": task, "run_type": "manual", "operator": PY_OPERATOR}
+        for store, outcome, n, extra in calls:
+            model.counts[(_series_name(store, outcome), frozenset({**labels, **extra}.items()))] += n * runs
+        if retry is not None:
+            model.retries[(frozenset(labels.items()), retry)] += runs
+
+
 def demo_model(runs: int) -> Model:
     from store_metrics.commands.demo import PROPOSAL_RUNS, WATCHER_RUNS
 
@@ -106,6 +133,7 @@ def demo_model(runs: int) -> Model:
     for _ in range(runs):
         for dag in PROPOSAL_RUNS:
             model.run(dag)
+    add_demo_retries(model)
     # The demo's asset watcher, run the triggerer's way: its watermark is absent once, then found.
     watcher = {
         "dag_id": "none",
@@ -172,10 +200,18 @@ def expected(spec: Any, model: Model, filters: Mapping[str, str], seconds: float
         values = expected(spec.measure, model, filters, seconds)
         return dict(sorted(values.items(), key=lambda kv: -kv[1])[: spec.k])
     if kind == "Retries":
-        # The modelled runs retry nothing: the resume rate has no group (the retried attempts are
-        # counted through the real peers by tests/airflow/test_through_the_peers.py).
-        assert not any("_retry_" in name for name, _ in model.counts), "a model with retries"
-        return {}
+        # Per DAG and task: the resumed attempts, those that started over, or the resume rate.
+        attempts: dict[tuple[str, ...], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for (labelset, outcome), value in model.retries.items():
+            labels = dict(labelset)
+            if _matches(labels, filters):
+                attempts[tuple(labels.get(label, "") for label in spec.by)][outcome] += value
+        if " / (" in spec.promql:  # the resume rate: resumed / all, 0 where none resumed
+            return {
+                k: v["retry_resumed"] / sum(v.values()) for k, v in attempts.items() if sum(v.values()) > 0
+            }
+        (outcome,) = [o for o in ("retry_resumed", "retry_not_resumed") if f'outcome="{o}"' in spec.promql]
+        return {k: v[outcome] for k, v in attempts.items() if outcome in v}
     raise AssertionError(kind)
 
 

@@ -111,11 +111,17 @@ def test_catalogue_command_lists_every_metric() -> None:
         assert f"| `{metric.full_name()}` | `{metric.prometheus_name()}` |" in proc.stdout
 
 
-@pytest.mark.parametrize("args", [["demo", "--runs", "0"]])
-def test_demo_rejects_bad_arguments(args: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["demo", "--runs", "0"], "--runs must be at least 1"),
+        (["demo", "--serve", "--again", "-1"], "--again must be 0 (never) or more seconds"),
+    ],
+)
+def test_demo_rejects_bad_arguments(args: list[str], error: str) -> None:
     proc = run_cli(*args)
     assert proc.returncode == 2
-    assert "--runs must be at least 1" in proc.stderr
+    assert error in proc.stderr
 
 
 def test_the_docs_catalogue_is_the_catalogue() -> None:

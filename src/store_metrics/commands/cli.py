@@ -62,10 +62,14 @@ def _catalogue(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo, serve_forever
+    from .demo import AGAIN_EVERY, run_demo, serve_forever
 
     if args.runs < 1:
         print("error: --runs must be at least 1", file=sys.stderr)
+        return 2
+    again = AGAIN_EVERY if args.again is None else args.again
+    if again < 0:
+        print("error: --again must be 0 (never) or more seconds", file=sys.stderr)
         return 2
     result = run_demo(runs=args.runs, host=args.host, port=args.port)
     failed = [name for name, state, _ in result.runs if state != "success"]
@@ -73,7 +77,7 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"error: DAG runs did not succeed: {', '.join(failed)} (kept {result.home} for a look)")
         return 1
     if args.serve:
-        serve_forever(result.endpoint, refresh=result.refresh_footprint)
+        serve_forever(result.endpoint, refresh=result.refresh_footprint, again=result.again, every=again)
     if args.keep:
         print(f"kept the demo's AIRFLOW_HOME: {result.home}")
     else:
@@ -136,7 +140,7 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
             {
                 0: "every DAG run succeeded",
                 1: "a DAG run did not succeed (the Airflow home is kept)",
-                EXIT_USAGE: "bad arguments (--runs below 1)",
+                EXIT_USAGE: "bad arguments (--runs below 1, --again below 0)",
             },
             [
                 "store-metrics demo",
@@ -147,6 +151,17 @@ def _add_demo(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     demo.add_argument("--runs", type=int, default=1, help="repeat the example DAGs' runs N times (default 1)")
     demo.add_argument("--serve", action="store_true", help="keep the scrape endpoint up until Ctrl-C")
+    demo.add_argument(
+        "--again",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=(
+            "with --serve, run the example DAGs again every SECONDS (default 20; 0: never), "
+            "so a Prometheus started beside the demo records calls: what the endpoint held at its first "
+            "scrape is history to it"
+        ),
+    )
     demo.add_argument(
         "--keep", action="store_true", help="keep the temporary AIRFLOW_HOME (removed by default)"
     )

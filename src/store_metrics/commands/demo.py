@@ -9,8 +9,13 @@ Prometheus scrape of that endpoint shows them, plus Airflow's own ``resumable_jo
 The same endpoint also serves every other row of the dashboard (:mod:`store_metrics.commands.demo_sources`):
 the API server's route metrics and stall monitor (the plugin's middleware on the in-process
 Execution API the runs talk to), an asset watcher's calls (its trigger run the triggerer's way,
-three times) and the state store footprint (the inventory over the demo's database, read again
-every ``FOOTPRINT_EVERY`` seconds while serving).
+three times), retried tasks (one resumes, one starts over) and a failing call (``example_retries``),
+and the state store footprint (the inventory over the demo's database, read again every
+``FOOTPRINT_EVERY`` seconds while serving).
+
+While serving, it runs everything again every ``AGAIN_EVERY`` seconds: a Prometheus started beside
+it (after it, as a newcomer does) never counts what a counter held at its first scrape (history to
+it, by the recording rules' design), so the dashboard fills from the calls made after that.
 
 Environment variables are set before Airflow is imported in this process: Airflow reads its
 configuration at import.
@@ -38,7 +43,7 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from .. import example_dags
-from ..example_dags import SCENARIOS, WATCHER
+from ..example_dags import RETRIES, SCENARIOS, WATCHER
 from .demo_sources import Footprint, attach_api_server_metrics, run_asset_watcher
 
 #: The proposal's runs: scenario 2 was run twice to show absent, then found.
@@ -53,6 +58,9 @@ PROPOSAL_RUNS: tuple[str, ...] = (
 WATCHER_RUNS = 3
 #: Seconds between two readings of the footprint while ``--serve`` keeps the endpoint up.
 FOOTPRINT_EVERY = 15.0
+#: Seconds between two rounds of every run while ``--serve`` keeps the endpoint up (``--again``):
+#: shorter than the shipped rules' interval (1 minute), so each of their evaluations sees calls.
+AGAIN_EVERY = 20.0
 _SERIES = re.compile(r"^[a-z_]+_(task|asset)_state_store_[a-z_]+_total\{")
 #: The other rows' families, for the summary line (watcher calls are told apart by their labels).
 _OTHER_ROWS = {
@@ -75,6 +83,8 @@ class DemoResult:
     other_rows: dict[str, int] = field(default_factory=dict)
     #: Re-reads the footprint (``--serve`` calls it every ``FOOTPRINT_EVERY`` seconds).
     refresh_footprint: Any = None
+    #: Makes every run again, quietly (``--serve`` calls it every ``--again`` seconds).
+    again: Any = None
 
 
 class _StatsdSink:
@@ -114,7 +124,7 @@ def _prepare_environment(home: Path, host: str, port: int, statsd_port: int | No
     dags = home / "dags"
     dags.mkdir(parents=True)
     examples = Path(example_dags.__file__).parent
-    for module in (*SCENARIOS, WATCHER):
+    for module in (*SCENARIOS, WATCHER, RETRIES):
         shutil.copy(examples / f"{module}.py", dags / f"{module}.py")
     env = {
         "AIRFLOW_HOME": str(home),
@@ -176,12 +186,17 @@ def scrape(endpoint: str, timeout: float = 5.0) -> str:
         return str(response.read().decode("utf-8"))
 
 
+def _other_dag(line: str) -> bool:
+    """A series of the rows beyond the proposal's: an asset watcher's, or the retried tasks'."""
+    return 'run_type="asset_watcher"' in line or f'dag_id="{RETRIES}"' in line
+
+
 def state_store_series(exposition: str) -> list[str]:
-    """The tasks' state store series of a scrape, without the scope/instance/job labels (as the proposal
-    shows them); asset watchers' calls are left to :func:`other_rows`."""
+    """The proposal's state store series of a scrape, without the scope/instance/job labels (as the
+    proposal shows them); asset watchers' and the retried tasks' calls are left to :func:`other_rows`."""
     lines = []
     for line in exposition.splitlines():
-        if _SERIES.match(line) and 'run_type="asset_watcher"' not in line:
+        if _SERIES.match(line) and not _other_dag(line):
             lines.append(_NOISE_LABELS.sub("", line).replace(",}", "}"))
     return sorted(lines)
 
@@ -190,6 +205,7 @@ def other_rows(exposition: str) -> dict[str, int]:
     """How many series a scrape has for each of the dashboard's other rows."""
     samples = [line for line in exposition.splitlines() if line and not line.startswith("#")]
     rows = {"asset watchers": sum(1 for x in samples if _SERIES.match(x) and "asset_watcher" in x)}
+    rows["retries and errors"] = sum(1 for x in samples if _SERIES.match(x) and f'dag_id="{RETRIES}"' in x)
     rows.update({row: sum(1 for x in samples if family.match(x)) for row, family in _OTHER_ROWS.items()})
     return rows
 
@@ -219,8 +235,13 @@ def run_demo(
     # Kept open for the life of the process: Airflow's log handlers made during the runs keep
     # writing to it from other threads (the in-process Execution API's event loop) afterwards.
     log = log_path.open("a", buffering=1)
+    # The endpoint opens first, before the migration: a Prometheus started beside the demo scrapes
+    # it (successfully, still empty) from its first scrape, so every series the runs make is new on
+    # a target it watches and counts in full.
+    with _output_to(log):
+        footprint = _configure()
     _migrate(log, say)
-    _run_everything(runs, home / "dags", log, result, say)
+    _run_everything(runs, home / "dags", log, result, say, footprint=footprint)
     exposition = scrape(result.endpoint)
     result.series = state_store_series(exposition)
     result.other_rows = other_rows(exposition)
@@ -246,7 +267,9 @@ def _migrate(log: TextIO, say: Any) -> None:
     say(f"      done in {time.monotonic() - t0:.1f} s")
 
 
-def _run_everything(runs: int, dags_dir: Path, log: TextIO, result: DemoResult, say: Any) -> None:
+def _run_everything(
+    runs: int, dags_dir: Path, log: TextIO, result: DemoResult, say: Any, *, footprint: Footprint
+) -> None:
     """The proposal's runs, then the watcher's DAG and what feeds the dashboard's other rows."""
     sequence = [name for _ in range(runs) for name in PROPOSAL_RUNS]
     say(
@@ -254,20 +277,34 @@ def _run_everything(runs: int, dags_dir: Path, log: TextIO, result: DemoResult, 
         f"({len(sequence)} DAG runs; the OpenTelemetry backend serves {result.endpoint})"
     )
     with _output_to(log):
-        footprint = _configure()
-        dags = {name: _load_dag(dags_dir / f"{name}.py") for name in (*SCENARIOS, WATCHER)}
+        dags = {name: _load_dag(dags_dir / f"{name}.py") for name in (*SCENARIOS, WATCHER, RETRIES)}
     result.refresh_footprint = footprint.refresh
     for name in sequence:
         _run(name, dags[name], log, result, say)
         footprint.refresh()  # read after every run: the footprint grows as the runs write
     say(
         f"      and the rest of the dashboard: an asset watcher's trigger run {WATCHER_RUNS} times, "
-        "the API server's route metrics, the state store footprint"
+        "retried tasks (one resumes, one starts over) and a failing call, the API server's route "
+        "metrics, the state store footprint"
     )
     _run(WATCHER, dags[WATCHER], log, result, say)
     with _output_to(log):
         run_asset_watcher(dags[WATCHER], WATCHER_RUNS)
+    _run(RETRIES, dags[RETRIES], log, result, say)
+    with _output_to(log):
         footprint.refresh()
+
+    def again(stopping: Any = lambda: False) -> None:
+        quiet = DemoResult(home=result.home, endpoint=result.endpoint)
+        with _output_to(log):
+            for name in (*PROPOSAL_RUNS, WATCHER, RETRIES):
+                if stopping():
+                    return
+                _run(name, dags[name], log, quiet, lambda _: None)
+            run_asset_watcher(dags[WATCHER], WATCHER_RUNS)
+            footprint.refresh()
+
+    result.again = again
 
 
 def _airflow_lines(sink: _StatsdSink) -> list[str]:
@@ -303,13 +340,58 @@ def _run(name: str, dag: Any, log: TextIO, result: DemoResult, say: Any) -> None
     say(f"      {name:<24} {state:<8} {elapsed:5.1f} s")
 
 
-def serve_forever(endpoint: str, out: TextIO = sys.stdout, refresh: Any = None) -> None:
-    """Keep the process (and so the scrape endpoint) alive until SIGINT or SIGTERM."""
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def _keeping_stop_handlers() -> Iterator[None]:
+    """Keep the demo's SIGINT and SIGTERM handlers through a round of DAG runs: each task run of
+    ``dag.test()`` installs the Task SDK's own SIGTERM handler (it calls the operator's ``on_kill``
+    and returns), which would swallow a Ctrl-C or ``kill`` meant for the demo."""
+    install = signal.signal
+
+    def keep(signum: int, handler: Any) -> Any:
+        if signum in _STOP_SIGNALS:
+            return signal.getsignal(signum)
+        return install(signum, handler)
+
+    signal.signal = keep  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        signal.signal = install
+
+
+def serve_forever(
+    endpoint: str,
+    out: TextIO = sys.stdout,
+    refresh: Any = None,
+    again: Any = None,
+    every: float = AGAIN_EVERY,
+) -> None:
+    """Keep the process (and so the scrape endpoint) alive until SIGINT or SIGTERM; re-read the
+    footprint every ``FOOTPRINT_EVERY`` seconds and, with ``again``, make every run again every
+    ``every`` seconds (0: never)."""
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in _STOP_SIGNALS:
         signal.signal(signum, lambda *_: stop.set())
+    repeating = again is not None and every > 0
     print(f"serving {endpoint} for Prometheus; Ctrl-C to stop", file=out, flush=True)
-    while not stop.wait(FOOTPRINT_EVERY):
-        if refresh is not None:
-            with contextlib.suppress(Exception):  # a demo that keeps serving what it has
+    if repeating:
+        print(
+            f"running the example DAGs again every {every:g} s: a Prometheus started now counts "
+            "the calls made after its first scrape",
+            file=out,
+            flush=True,
+        )
+    next_run, next_read = time.monotonic() + every, time.monotonic() + FOOTPRINT_EVERY
+    while not stop.wait(max(0.0, min(next_run if repeating else next_read, next_read) - time.monotonic())):
+        now = time.monotonic()
+        if repeating and now >= next_run:
+            with _keeping_stop_handlers(), contextlib.suppress(Exception):  # keeps serving what it has
+                again(stop.is_set)
+            next_run = time.monotonic() + every
+        if refresh is not None and now >= next_read:
+            with contextlib.suppress(Exception):
                 refresh()
+            next_read = time.monotonic() + FOOTPRINT_EVERY

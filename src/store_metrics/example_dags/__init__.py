@@ -15,3 +15,6 @@ SCENARIOS: dict[str, str] = {
 }
 #: The demo's asset watcher and the DAG its asset schedules (not one of the proposal's scenarios).
 WATCHER = "example_asset_watcher"
+#: The demo's retried tasks (one resumes, one starts over) and failing call: the Retries and Errors
+#: rows (not one of the proposal's scenarios either).
+RETRIES = "example_retries"

@@ -21,14 +21,23 @@ One rule records a counter's calls of each rule interval (setting ``rule_interva
 * a series not seen within ``counter_lookback`` (a task's first run, a series the exporter dropped
   after its ``ttl``): its whole value, **only if its target was scraped successfully within
   ``counter_lookback`` before the previous read** (``up == 1``, matched on the deployment label and
-  ``instance``). A fresh or replaced Prometheus, a target that was down or unreachable for longer
-  than the lookback, or a target seen for the first time show a value that holds calls made before
-  Prometheus could see them: those never count, so no alert fires on history. What is lost is
-  bounded: the calls a series held when its target was first scraped, and the calls a restarted
-  peer counted before its first successful scrape where they are not fewer than before the restart.
+  ``instance``), **or if its target is new to Prometheus in a job Prometheus already scrapes**: not
+  scraped at all (successfully or not) where that lookback starts, scraped successfully now, and one
+  of its job's targets scraped successfully within ``counter_lookback`` before the read before the
+  previous one (``rule_job_offset``, a rule interval earlier). That is a rollout's new pod, an
+  exporter or Collector pod replacing the old one, a job scaled up, a worker on a new address -- also
+  one that fails its first scrapes while it starts: what it holds at its first scrape are calls made
+  since it started. The read a rule interval earlier (not shorter than a scrape interval) keeps a
+  fresh Prometheus's own first scrape interval out: its targets, first scraped up to a scrape
+  interval apart, are all as new as their jobs. A fresh or replaced Prometheus, a job it never
+  scraped before, a target that failed every scrape for longer than the lookback: what their
+  counters hold were calls made before Prometheus could see them; those never count, so no alert
+  fires on history. What is lost is bounded: the calls a series held when its job was first scraped,
+  and the calls a restarted peer counted before its first successful scrape where they are not
+  fewer than before the restart.
 
 Summed over a range, the recorded series is the calls made in it, exactly, in steady state and
-across restarts of the exporter, the Collector or an API server worker.
+across restarts of the exporter, the Collector or an API server worker, and across rollouts.
 """
 
 from __future__ import annotations
@@ -73,7 +82,10 @@ def counter_expr(metric: catalogue.Metric) -> str:
     previous = f"last_over_time({series}[@counter_lookback@] offset @rule_previous_offset@)"
     scraped_then = "up offset @rule_previous_offset@ == 1"
     up = "max_over_time(up[@counter_lookback@] offset @rule_previous_offset@)"
-    scraped = f"max by (@cluster_label@, instance) ({up})"
+    job_up = "max_over_time(up[@counter_lookback@] offset @rule_job_offset@)"
+    new_target = (
+        "up offset @rule_offset@ == 1 unless on (@cluster_label@, instance) up offset @rule_lookback_offset@"
+    )
     lines = [
         f"sum by ({', '.join(grouping(metric))}) (",
         "  (",
@@ -88,7 +100,13 @@ def counter_expr(metric: catalogue.Metric) -> str:
         "  (",
         f"    {now}",
         "    and on (@cluster_label@, instance)",
-        f"    ({scraped} == 1)",
+        "    (",
+        f"      max by (@cluster_label@, instance) ({up}) == 1",
+        "      or",
+        f"      (max by (@cluster_label@, job) ({job_up}) == 1)",
+        "      * on (@cluster_label@, job) group_right ()",
+        f"      max by (@cluster_label@, job, instance) ({new_target})",
+        "    )",
         "  )",
         ")",
     ]

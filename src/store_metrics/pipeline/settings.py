@@ -108,8 +108,9 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.DURATION,
         "How far back the call-recording rules look for a counter's previous value (only its growth "
         "counts) and for its target's last successful scrape: a counter first seen on a target "
-        "scraped within it (a task's first run) counts in full; after a longer gap, or on a fresh "
-        "Prometheus, what it already held never counts.",
+        "scraped within it (a task's first run), or on a new target of a job scraped within it (a "
+        "rollout's new pod), counts in full; after a longer gap, on a job never scraped before, or "
+        "on a fresh Prometheus, what it already held never counts.",
         low="5m",
         high="1d",
     ),
@@ -411,6 +412,8 @@ _BY_NAME = {s.name: s for s in SETTINGS}
 #: generic ``<duration>_seconds``, ``<duration>_minutes``, ``<ratio>_percent``, ``<count>_minus_one``).
 DERIVED_FROM: dict[str, tuple[str, ...]] = {
     "rule_previous_offset": ("rule_offset", "rule_interval"),
+    "rule_job_offset": ("rule_offset", "rule_interval"),
+    "rule_lookback_offset": ("rule_offset", "rule_interval", "counter_lookback"),
     "long_stalls_per_second": ("long_stalls_per_minute",),
     "long_stall_le": ("long_stall_ms",),
     "datadog_dashboard_link": ("datadog_dashboard_url",),
@@ -558,9 +561,15 @@ def values(changes: Mapping[str, str] | None = None) -> dict[str, str]:
             derived[f"{setting.name}_minus_one"] = str(int(value) - 1)
         if setting.kind is Kind.RATIO:
             derived[f"{setting.name}_percent"] = f"{_number(float(value) * 100)}%"
-    derived["rule_previous_offset"] = (
-        f"{_number(seconds(given['rule_offset']) + seconds(given['rule_interval']))}s"
-    )
+    offset, interval = seconds(given["rule_offset"]), seconds(given["rule_interval"])
+    derived["rule_previous_offset"] = f"{_number(offset + interval)}s"
+    # The read before the previous one: a job scraped by then was watched for at least a rule
+    # interval, longer than a scrape interval (rule_interval is not shorter than it), so every target
+    # a fresh Prometheus first scrapes in its first scrape interval is as new as the job.
+    derived["rule_job_offset"] = f"{_number(offset + 2 * interval)}s"
+    # Where the lookback before the previous read starts: a target scraped then (even failing) is
+    # not new; one Prometheus first scrapes after it is (a new pod, failing while it starts or not).
+    derived["rule_lookback_offset"] = f"{_number(offset + interval + seconds(given['counter_lookback']))}s"
     derived["long_stalls_per_second"] = repr(float(given["long_stalls_per_minute"]) / 60)
     stall = _number(float(given["long_stall_ms"]))
     # A bucket bound as the paths spell it: le="100" (Go exporters) or le="100.0" (Python's).

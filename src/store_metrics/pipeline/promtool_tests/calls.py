@@ -12,10 +12,10 @@ from fractions import Fraction
 from store_metrics import catalogue
 
 from .context import Context, Target
-from .document import Series, Value
+from .document import STALE, Series, Value
 from .timeline import EDGES, Recorder, WindowSums, firing, window_steps
 
-__all__ = ["Counter", "RatioAlert", "Recorded", "counting", "flat_after", "record"]
+__all__ = ["Counter", "RatioAlert", "Recorded", "counting", "flat_after", "job_ups", "record", "up_series"]
 
 Key = tuple[tuple[str, str], ...]
 
@@ -80,14 +80,32 @@ class Recorded:
         return {k: v for k, v in self.series.items() if keep(dict(k))}
 
 
+def job_ups(
+    ctx: Context, ups: Mapping[Target, Sequence[Value]], steps: int
+) -> dict[tuple[str, str], list[Value]]:
+    """Per deployment and job, its targets' best ``up`` at each step (what ``max by (cluster, job)``
+    of their ``up`` gives): 1 if any was scraped successfully, 0 if all failed, ``None`` if none was
+    scraped."""
+    out: dict[tuple[str, str], list[Value]] = defaultdict(lambda: [None] * steps)
+    for target, values in ups.items():
+        job = out[(target.get(ctx.cluster), target.get("job"))]
+        for i, value in enumerate(values[:steps]):
+            if value in (None, STALE):
+                continue
+            job[i] = value if job[i] is None else max(job[i], value)  # type: ignore[type-var]
+    return out
+
+
 def record(
     ctx: Context, counters: Sequence[Counter], ups: Mapping[Target, Sequence[Value]], steps: int
 ) -> Recorded:
     """The recorded series ``counters`` give over ``steps`` evaluations."""
     recorder = Recorder(ctx.clock)
     out: dict[Key, list[float | None]] = defaultdict(lambda: [None] * steps)
+    jobs = job_ups(ctx, ups, steps)
     for counter in counters:
-        per_edge = recorder.recorded(counter.values, ups[counter.target], steps)
+        job = jobs[(counter.target.get(ctx.cluster), counter.target.get("job"))]
+        per_edge = recorder.recorded(counter.values, ups[counter.target], job, steps)
         key = tuple(sorted((k, v) for k, v in counter.recorded_labels(ctx).items() if v != ""))
         merged = out[key]
         for j, value in enumerate(per_edge[EDGES[0]]):

@@ -16,6 +16,7 @@ from store_metrics.catalogue import Outcome, Store
 from .calls import Counter, RatioAlert, Recorded, counting, flat_after, record, up_series
 from .context import Context, Target, TooLong
 from .document import STALE, AlertCase, Document, ExprCase, Group, Value, duration
+from .exact_tests import every_counter_group, rollout_group
 from .moments import moments, quiet
 from .timeline import firing, window_steps
 
@@ -97,8 +98,8 @@ def _known_target_counters(ctx: Context, main: Target, flaky: Target, n: int) ->
 
 def _apart_counters(ctx: Context, n: int) -> tuple[list[Counter], list[Target]]:
     """The same DAG in a second job and a second deployment (kept apart), a job of two instances
-    (summed), and a target first scraped at step 4 whose counter already holds 5000 (history: never
-    counted)."""
+    (summed), and a target of a job Prometheus never scraped before, first scraped at step 4 with its
+    counter already holding 5000 (history: never counted)."""
     jobs, clusters = ctx.jobs(3), ctx.clusters(2)
     write = metric(Store.TASK, Outcome.WRITE)
     etl = tags("etl", "extract")
@@ -112,10 +113,12 @@ def _apart_counters(ctx: Context, n: int) -> tuple[list[Counter], list[Target]]:
     for port, per_step in ((9465, 1), (9466, 2)):
         worker = ctx.target(api, f"api:{port}")
         out.append(Counter(worker, write, tags("x", run_type="manual"), counting(0, per_step, n), "a worker"))
-    late = ctx.target(jobs[0], "late:9102")
-    out.append(
-        Counter(late, write, tags("old", "history"), counting(4, 1, n, first=5000), "history on a new target")
-    )
+    watched = {(c.target.get("job"), c.target.get(ctx.cluster)) for c in out}
+    watched.add((jobs[0], ctx.clusters(1)[0]))
+    late = ctx.unwatched(watched, "late:9102") or ctx.target(jobs[0], "late:9102")
+    new_job = (late.get("job"), late.get(ctx.cluster)) not in watched
+    why = "history on a target of a job never scraped before" if new_job else "a new target of a watched job"
+    out.append(Counter(late, write, tags("old", "history"), counting(4, 1, n, first=5000), why))
     return out, [c.target for c in out]
 
 
@@ -151,6 +154,8 @@ def document(ctx: Context) -> Document:
     groups, left_out = [], []
     for build in (
         _recorded_group,
+        every_counter_group,
+        rollout_group,
         _gap_group,
         _burst_group,
         _threshold_group,
@@ -194,7 +199,13 @@ def _gap_group(ctx: Context) -> Group:
     lookback = ctx.setting_steps("counter_lookback")
     short, long = max(2, lookback // 2), lookback + 3
     job = ctx.jobs(1)[0]
-    gone, down = ctx.target(job, "unreachable:9102"), ctx.target(job, "watched:9102")
+    # The unreachable target has a healthy one beside it in its job: the job was scraped all along,
+    # yet what the unreachable one held after its failed scrapes is still history.
+    gone, beside = ctx.target(job, "unreachable:9102"), ctx.target(job, "beside:9102")
+    # Prometheus down scrapes nothing: the target it watches is alone in its job (no other target
+    # of the job scraped meanwhile, as there would be if only this one were new).
+    taken = {(job, ctx.clusters(1)[0])}
+    down = ctx.unwatched(taken, "watched:9102") or ctx.target(job, "watched:9102")
     write = metric(Store.TASK, Outcome.WRITE)
     n = ctx.clock.delay + 5 + long + 6 + short + 6
     ctx.within_promtool(n, "the scrape gaps", "counter_lookback")
@@ -210,11 +221,13 @@ def _gap_group(ctx: Context) -> Group:
     up_watched: list[Value] = [None if v is None else 1 for v in watched]
     counters = [
         Counter(gone, write, tags("gap", "unreachable"), values, "unreachable for longer than the lookback"),
+        Counter(beside, write, tags("gap", "beside"), counting(0, 1, n), "scraped all along, in its job"),
         Counter(
             down, write, tags("gap", "prometheus_down"), watched, "Prometheus down: shorter, then longer"
         ),
     ]
-    ups = {gone: up, down: up_watched}
+    always: list[Value] = [1] * n
+    ups: dict[Target, list[Value]] = {gone: up, beside: always, down: up_watched}
     recorded = record(ctx, counters, ups, n)
     group = Group(
         "a scrape gap and a Prometheus down: bridged within counter_lookback, history never counted after",
@@ -222,7 +235,8 @@ def _gap_group(ctx: Context) -> Group:
         [
             f"counter_lookback is {ctx.values['counter_lookback']} ({lookback} steps). A target unreachable",
             f"for {long} steps comes back holding what its exporter counted meanwhile: not counted, only",
-            f"its growth after. A Prometheus down for {short} steps counts the calls made meanwhile once it",
+            "its growth after, though another target of its job was scraped all along. A Prometheus",
+            f"down for {short} steps counts the calls made meanwhile once it",
             f"is back; down for {long} steps, it counts nothing of what the counter held.",
         ],
         [c.series(ctx) for c in counters] + [up_series(ctx, t, v) for t, v in ups.items()],

@@ -109,6 +109,15 @@ class Context:
     def clusters(self, wanted: int) -> list[str]:
         return self.labels.values(self.cluster, wanted, ("", "east", "west"))
 
+    def unwatched(self, watched: set[tuple[str, str]], instance: str) -> Target | None:
+        """A target of a job (in a deployment) none of ``watched`` (job, deployment) is: a job
+        Prometheus never scraped before. ``None`` where the selector accepts no other."""
+        for cluster in self.clusters(3):
+            for job in self.jobs(len(JOB_WORDS)):
+                if (job, cluster) not in watched:
+                    return self.target(job, instance, cluster=cluster)
+        return None
+
     def target(self, job: str, instance: str, cluster: str | None = None) -> Target:
         """A target of ``job``: every other label the selector names at a value it accepts."""
         pairs = {"job": job, "instance": instance}

@@ -83,18 +83,27 @@ def _instant(values: Sequence[Value], at: Fraction, step: Fraction, closed: bool
 
 @dataclass(frozen=True)
 class Recorder:
-    """The call-recording rule of one counter series on a target whose ``up`` is ``up``."""
+    """The call-recording rule of one counter series on a target whose ``up`` is ``up``, in a job
+    (of one deployment) whose targets' best ``up`` at each step is ``job_up``."""
 
     clock: Clock
 
     def record(
-        self, values: Sequence[Value], up: Sequence[Value], evaluation: int, closed: bool
+        self,
+        values: Sequence[Value],
+        up: Sequence[Value],
+        job_up: Sequence[Value],
+        evaluation: int,
+        closed: bool,
     ) -> float | None:
         """The calls the rule records for this series at step ``evaluation`` (``None``: no sample):
         its growth since the previous read (present then; or, where its target was not scraped
         then, since its newest value within the lookback), or (a reset, a series gone from a target
         scraped successfully at the previous read and back, or a series not seen within the
-        lookback) its whole value if its target was scraped successfully within the lookback before."""
+        lookback) its whole value if its target was scraped successfully within the lookback before
+        -- or, for a target new to Prometheus (a new pod, a new exporter: not scraped at all when
+        the lookback starts), if its job was scraped successfully within the lookback before the
+        read before that."""
         clock = self.clock
         now = clock.at(evaluation) - clock.offset
         if now < 0:
@@ -111,15 +120,25 @@ class Recorder:
             previous = _newest(values, looked)
         if previous is not None and current >= previous:
             return current - previous
-        return current if any(up[i] == 1 for i in reversed(looked) if i < len(up)) else None
+        if any(up[i] == 1 for i in looked if i < len(up)):
+            return current
+        # A target new to Prometheus: not scraped (even failing) when the lookback starts, scraped
+        # successfully now, in a job scraped successfully within the lookback before the read
+        # before the previous one (so not a fresh Prometheus's first scrape interval).
+        settled = steps_in(before - clock.step, clock.lookback, clock.step, closed)
+        job_watched = any(job_up[i] == 1 for i in settled if i < len(job_up))
+        new = _instant(up, before - clock.lookback, clock.step, closed) is None
+        return current if job_watched and new and _instant(up, now, clock.step, closed) == 1 else None
 
     def recorded(
-        self, values: Sequence[Value], up: Sequence[Value], steps: int
+        self, values: Sequence[Value], up: Sequence[Value], job_up: Sequence[Value], steps: int
     ) -> dict[bool, list[float | None]]:
         """:meth:`record` at every step up to ``steps``, both edges. They must agree but where a
         sample exactly as old as the lookback delta is still read (a growth of 0) on one edge only:
         that changes no sum."""
-        result = {closed: [self.record(values, up, j, closed) for j in range(steps)] for closed in EDGES}
+        result = {
+            closed: [self.record(values, up, job_up, j, closed) for j in range(steps)] for closed in EDGES
+        }
         for a, b in zip(result[True], result[False], strict=True):
             if a != b and (a or 0.0) != (b or 0.0):
                 raise AssertionError("a scenario whose recorded calls depend on the window edge")
