@@ -38,10 +38,16 @@ pytestmark = [pytest.mark.prometheus, pytest.mark.airflow, pytest.mark.slow, pyt
 EXPORT = "store-metrics export --out files && store-metrics demo --serve &"
 PROMETHEUS = "prometheus --config.file=files/collector/prometheus-demo.yml"
 #: What the page promises: every call the demo makes from Prometheus' first scrape on is recorded,
-#: and so in every row, within this many seconds of Prometheus' start. A row whose panels all draw
-#: points (no single stat) shows it at its next point: Grafana aligns a panel's points to its step
-#: (2 minutes for the per-second panels at the dashboard's 24 hours), so such a row gets its step more.
+#: and so in every row, within this many seconds of Prometheus' start, over the time range the page
+#: tells the reader to set (:data:`RANGE`).
 WITHIN = 180.0
+#: How much later than WITHIN a row may light here: the polls are 5 s apart, and on a loaded machine
+#: the demo's runs and the rules' evaluations slip ("Calls per second" needs two recorded minutes:
+#: measured at 180 s on Prometheus 3.16.0 and 2.42 alike).
+SLACK = 20.0
+#: The page's time range for the demo, and the span it stands for.
+RANGE = "**Last 15 minutes**"
+SPAN = 15 * 60.0
 #: Grafana's grid on a 1920-pixel screen: a panel's width in pixels is its grid width x 80.
 PIXELS_PER_COLUMN = 1920 // 24
 #: The Prometheus builds: Prometheus 3 (newest pin) and 2.42 (Debian's, the minimum).
@@ -128,7 +134,10 @@ def test_the_demo_fills_every_row_within_three_minutes(tmp_path: Path, files: Pa
     job["static_configs"] = [{"targets": [f"localhost:{demo}"]}]
     shipped["rule_files"] = [str(files / "collector" / name) for name in shipped["rule_files"]]
     scrape = str(shipped["global"]["scrape_interval"])
-    span = parse_duration(dashboard(files)["time"]["from"].removeprefix("now-"))
+    assert RANGE in page
+    span = SPAN
+    # (the dashboard's own default is longer: the page's range is the reader's choice, not the file's)
+    assert parse_duration(dashboard(files)["time"]["from"].removeprefix("now-")) > span
     rows = dashboard_rows(files)
     assert len(rows) == 11
 
@@ -153,16 +162,8 @@ def test_the_demo_fills_every_row_within_three_minutes(tmp_path: Path, files: Pa
                         lit[(name, row)] = time.time() - started
             return len(lit) == len(servers) * len(rows)
 
-        # Each row's bound: WITHIN, plus one step of its panels' points if it has no instant query.
-        allowed = {}
-        for row, panels in rows.items():
-            targets = [(p, t) for p in panels for t in p["targets"]]
-            points = [
-                _query(p, t, time.time(), span, scrape).step for p, t in targets if not t.get("instant")
-            ]
-            instant = any(t.get("instant") for _, t in targets)
-            allowed[row] = WITHIN + (0 if instant or not points else max(points))
-        poll(all_lit, max(allowed.values()) - (time.time() - started), 5.0)
+        allowed = dict.fromkeys(rows, WITHIN + SLACK)
+        poll(all_lit, WITHIN + 60 - (time.time() - started), 5.0)
         for name in servers:
             times = ", ".join(f"{row.split(':')[0]} {lit.get((name, row), math.inf):.0f} s" for row in rows)
             print(f"{name}: {times}")
