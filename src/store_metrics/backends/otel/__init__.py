@@ -43,7 +43,7 @@ event loop (:mod:`.exposition`); ``otel`` keeps the SDK's ``PrometheusMetricRead
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.sdk.metrics import MeterProvider
@@ -55,7 +55,6 @@ from ...counting.deltas import Delta, GaugeValue, HistogramDelta, TagTuple, samp
 from ...errors import PartialExport
 from . import meter_provider as _provider
 from .dependencies import require_exporter
-from .exposition import NativeExposition
 from .instruments import METER_NAME, Instruments, forget, instruments_for
 from .meter_provider import OwnProvider
 from .options import (
@@ -68,6 +67,9 @@ from .options import (
     TEMPORALITIES,
     OtelOptions,
 )
+
+if TYPE_CHECKING:
+    from .exposition import NativeExposition
 
 __all__ = [
     "DEFAULT_FLUSH_INTERVAL",
@@ -203,6 +205,9 @@ class OtelBackend:
         settings = self.settings
         native = self.native
         if native is None:
+            # Imported here: it needs the prometheus exporter's packages, which OTLP users may lack.
+            from .exposition import NativeExposition
+
             resource = self.own.resource()
             native = NativeExposition(settings.prefix, resource.attributes)
             native.attach(source)
