@@ -50,7 +50,7 @@ class Series(Protocol):
 class CounterSeries:
     """A cumulative count, and how much of it was already pushed."""
 
-    __slots__ = ("_lock", "line", "line_cut", "line_value", "metric", "sent", "tags", "total")
+    __slots__ = ("_lock", "metric", "sent", "tags", "total")
 
     def __init__(self, metric: Metric, tags: TagTuple) -> None:
         self.metric = metric
@@ -58,13 +58,6 @@ class CounterSeries:
         self.total = 0
         self.sent = 0
         self._lock = threading.Lock()
-        # The native scrape endpoint's cache of this series' exposition line (the line, where its
-        # value starts, the value it shows): kept here, not in a dict beside the registry, so a
-        # series costs three slots and one string, and a scrape re-renders only the values that
-        # changed (store_metrics.backends.otel.exposition).
-        self.line = ""
-        self.line_cut = 0
-        self.line_value = 0
 
     def add(self, amount: int = 1) -> None:
         # The hot path: one locked add. Explicit acquire/try/finally costs about 2/3 of a
@@ -100,8 +93,6 @@ class CounterSeries:
         self._lock = threading.Lock()
         self.total = 0
         self.sent = 0
-        self.line = ""
-        self.line_value = 0
 
 
 class LiveTarget:

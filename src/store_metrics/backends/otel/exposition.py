@@ -6,18 +6,19 @@ translates them into ``prometheus_client`` families and formats every line again
 holding the interpreter (150,000 series: 6.9 s a scrape, an asyncio loop in the same process held
 up to 1.3 s, 4.9 KiB per series). Here:
 
-* a counter series' line (name, labels sorted and escaped, value) is made once and kept on the
-  emitter's series (:class:`~store_metrics.emitter.series.CounterSeries`, three slots); a scrape
-  formats again only the values that changed since the last one, and reuses the label part of
-  the line (a slice) when it does;
-* the text is written in chunks of :data:`CHUNK` series, each joined and sent on its own
-  (``Transfer-Encoding: chunked``), with a short sleep between chunks, on the endpoint's own
-  thread: no long C call (a 30 MB join, a 30 MB encode) and no stretch of Python longer than one
-  chunk holds the interpreter, so a thread waiting for it (the API server's event loop) gets it
-  within a chunk's time, not after the whole scrape;
-* a scrape allocates no container per series (no snapshot list of tuples): the cyclic garbage
-  collector, whose full passes over a worker's millions of objects are what held the loop for
-  hundreds of milliseconds, has next to nothing new to look at.
+* the counter series' lines are kept, in blocks of :data:`CHUNK` series in the order the emitter
+  made them; a scrape reads a block's totals and compares them with the ones its lines show in C
+  (``map``, ``list.__ne__``), makes again only the lines whose value changed (the label part kept,
+  a slice of the old line), joins the block and writes it: a scrape costs a plain join of the
+  lines plus a C pass over the totals, plus the changed lines;
+* the text is written block by block (``Transfer-Encoding: chunked``), with a short sleep after
+  each block (and within one, past :data:`BUDGET` of work), on the endpoint's own thread: no
+  long C call (a 30 MB join, a 30 MB encode) and no stretch of Python longer than one block holds
+  the interpreter, so a thread waiting for it (the API server's event loop) gets it within about
+  a millisecond, not after the whole scrape;
+* a scrape allocates a few lists per block and nothing per unchanged series: the cyclic garbage
+  collector, whose full passes over a worker's millions of objects are part of what held the loop
+  for hundreds of milliseconds, has next to nothing new to look at.
 
 What it writes is what ``opentelemetry-exporter-prometheus`` writes through ``prometheus_client``'s
 text format 0.0.4 for the same series: ``target_info`` from the same resource, the families in the
@@ -34,9 +35,12 @@ from __future__ import annotations
 
 import http.server
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import compress
+from operator import attrgetter, ne
 from typing import Any, Final, Protocol
 
 from opentelemetry.exporter.prometheus._mapping import map_unit, sanitize_attribute, sanitize_full_name
@@ -50,7 +54,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import ALLOWUTF8, UNDERSCORES, _escape, escape_label_name
 from prometheus_client.utils import floatToGoString
 
-from ... import __version__, catalogue
+from ... import __version__, catalogue, logs
 from ...catalogue import Kind, Metric, full_name
 from ...counting.deltas import HistogramDelta, TagTuple
 from .instruments import METER_NAME
@@ -63,6 +67,7 @@ BUDGET: Final = 0.001
 #: Seconds the rendering thread sleeps between chunks, so a thread waiting for the interpreter gets
 #: it (a release without a sleep is usually taken back by the same thread at once).
 PAUSE: Final = 0.0002
+_total = attrgetter("total")
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -143,6 +148,20 @@ class Family:
         self.bounds = [f"{b}" for b in metric.buckets] + ["+Inf"] if metric.kind is Kind.HISTOGRAM else []
         #: Histogram and gauge series, in the order they were first observed.
         self.series: dict[TagTuple, Any] = {}
+        #: Counters: one block per :data:`CHUNK` series of the emitter's list (append-only, so a
+        #: series keeps its block and place).
+        self.blocks: list[_Block] = []
+
+
+class _Block:
+    """The exposition lines of up to :data:`CHUNK` counter series (``b""`` while a series is 0) and
+    the totals they show."""
+
+    __slots__ = ("lines", "values")
+
+    def __init__(self) -> None:
+        self.lines: list[bytes] = []
+        self.values: list[int] = []
 
 
 class NativeExposition:
@@ -263,7 +282,9 @@ class NativeExposition:
             if kind is Kind.COUNTER:
                 if source is None:
                     continue
-                self._counter_lines(family, source.series_of(family.metric), out, write, pause)
+                write("".join(out).encode("utf-8"))
+                out.clear()
+                self._counter_lines(family, source.series_of(family.metric), write, pause)
             elif kind is Kind.HISTOGRAM:
                 with self._lock:
                     items = [(h, list(h.counts), h.sum) for h in family.series.values()]
@@ -289,38 +310,46 @@ class NativeExposition:
         self,
         family: Family,
         series: Sequence[Any],
-        out: list[str],
         write: Callable[[bytes], None],
         pause: Callable[[], None],
     ) -> None:
+        """Every block of ``family``'s series: the totals read and compared in C, the lines of the
+        ones that changed made again, the block's lines joined and written, then a pause."""
         chunk = self.chunk
-        sample = family.sample
+        blocks = family.blocks
         clock = time.perf_counter
-        for start in range(0, len(series), chunk):
-            # A chunk also ends after BUDGET seconds: a first scrape formats every line (~15 us a
-            # series), later ones only the changed values, and the hold stays short either way.
-            deadline = clock() + BUDGET
-            for i, s in enumerate(series[start : start + chunk]):
-                total = s.total
-                if not total:
-                    continue
-                if total != s.line_value or not s.line:
-                    if not s.line:
-                        head = f"{sample}{{{self._label_text(s.tags)}}} "
-                        s.line_cut = len(head)
-                    else:
-                        head = s.line[: s.line_cut]
-                    s.line = f"{head}{floatToGoString(total)}\n"
-                    s.line_value = total
-                out.append(s.line)
-                if not i & 63 and clock() > deadline:
-                    write("".join(out).encode("utf-8"))
-                    out.clear()
-                    pause()
-                    deadline = clock() + BUDGET
-            write("".join(out).encode("utf-8"))
-            out.clear()
+        for k, start in enumerate(range(0, len(series), chunk)):
+            part = series[start : start + chunk]
+            if k == len(blocks):
+                blocks.append(_Block())
+            block = blocks[k]
+            now = list(map(_total, part))
+            grown = len(now) - len(block.values)
+            if grown > 0:
+                block.values.extend([0] * grown)
+                block.lines.extend([b""] * grown)
+            if now != block.values:
+                lines = block.lines
+                deadline = clock() + BUDGET
+                for n, i in enumerate(compress(range(len(now)), map(ne, now, block.values))):
+                    total = now[i]
+                    if not total:
+                        lines[i] = b""
+                        continue
+                    line = lines[i]
+                    # The value has no space: the label part ends at the line's last one.
+                    head = line[: line.rindex(b" ") + 1] if line else self._head(family, part[i].tags)
+                    lines[i] = head + floatToGoString(total).encode() + b"\n"
+                    if not n & 63 and clock() > deadline:
+                        # A first scrape makes every label part (~10 us each): hand over mid-block.
+                        pause()
+                        deadline = clock() + BUDGET
+                block.values = now
+            write(b"".join(block.lines))
             pause()
+
+    def _head(self, family: Family, tags: TagTuple) -> bytes:
+        return f"{family.sample}{{{self._label_text(tags)}}} ".encode()
 
     # -- the endpoint -------------------------------------------------------------------------
 
@@ -350,12 +379,11 @@ class NativeExposition:
         last = min(65536, first_port + max(1, tries))
         for port in range(first_port, last):
             try:
-                server = http.server.ThreadingHTTPServer((host, port), Handler)
+                server = _Server((host, port), Handler)
             except OSError:
                 if port + 1 >= last:
                     raise
                 continue
-            server.daemon_threads = True
             thread = threading.Thread(
                 target=server.serve_forever, name="store-metrics-scrape", daemon=True
             )
@@ -376,9 +404,20 @@ class NativeExposition:
         self._server = None
         self._render_lock = threading.Lock()
         self._lock = threading.Lock()
-        for family in self._families.values():
-            family.series.clear()
         self._families = {}
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A scraper that went away mid-answer (its timeout) is not an error of ours; anything else
+        # is said once, without a traceback per scrape.
+        import sys
+
+        error = sys.exc_info()[1]
+        if not isinstance(error, ConnectionError):
+            logs.once("exposition:serve", logging.ERROR, "store-metrics: the scrape endpoint failed: %r", error)
 
 
 def _bucket(bounds: Sequence[float], value: float) -> int:

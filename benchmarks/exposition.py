@@ -1,0 +1,214 @@
+"""16. An API server worker's scrape endpoint at 50,000 and 150,000 series: native against the
+OpenTelemetry SDK's Prometheus exporter, and against a plain join of the same lines.
+
+    python -m benchmarks.exposition MODE SERIES OUT.json     (one arm, in a process of its own)
+
+Each arm runs in a fresh process (:func:`probe`), as an API server worker with ``count_at =
+api_server`` and ``otel_exporter = prometheus`` builds its emitter (cumulative, its identity as
+instance id): SERIES task-side series (DAGs x 10 tasks x the write, read_found and delete counters,
+as :mod:`benchmarks.scale`'s deployment), counted through the product's emitter, served with
+``server_exposition = MODE`` (``native`` or ``otel``). An asyncio loop runs in the same process with
+the 1 ms ticker (:mod:`testbed.ticker`). Then:
+
+* **idle**: the ticker's longest sleep over 1 s with no scrape (this machine's floor, the A/A arm);
+* **scrapes**: :data:`SCRAPES` scrapes over a raw socket from a thread of the process (a reader
+  that releases the interpreter while it waits: the server's work is what the loop competes with),
+  the first one separately (it renders every line), then with 1% of the series
+  counted again before each (what a 15 s scrape interval sees move); for each: the time from
+  connecting to the last byte and the ticker's longest sleep meanwhile;
+* **plain join**: the scraped text's lines, already made, joined into one string
+  (``"".join``), median of 5: the floor any exposition of these lines has, in the same process;
+* **memory**: the process's RSS before the series were made and after the first scrape, per series.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TypedDict
+
+from .common import REPO_ROOT, log, rss_bytes, subprocess_env
+
+SIZES, QUICK_SIZES = (50_000, 150_000), (5_000, 15_000)
+MODES = ("native", "otel")
+SCRAPES = 3
+IDLE_SECONDS = 1.0
+
+
+class Scrape(TypedDict):
+    seconds: float
+    stall_ms: float
+    bytes: int
+
+
+class Arm(TypedDict):
+    mode: str
+    series: int
+    idle_stall_ms: list[float]
+    first: Scrape
+    scrapes: list[Scrape]  # after the first, 1% of the series counted again before each
+    join_seconds: float  # the same lines, made, joined (median of 5)
+    rss_per_series: float  # bytes
+    load_average: list[float]
+
+
+class Exposition(TypedDict):
+    sizes: list[int]
+    arms: list[Arm]
+
+
+def _series(emitter: object, series: int) -> list[object]:
+    from store_metrics.catalogue import Outcome, Store, metric_for
+    from store_metrics.integration.task_tags import task_tags
+
+    metrics = [metric_for(Store.TASK, o) for o in (Outcome.WRITE, Outcome.READ_FOUND, Outcome.DELETE)]
+    counters = []
+    for i in range(series // 3):
+        tags = task_tags(
+            dag_id=f"dag_{i // 10:05d}", task_id=f"task_{i % 10}", run_type="scheduled", operator="PythonOperator"
+        )
+        for metric in metrics:
+            counter = emitter.counter(metric, tags)  # type: ignore[attr-defined]
+            counter.add(1 + i % 7)
+            counters.append(counter)
+    return counters
+
+
+def _fetch(url: str) -> tuple[bytes, float]:
+    """GET ``url`` over a raw socket (``Connection: close``, read to the end, 1 MiB a call): the
+    client's own share of the interpreter is a few calls that each release it while they wait."""
+    host, _, rest = url.removeprefix("http://").partition("/")
+    name, _, port = host.partition(":")
+    start = time.perf_counter()
+    with socket.create_connection((name, int(port)), timeout=300) as sock:
+        sock.sendall(f"GET /{rest} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
+        chunks = []
+        while chunk := sock.recv(1 << 20):
+            chunks.append(chunk)
+    seconds = time.perf_counter() - start
+    return b"".join(chunks), seconds
+
+
+def _body(response: bytes) -> bytes:
+    """The body of an HTTP/1.1 response, chunked or not."""
+    head, _, rest = response.partition(b"\r\n\r\n")
+    if b"transfer-encoding: chunked" not in head.lower():
+        return rest
+    out = []
+    while True:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        if size == 0:
+            return b"".join(out)
+        out.append(rest[:size])
+        rest = rest[size + 2 :]
+
+
+async def _scrape(url: str) -> tuple[Scrape, bytes]:
+    from testbed.ticker import ticking
+
+    loop = asyncio.get_running_loop()
+    got: list[tuple[bytes, float]] = []
+
+    async def fetch() -> None:
+        got.append(await loop.run_in_executor(None, _fetch, url))
+
+    async with ticking() as ticker:
+        stall = await ticker.stall_ms(fetch())
+    response, seconds = got[0]
+    body = _body(response)
+    return {"seconds": round(seconds, 4), "stall_ms": round(stall, 2), "bytes": len(body)}, body
+
+
+async def _measure(mode: str, series: int, tmp: Path) -> Arm:
+    from store_metrics.counting.runtime import create_emitter
+    from testbed.ports import free_port
+    from testbed.ticker import ticking
+
+    before = rss_bytes()
+    emitter = create_emitter(
+        "otel",
+        exporter="prometheus",
+        prometheus_host="127.0.0.1",
+        prometheus_port=free_port(),
+        prometheus_port_tries=16,
+        temporality="cumulative",
+        instance_id="host-0",
+        flush_interval=3600,
+        max_series=series + 100,
+        server_exposition=mode,
+    )
+    counters = _series(emitter, series)
+    url = f"http://127.0.0.1:{emitter.backend.prometheus_port}/metrics"  # type: ignore[attr-defined]
+    idle = []
+    async with ticking() as ticker:
+        for _ in range(3):
+            idle.append(round(await ticker.stall_ms(asyncio.sleep(IDLE_SECONDS / 3)), 2))
+    first, body = await _scrape(url)
+    rss_per_series = (rss_bytes() - before) / series
+    scrapes = []
+    step = 100  # 1% of the series
+    for n in range(SCRAPES):
+        for counter in counters[n::step]:
+            counter.add(1)  # type: ignore[attr-defined]
+        scrape, body = await _scrape(url)
+        scrapes.append(scrape)
+    lines = body.decode("utf-8").splitlines(keepends=True)
+    joins = []
+    for _ in range(5):
+        start = time.perf_counter()
+        "".join(lines)
+        joins.append(time.perf_counter() - start)
+    emitter.close(2.0)
+    return {
+        "mode": mode,
+        "series": series,
+        "idle_stall_ms": idle,
+        "first": first,
+        "scrapes": scrapes,
+        "join_seconds": round(statistics.median(joins), 5),
+        "rss_per_series": round(rss_per_series, 1),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def probe() -> None:
+    mode, series, out = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    with tempfile.TemporaryDirectory(prefix="store-metrics-bench-exposition-") as tmp:
+        arm = asyncio.run(_measure(mode, series, Path(tmp)))
+    out.write_text(json.dumps(arm), encoding="utf-8")
+
+
+def run(quick: bool) -> Exposition:
+    sizes = QUICK_SIZES if quick else SIZES
+    arms: list[Arm] = []
+    with tempfile.TemporaryDirectory(prefix="store-metrics-bench-exposition-") as tmp:
+        for series in sizes:
+            for mode in MODES:
+                log(f"  exposition: {mode}, {series:,} series")
+                out = Path(tmp) / f"{mode}-{series}.json"
+                proc = subprocess.run(
+                    [sys.executable, "-m", "benchmarks.exposition", mode, str(series), str(out)],
+                    cwd=REPO_ROOT,
+                    env=subprocess_env(),
+                    capture_output=True,
+                    text=True,
+                    timeout=1800,
+                    check=False,
+                )
+                if proc.returncode != 0:
+                    raise RuntimeError(f"exposition probe failed ({proc.returncode}):\n{proc.stderr[-5000:]}")
+                arms.append(json.loads(out.read_text(encoding="utf-8")))
+    return {"sizes": list(sizes), "arms": arms}
+
+
+if __name__ == "__main__":
+    probe()
