@@ -24,6 +24,7 @@ the 1 ms ticker (:mod:`testbed.ticker`). Then:
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import socket
@@ -47,6 +48,25 @@ class Scrape(TypedDict):
     seconds: float
     stall_ms: float
     bytes: int
+    gc_ms: float  # the longest garbage collection pass during the scrape (any thread)
+
+
+class _GcWatch:
+    """The longest cyclic garbage collection pass since :meth:`reset` (``gc.callbacks``)."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._start = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.longest = max(self.longest, time.perf_counter() - self._start)
+
+
+GC = _GcWatch()
 
 
 class Arm(TypedDict):
@@ -56,6 +76,7 @@ class Arm(TypedDict):
     first: Scrape
     scrapes: list[Scrape]  # after the first, 1% of the series counted again before each
     join_seconds: float  # the same lines, made, joined (median of 5)
+    render_seconds: list[float]  # native: the endpoint's time in render(), each scrape (first first)
     rss_per_series: float  # bytes
     load_average: list[float]
 
@@ -122,10 +143,13 @@ async def _scrape(url: str) -> tuple[Scrape, bytes]:
         got.append(await loop.run_in_executor(None, _fetch, url))
 
     async with ticking() as ticker:
+        GC.longest = 0.0
         stall = await ticker.stall_ms(fetch())
+        gc_ms = GC.longest * 1000
     response, seconds = got[0]
     body = _body(response)
-    return {"seconds": round(seconds, 4), "stall_ms": round(stall, 2), "bytes": len(body)}, body
+    scrape: Scrape = {"seconds": round(seconds, 4), "stall_ms": round(stall, 2), "bytes": len(body), "gc_ms": round(gc_ms, 2)}
+    return scrape, body
 
 
 async def _measure(mode: str, series: int, tmp: Path) -> Arm:
@@ -147,6 +171,18 @@ async def _measure(mode: str, series: int, tmp: Path) -> Arm:
         server_exposition=mode,
     )
     counters = _series(emitter, series)
+    native = emitter.backend.native  # type: ignore[attr-defined]
+    rendering: list[float] = []
+    if native is not None:
+        # The endpoint's own time in render() (its thread, pauses included), beside the end-to-end time.
+        render = native.render
+
+        def timed(*args: object) -> None:
+            start = time.perf_counter()
+            render(*args)
+            rendering.append(round(time.perf_counter() - start, 4))
+
+        native.render = timed
     url = f"http://127.0.0.1:{emitter.backend.prometheus_port}/metrics"  # type: ignore[attr-defined]
     idle = []
     async with ticking() as ticker:
@@ -175,6 +211,7 @@ async def _measure(mode: str, series: int, tmp: Path) -> Arm:
         "first": first,
         "scrapes": scrapes,
         "join_seconds": round(statistics.median(joins), 5),
+        "render_seconds": rendering,
         "rss_per_series": round(rss_per_series, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }

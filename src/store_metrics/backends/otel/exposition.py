@@ -12,7 +12,7 @@ up to 1.3 s, 4.9 KiB per series). Here:
   a slice of the old line), joins the block and writes it: a scrape costs a plain join of the
   lines plus a C pass over the totals, plus the changed lines;
 * the text is written block by block (``Transfer-Encoding: chunked``), with a short sleep after
-  each block (and within one, past :data:`BUDGET` of work), on the endpoint's own thread: no
+  every :data:`BLOCKS_PER_PAUSE` blocks or :data:`BUDGET` of work, whichever comes first, on the endpoint's own thread: no
   long C call (a 30 MB join, a 30 MB encode) and no stretch of Python longer than one block holds
   the interpreter, so a thread waiting for it (the API server's event loop) gets it within about
   a millisecond, not after the whole scrape;
@@ -59,10 +59,12 @@ from ...catalogue import Kind, Metric, full_name
 from ...counting.deltas import HistogramDelta, TagTuple
 from .instruments import METER_NAME
 
-#: Series per chunk: one chunk is joined, sent and followed by :data:`PAUSE`; about 0.5 ms of work
-#: when nothing changed, about 2 ms when every value did (the measure of the longest hold).
+#: Series per block: a block's totals are compared, its changed lines made, and it is joined and
+#: sent as one piece.
 CHUNK: Final = 1_000
-#: Seconds of rendering at most between two pauses, whatever a chunk holds.
+#: Blocks written between two pauses at most (unchanged, a block is ~0.1 ms of work).
+BLOCKS_PER_PAUSE: Final = 4
+#: Seconds of rendering at most between two pauses, whatever the blocks hold.
 BUDGET: Final = 0.001
 #: Seconds the rendering thread sleeps between chunks, so a thread waiting for the interpreter gets
 #: it (a release without a sleep is usually taken back by the same thread at once).
@@ -260,8 +262,8 @@ class NativeExposition:
     # -- the text -----------------------------------------------------------------------------
 
     def render(self, write: Callable[[bytes], None], pause: Callable[[], None] = lambda: None) -> None:
-        """Write the whole exposition through ``write``, chunk by chunk, calling ``pause`` between
-        chunks (at most :attr:`chunk` series, or one small family's lines, per chunk)."""
+        """Write the whole exposition through ``write``, block by block, calling ``pause`` after at
+        most :data:`BLOCKS_PER_PAUSE` blocks of :attr:`chunk` series, or :data:`BUDGET` of work."""
         with self._render_lock:
             self._render(write, pause)
 
@@ -318,6 +320,7 @@ class NativeExposition:
         chunk = self.chunk
         blocks = family.blocks
         clock = time.perf_counter
+        since, deadline = 0, clock() + BUDGET
         for k, start in enumerate(range(0, len(series), chunk)):
             part = series[start : start + chunk]
             if k == len(blocks):
@@ -330,7 +333,6 @@ class NativeExposition:
                 block.lines.extend([b""] * grown)
             if now != block.values:
                 lines = block.lines
-                deadline = clock() + BUDGET
                 for n, i in enumerate(compress(range(len(now)), map(ne, now, block.values))):
                     total = now[i]
                     if not total:
@@ -343,10 +345,13 @@ class NativeExposition:
                     if not n & 63 and clock() > deadline:
                         # A first scrape makes every label part (~10 us each): hand over mid-block.
                         pause()
-                        deadline = clock() + BUDGET
+                        since, deadline = 0, clock() + BUDGET
                 block.values = now
             write(b"".join(block.lines))
-            pause()
+            since += 1
+            if since >= BLOCKS_PER_PAUSE or clock() > deadline:
+                pause()
+                since, deadline = 0, clock() + BUDGET
 
     def _head(self, family: Family, tags: TagTuple) -> bytes:
         return f"{family.sample}{{{self._label_text(tags)}}} ".encode()
@@ -366,9 +371,16 @@ class NativeExposition:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
 
+                sock = self.connection
+
                 def write(data: bytes) -> None:
+                    # One chunk of the chunked body, gathered by the kernel: no copy of the block.
                     if data:
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                        parts = [b"%x\r\n" % len(data), data, b"\r\n"]
+                        sent = sock.sendmsg(parts)
+                        total = len(parts[0]) + len(data) + 2
+                        if sent < total:
+                            sock.sendall(b"".join(parts)[sent:])
 
                 exposition.render(write, lambda: time.sleep(PAUSE))
                 self.wfile.write(b"0\r\n\r\n")
