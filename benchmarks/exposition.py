@@ -77,7 +77,8 @@ class Arm(TypedDict):
     scrapes: list[Scrape]  # after the first, 1% of the series counted again before each
     join_seconds: float  # the same lines, made, joined (median of 5)
     render_seconds: list[float]  # native: the endpoint's time in render(), each scrape (first first)
-    rss_per_series: float  # bytes
+    rss_per_series: float  # bytes, from before the series were made to after the first scrape
+    rss_exposition_per_series: float  # bytes, from after the series were made to after the first scrape
     load_average: list[float]
 
 
@@ -171,6 +172,7 @@ async def _measure(mode: str, series: int, tmp: Path) -> Arm:
         server_exposition=mode,
     )
     counters = _series(emitter, series)
+    made = rss_bytes()
     native = emitter.backend.native  # type: ignore[attr-defined]
     rendering: list[float] = []
     if native is not None:
@@ -189,7 +191,9 @@ async def _measure(mode: str, series: int, tmp: Path) -> Arm:
         for _ in range(3):
             idle.append(round(await ticker.stall_ms(asyncio.sleep(IDLE_SECONDS / 3)), 2))
     first, body = await _scrape(url)
-    rss_per_series = (rss_bytes() - before) / series
+    after = rss_bytes()
+    rss_per_series = (after - before) / series
+    rss_exposition = (after - made) / series
     scrapes = []
     step = 100  # 1% of the series
     for n in range(SCRAPES):
@@ -213,6 +217,7 @@ async def _measure(mode: str, series: int, tmp: Path) -> Arm:
         "join_seconds": round(statistics.median(joins), 5),
         "render_seconds": rendering,
         "rss_per_series": round(rss_per_series, 1),
+        "rss_exposition_per_series": round(rss_exposition, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 

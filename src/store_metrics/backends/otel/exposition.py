@@ -62,10 +62,10 @@ from .instruments import METER_NAME
 #: Series per block: a block's totals are compared, its changed lines made, and it is joined and
 #: sent as one piece.
 CHUNK: Final = 1_000
-#: Blocks written between two pauses at most (unchanged, a block is ~0.1 ms of work).
-BLOCKS_PER_PAUSE: Final = 4
+#: Blocks written between two pauses at most (unchanged, a block is 0.1-0.2 ms of work).
+BLOCKS_PER_PAUSE: Final = 8
 #: Seconds of rendering at most between two pauses, whatever the blocks hold.
-BUDGET: Final = 0.001
+BUDGET: Final = 0.002
 #: Seconds the rendering thread sleeps between chunks, so a thread waiting for the interpreter gets
 #: it (a release without a sleep is usually taken back by the same thread at once).
 PAUSE: Final = 0.0002
