@@ -10,7 +10,8 @@ as :mod:`benchmarks.scale`'s deployment), counted through the product's emitter,
 ``server_exposition = MODE`` (``native`` or ``otel``). An asyncio loop runs in the same process with
 the 1 ms ticker (:mod:`testbed.ticker`). Then:
 
-* **idle**: the ticker's longest sleep over 1 s with no scrape (this machine's floor, the A/A arm);
+* **idle**: the ticker's longest sleep over 0.3 s with no scrape, before each scrape (this machine's
+  floor, the A/A arm);
 * **scrapes**: :data:`SCRAPES` scrapes over a raw socket from a thread of the process (a reader
   that releases the interpreter while it waits: the server's work is what the loop competes with),
   the first one separately (it renders every line), then with 1% of the series
@@ -18,7 +19,8 @@ the 1 ms ticker (:mod:`testbed.ticker`). Then:
   connecting to the last byte and the ticker's longest sleep meanwhile;
 * **plain join**: the scraped text's lines, already made, joined into one string
   (``"".join``), median of 5: the floor any exposition of these lines has, in the same process;
-* **memory**: the process's RSS before the series were made and after the first scrape, per series.
+* **memory**: the process's RSS before the series were made, after they were made, and after the
+  scrapes (the scraper's copies of the text dropped), per series.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ from .common import REPO_ROOT, log, rss_bytes, subprocess_env
 
 SIZES, QUICK_SIZES = (50_000, 150_000), (5_000, 15_000)
 MODES = ("native", "otel")
-SCRAPES = 3
-IDLE_SECONDS = 1.0
+SCRAPES = 7
+#: The idle window measured before each scrape (the A/A arm, paired with it).
+IDLE_SECONDS = 0.3
 
 
 class Scrape(TypedDict):
@@ -77,8 +80,8 @@ class Arm(TypedDict):
     scrapes: list[Scrape]  # after the first, 1% of the series counted again before each
     join_seconds: float  # the same lines, made, joined (median of 5)
     render_seconds: list[float]  # native: the endpoint's time in render(), each scrape (first first)
-    rss_per_series: float  # bytes, from before the series were made to after the first scrape
-    rss_exposition_per_series: float  # bytes, from after the series were made to after the first scrape
+    rss_per_series: float  # bytes, from before the series were made to after the scrapes
+    rss_exposition_per_series: float  # bytes, from after the series were made to after the scrapes
     load_average: list[float]
 
 
@@ -186,22 +189,30 @@ async def _measure(mode: str, series: int, tmp: Path) -> Arm:
 
         native.render = timed
     url = f"http://127.0.0.1:{emitter.backend.prometheus_port}/metrics"  # type: ignore[attr-defined]
-    idle = []
-    async with ticking() as ticker:
-        for _ in range(3):
-            idle.append(round(await ticker.stall_ms(asyncio.sleep(IDLE_SECONDS / 3)), 2))
+    idle: list[float] = []
+
+    async def idle_window() -> None:
+        async with ticking() as ticker:
+            idle.append(round(await ticker.stall_ms(asyncio.sleep(IDLE_SECONDS)), 2))
+
+    await idle_window()
     first, body = await _scrape(url)
-    after = rss_bytes()
-    rss_per_series = (after - before) / series
-    rss_exposition = (after - made) / series
+    text = body
     scrapes = []
     step = 100  # 1% of the series
     for n in range(SCRAPES):
         for counter in counters[n::step]:
             counter.add(1)  # type: ignore[attr-defined]
+        await idle_window()
         scrape, body = await _scrape(url)
         scrapes.append(scrape)
-    lines = body.decode("utf-8").splitlines(keepends=True)
+    lines = text.decode("utf-8").splitlines(keepends=True)
+    # Memory once the scrapes are done, the scraper's copies of the text dropped first.
+    del body, text
+    gc.collect()
+    after = rss_bytes()
+    rss_per_series = (after - before) / series
+    rss_exposition = (after - made) / series
     joins = []
     for _ in range(5):
         start = time.perf_counter()
