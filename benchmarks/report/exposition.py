@@ -23,11 +23,11 @@ METHOD = (
     "native` or `otel`. An asyncio loop in the same process runs the 1 ms ticker (`testbed/ticker.py`); "
     "the endpoint is scraped over a socket from a thread of the process, {scrapes} times after a first "
     "scrape, with 1% of the series counted again before each (what a 15 s scrape interval sees move). "
-    "Stall: the ticker's longest sleep during a scrape (idle: the same over 1 s with no scrape, the "
-    "machine's floor in that process). Plain join: the scraped text's lines, already made, joined into "
+    "Stall: the ticker's longest sleep during a scrape (idle: the same over 0.3 s with no scrape before "
+    "each scrape, the machine's floor in that process: the A/A arm). Plain join: the scraped text's lines, already made, joined into "
     "one string in the same process (median of 5). Memory: the process's RSS from before the series "
-    "were made to after the first scrape, per series (the emitter's series included; in brackets from "
-    "after the series were made: what the exposition holds)."
+    "were made to after the scrapes (the scraper's copies of the text dropped), per series, the "
+    "emitter's series included; in brackets from after the series were made: what the exposition adds."
 )
 
 
@@ -79,9 +79,10 @@ def render(results: Results) -> Rendered:
         VerdictRow(
             f"16. event loop blocked per scrape, {largest:,} series: ≤ {STALL_MS:g} ms",
             f"native: {stall:.1f} ms median, longest {longest:.1f} ms (the same loop idle: "
-            f"{_median(idle):.1f} ms median, {max(idle):.1f} longest; OpenTelemetry exporter: "
+            f"{_median(idle):.1f} ms median, {min(idle):.1f}-{max(idle):.1f}; OpenTelemetry exporter: "
             f"{otel_stall:,.0f} ms median, {otel_longest:,.0f} longest)",
-            judge(longest <= STALL_MS, gap=longest - STALL_MS, noise=max(idle) - min(idle)),
+            # The figure is the median, as the issue's probe's; the A/A spread is the idle windows'.
+            judge(stall <= STALL_MS, gap=stall - STALL_MS, noise=max(idle) - min(idle)),
         ),
         VerdictRow(
             f"16. scrape time, {largest:,} series: ≤ {JOIN_RATIO:g}x a plain join of the same lines",
@@ -92,8 +93,8 @@ def render(results: Results) -> Rendered:
         ),
         VerdictRow(
             f"16. worker memory per series, {largest:,} series: ≤ {KIB_PER_SERIES:g} KiB",
-            f"native: {kib:.2f} KiB, of which {native['rss_exposition_per_series'] / 1024:.2f} KiB from the "
-            f"first scrape on (the rest is the emitter's series); OpenTelemetry exporter: "
+            f"native: {kib:.2f} KiB, of which {native['rss_exposition_per_series'] / 1024:.2f} KiB the "
+            f"exposition's (the rest is the emitter's series); OpenTelemetry exporter: "
             f"{otel['rss_per_series'] / 1024:.2f} KiB, {otel['rss_exposition_per_series'] / 1024:.2f} KiB",
             judge(kib <= KIB_PER_SERIES),
         ),
@@ -112,7 +113,7 @@ def render(results: Results) -> Rendered:
                 "scrape / join",
                 "stall, later (median / longest)",
                 "idle stall",
-                "RSS per series (of which the first scrape)",
+                "RSS per series (of which the exposition)",
             ],
             [_row(a) for a in sorted(r["arms"], key=lambda a: (a["series"], a["mode"]))],
             "llrrrrrrrr",
