@@ -20,7 +20,8 @@ the 1 ms ticker (:mod:`testbed.ticker`). Then:
 * **plain join**: the scraped text's lines, already made, joined into one string
   (``"".join``), median of 5: the floor any exposition of these lines has, in the same process;
 * **memory**: the process's RSS before the series were made, after they were made, and after the
-  scrapes (the scraper's copies of the text dropped), per series.
+  first scrape (made by ``curl``, another process, so no reader's copy of the text is in this
+  process), per series.
 """
 
 from __future__ import annotations
@@ -125,6 +126,8 @@ def _fetch(url: str) -> tuple[bytes, float]:
 def _body(response: bytes) -> bytes:
     """The body of an HTTP/1.1 response, chunked or not."""
     head, _, rest = response.partition(b"\r\n\r\n")
+    if b" 200 " not in head.split(b"\r\n", 1)[0]:
+        raise RuntimeError(f"the endpoint answered {head[:200]!r} {rest[:500]!r}")
     if b"transfer-encoding: chunked" not in head.lower():
         return rest
     out = []
@@ -135,6 +138,12 @@ def _body(response: bytes) -> bytes:
             return b"".join(out)
         out.append(rest[:size])
         rest = rest[size + 2 :]
+
+
+async def _curl(url: str, out: Path) -> None:
+    proc = await asyncio.create_subprocess_exec("curl", "-sf", "-o", str(out), url)
+    if await proc.wait() != 0:
+        raise RuntimeError(f"curl {url} failed")
 
 
 async def _scrape(url: str) -> tuple[Scrape, bytes]:
@@ -196,8 +205,24 @@ async def _measure(mode: str, series: int, tmp: Path) -> Arm:
             idle.append(round(await ticker.stall_ms(asyncio.sleep(IDLE_SECONDS)), 2))
 
     await idle_window()
-    first, body = await _scrape(url)
-    text = body
+    # The first scrape by curl, another process: what the endpoint keeps is then all the scrape adds
+    # to this process (the in-process reader's copies of the text would count too).
+    first_file = tmp / "first.txt"
+    start = time.perf_counter()
+    async with ticking() as ticker:
+        GC.longest = 0.0
+        stall = await ticker.stall_ms(_curl(url, first_file))
+    first: Scrape = {
+        "seconds": round(time.perf_counter() - start, 4),
+        "stall_ms": round(stall, 2),
+        "bytes": first_file.stat().st_size,
+        "gc_ms": round(GC.longest * 1000, 2),
+    }
+    gc.collect()
+    after = rss_bytes()
+    rss_per_series = (after - before) / series
+    rss_exposition = (after - made) / series
+    text = first_file.read_bytes()
     scrapes = []
     step = 100  # 1% of the series
     for n in range(SCRAPES):
@@ -206,13 +231,9 @@ async def _measure(mode: str, series: int, tmp: Path) -> Arm:
         await idle_window()
         scrape, body = await _scrape(url)
         scrapes.append(scrape)
+    if body != text and len(body) != len(text):
+        raise RuntimeError("the scrapes' texts differ in length from the first's")
     lines = text.decode("utf-8").splitlines(keepends=True)
-    # Memory once the scrapes are done, the scraper's copies of the text dropped first.
-    del body, text
-    gc.collect()
-    after = rss_bytes()
-    rss_per_series = (after - before) / series
-    rss_exposition = (after - made) / series
     joins = []
     for _ in range(5):
         start = time.perf_counter()

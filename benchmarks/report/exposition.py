@@ -21,14 +21,19 @@ METHOD = (
     "its identity as instance id), with the task-side series of a deployment (DAGs x 10 tasks x the "
     "`write`, `read_found` and `delete` counters) counted once each, served with `server_exposition = "
     "native` or `otel`. An asyncio loop in the same process runs the 1 ms ticker (`testbed/ticker.py`); "
-    "the endpoint is scraped over a socket from a thread of the process, {scrapes} times after a first "
-    "scrape, with 1% of the series counted again before each (what a 15 s scrape interval sees move). "
+    "the endpoint is scraped once by `curl` (the first scrape), then over a socket from a thread of the "
+    "process, {scrapes} times, with 1% of the series counted again before each (what a 15 s scrape interval sees move). "
     "Stall: the ticker's longest sleep during a scrape (idle: the same over 0.3 s with no scrape before "
     "each scrape, the machine's floor in that process: the A/A arm). Plain join: the scraped text's lines, already made, joined into "
     "one string in the same process (median of 5). Memory: the process's RSS from before the series "
-    "were made to after the scrapes (the scraper's copies of the text dropped), per series, the "
-    "emitter's series included; in brackets from after the series were made: what the exposition adds."
+    "were made to after the first scrape (made by `curl`, so no reader's copy of the text is in the "
+    "process), per series, the emitter's series included; in brackets from after the series were made: "
+    "what the exposition adds."
 )
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
 
 
 def _median(values: list[float]) -> float:
@@ -52,7 +57,7 @@ def _row(arm: Arm) -> list[str]:
         f"{seconds:.3f} s",
         f"{_median(render):.3f} s" if render else "-",
         f"{arm['join_seconds'] * 1000:.1f} ms",
-        f"{seconds / arm['join_seconds']:,.1f}x",
+        f"{_ratio(seconds, arm['join_seconds']):,.1f}x",
         f"{stall:,.1f} / {longest:,.1f} ms",
         f"{_median(arm['idle_stall_ms']):.1f} ms",
         f"{arm['rss_per_series'] / 1024:.2f} KiB ({arm['rss_exposition_per_series'] / 1024:.2f})",
@@ -72,8 +77,8 @@ def render(results: Results) -> Rendered:
     seconds, stall, longest = _later(native)
     idle = native["idle_stall_ms"]
     otel_seconds, otel_stall, otel_longest = _later(otel)
-    ratio = seconds / native["join_seconds"]
-    render_ratio = _median(native["render_seconds"][1:]) / native["join_seconds"]
+    ratio = _ratio(seconds, native["join_seconds"])
+    render_ratio = _ratio(_median(native["render_seconds"][1:]), native["join_seconds"])
     kib = native["rss_per_series"] / 1024
     verdicts = [
         VerdictRow(
@@ -88,7 +93,7 @@ def render(results: Results) -> Rendered:
             f"16. scrape time, {largest:,} series: ≤ {JOIN_RATIO:g}x a plain join of the same lines",
             f"native: {seconds:.3f} s end to end, {ratio:.1f}x the join ({native['join_seconds'] * 1000:.1f} ms); "
             f"the endpoint's own rendering {render_ratio:.1f}x; OpenTelemetry exporter: {otel_seconds:.2f} s, "
-            f"{otel_seconds / otel['join_seconds']:,.0f}x",
+            f"{_ratio(otel_seconds, otel['join_seconds']):,.0f}x",
             judge(ratio <= JOIN_RATIO),
         ),
         VerdictRow(
