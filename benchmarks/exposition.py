@@ -99,7 +99,10 @@ def _series(emitter: object, series: int) -> list[object]:
     counters = []
     for i in range(series // 3):
         tags = task_tags(
-            dag_id=f"dag_{i // 10:05d}", task_id=f"task_{i % 10}", run_type="scheduled", operator="PythonOperator"
+            dag_id=f"dag_{i // 10:05d}",
+            task_id=f"task_{i % 10}",
+            run_type="scheduled",
+            operator="PythonOperator",
         )
         for metric in metrics:
             counter = emitter.counter(metric, tags)  # type: ignore[attr-defined]
@@ -161,7 +164,12 @@ async def _scrape(url: str) -> tuple[Scrape, bytes]:
         gc_ms = GC.longest * 1000
     response, seconds = got[0]
     body = _body(response)
-    scrape: Scrape = {"seconds": round(seconds, 4), "stall_ms": round(stall, 2), "bytes": len(body), "gc_ms": round(gc_ms, 2)}
+    scrape: Scrape = {
+        "seconds": round(seconds, 4),
+        "stall_ms": round(stall, 2),
+        "bytes": len(body),
+        "gc_ms": round(gc_ms, 2),
+    }
     return scrape, body
 
 

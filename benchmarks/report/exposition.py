@@ -22,10 +22,11 @@ METHOD = (
     "`write`, `read_found` and `delete` counters) counted once each, served with `server_exposition = "
     "native` or `otel`. An asyncio loop in the same process runs the 1 ms ticker (`testbed/ticker.py`); "
     "the endpoint is scraped once by `curl` (the first scrape), then over a socket from a thread of the "
-    "process, {scrapes} times, with 1% of the series counted again before each (what a 15 s scrape interval sees move). "
-    "Stall: the ticker's longest sleep during a scrape (idle: the same over 0.3 s with no scrape before "
-    "each scrape, the machine's floor in that process: the A/A arm). Plain join: the scraped text's lines, already made, joined into "
-    "one string in the same process (median of 5). Memory: the process's RSS from before the series "
+    "process, {scrapes} times, with 1% of the series counted again before each (what a 15 s scrape "
+    "interval sees move). Stall: the ticker's longest sleep during a scrape (idle: the same over 0.3 s "
+    "with no scrape before each scrape, the machine's floor in that process: the A/A arm). Plain join: "
+    "the scraped text's lines, already made, joined into one string in the same process (median of "
+    "5). Memory: the process's RSS from before the series "
     "were made to after the first scrape (made by `curl`, so no reader's copy of the text is in the "
     "process), per series, the emitter's series included; in brackets from after the series were made: "
     "what the exposition adds."
@@ -91,8 +92,9 @@ def render(results: Results) -> Rendered:
         ),
         VerdictRow(
             f"16. scrape time, {largest:,} series: ≤ {JOIN_RATIO:g}x a plain join of the same lines",
-            f"native: {seconds:.3f} s end to end, {ratio:.1f}x the join ({native['join_seconds'] * 1000:.1f} ms); "
-            f"the endpoint's own rendering {render_ratio:.1f}x; OpenTelemetry exporter: {otel_seconds:.2f} s, "
+            f"native: {seconds:.3f} s end to end, {ratio:.1f}x the join "
+            f"({native['join_seconds'] * 1000:.1f} ms); the endpoint's own rendering {render_ratio:.1f}x; "
+            f"OpenTelemetry exporter: {otel_seconds:.2f} s, "
             f"{_ratio(otel_seconds, otel['join_seconds']):,.0f}x",
             judge(ratio <= JOIN_RATIO),
         ),
@@ -123,8 +125,9 @@ def render(results: Results) -> Rendered:
             [_row(a) for a in sorted(r["arms"], key=lambda a: (a["series"], a["mode"]))],
             "llrrrrrrrr",
         ),
-        f"The first scrape makes every line once (label part included): {native['first']['seconds']:.2f} s at "
-        f"{largest:,} series, on the endpoint's thread, in pieces. After that a scrape compares each block's "
+        "The first scrape makes every line once (label part included): "
+        f"{native['first']['seconds']:.2f} s at {largest:,} series, on the endpoint's thread, in pieces. "
+        "After that a scrape compares each block's "
         "totals in C and makes again only the lines whose value moved, so it costs the join of the lines, a "
         "pass over the totals and the changed lines, plus the transfer; the loop in the same process "
         "waits at most about one millisecond of that work at a time. The OpenTelemetry exporter builds "

@@ -76,10 +76,15 @@ def test_prometheus_3_reads_every_series_of_the_native_endpoint(tmp_path: Path) 
         assert prom.scalar('target_info{service_instance_id="host-0"}') == 1.0
 
         # Counted between scrapes: the next scrapes carry the new totals.
-        one = catalogue.task_tags(dag_id="dag_7", task_id="task_3", run_type="scheduled", operator="PythonOperator")
+        one = catalogue.task_tags(
+            dag_id="dag_7", task_id="task_3", run_type="scheduled", operator="PythonOperator"
+        )
         emitter.counter(WRITE, one).add(100)
         expr = f'{WRITE.prometheus_name()}{{dag_id="dag_7",task_id="task_3"}}'
-        prom.wait(lambda: prom.scalar(expr) == made[(WRITE.prometheus_name(), "dag_7", "task_3")] + 100, "the new total")
+        prom.wait(
+            lambda: prom.scalar(expr) == made[(WRITE.prometheus_name(), "dag_7", "task_3")] + 100,
+            "the new total",
+        )
     finally:
         prom.stop()
         emitter.close(2.0)

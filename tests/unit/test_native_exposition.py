@@ -93,12 +93,15 @@ def test_the_native_endpoint_serves_the_opentelemetry_exporters_bytes(both: Any)
 
     # Counted again: only the changed values move, and both still agree byte for byte.
     for emitter in (native, otel):
-        emitter.counter(WRITE, catalogue.task_tags(
-            dag_id="dag_3", task_id="task_4", run_type="scheduled", operator="PythonOperator"
-        )).add(1000)
-        emitter.counter(WRITE, catalogue.task_tags(
-            dag_id="new", task_id="t", run_type="manual", operator="X"
-        )).add(1)
+        emitter.counter(
+            WRITE,
+            catalogue.task_tags(
+                dag_id="dag_3", task_id="task_4", run_type="scheduled", operator="PythonOperator"
+            ),
+        ).add(1000)
+        emitter.counter(
+            WRITE, catalogue.task_tags(dag_id="new", task_id="t", run_type="manual", operator="X")
+        ).add(1)
     again = fetch(native_url)[1]
     assert again == fetch(otel_url)[1]
     assert again != native_text

@@ -12,10 +12,10 @@ up to 1.3 s, 4.9 KiB per series). Here:
   a slice of the old line), joins the block and writes it: a scrape costs a plain join of the
   lines plus a C pass over the totals, plus the changed lines;
 * the text is written block by block (``Transfer-Encoding: chunked``), with a short sleep after
-  every :data:`BLOCKS_PER_PAUSE` blocks or :data:`BUDGET` of work, whichever comes first, on the endpoint's own thread: no
-  long C call (a 30 MB join, a 30 MB encode) and no stretch of Python longer than one block holds
-  the interpreter, so a thread waiting for it (the API server's event loop) gets it within about
-  a millisecond, not after the whole scrape;
+  every :data:`BLOCKS_PER_PAUSE` blocks or :data:`BUDGET` of work, whichever comes first, on the
+  endpoint's own thread: no long C call (a 30 MB join, a 30 MB encode) and no long stretch of
+  Python holds the interpreter, so a thread waiting for it (the API server's event loop) gets it
+  within a few milliseconds, not after the whole scrape;
 * a scrape allocates a few lists per block and nothing per unchanged series: the cyclic garbage
   collector, whose full passes over a worker's millions of objects are part of what held the loop
   for hundreds of milliseconds, has next to nothing new to look at.
@@ -125,7 +125,7 @@ class _Histogram:
 
 
 class Family:
-    """One metric's family: its ``HELP``/``TYPE`` lines and sample name, and (histograms, gauges) its series."""
+    """One metric's family: its ``HELP``/``TYPE`` lines, its sample name, and its series' state."""
 
     def __init__(self, metric: Metric, prefix: str) -> None:
         self.metric = metric
@@ -213,7 +213,8 @@ class NativeExposition:
         plan = self._plans.get(keys)
         if plan is None:
             named = sorted(
-                [(k, v) for k, v in self._scope] + [(sanitize_attribute(k), i) for i, (k, _) in enumerate(tags)],
+                [(k, v) for k, v in self._scope]
+                + [(sanitize_attribute(k), i) for i, (k, _) in enumerate(tags)],
                 key=lambda kv: kv[0],
             )
             plan = self._plans[keys] = [
@@ -221,7 +222,10 @@ class NativeExposition:
                 for k, v in named
             ]
         return ",".join(
-            [item if isinstance(item, str) else f'{item[0]}="{_escape_value(tags[item[1]][1])}"' for item in plan]
+            [
+                item if isinstance(item, str) else f'{item[0]}="{_escape_value(tags[item[1]][1])}"'
+                for item in plan
+            ]
         )
 
     def _labels(self, tags: TagTuple) -> list[tuple[str, str]]:
@@ -279,34 +283,37 @@ class NativeExposition:
             return
         out: list[str] = [self._target_info]
         for family in families:
-            kind = family.metric.kind
             out.append(family.head)
-            if kind is Kind.COUNTER:
-                if source is None:
-                    continue
+            if family.metric.kind is Kind.COUNTER:
                 write("".join(out).encode("utf-8"))
                 out.clear()
-                self._counter_lines(family, source.series_of(family.metric), write, pause)
-            elif kind is Kind.HISTOGRAM:
-                with self._lock:
-                    items = [(h, list(h.counts), h.sum) for h in family.series.values()]
-                for h, counts, total in items:
-                    cumulative = 0
-                    for bound, n in zip(family.bounds, counts, strict=True):
-                        cumulative += n
-                        out.append(
-                            f'{family.sample}_bucket{{{h.le_before}le="{bound}"{h.le_after}}} '
-                            f"{floatToGoString(cumulative)}\n"
-                        )
-                    out.append(f"{family.sample}_count{{{h.labels}}} {floatToGoString(cumulative)}\n")
-                    out.append(f"{family.sample}_sum{{{h.labels}}} {floatToGoString(total)}\n")
+                if source is not None:
+                    self._counter_lines(family, source.series_of(family.metric), write, pause)
+            elif family.metric.kind is Kind.HISTOGRAM:
+                self._histogram_lines(family, out)
             else:
-                with self._lock:
-                    gauges = [(labels, value) for labels, value in family.series.values()]
-                for labels, value in gauges:
-                    out.append(f"{family.sample}{{{labels}}} {floatToGoString(value)}\n")
-        if out:
-            write("".join(out).encode("utf-8"))
+                self._gauge_lines(family, out)
+        write("".join(out).encode("utf-8"))
+
+    def _histogram_lines(self, family: Family, out: list[str]) -> None:
+        with self._lock:
+            items = [(h, list(h.counts), h.sum) for h in family.series.values()]
+        for h, counts, total in items:
+            cumulative = 0
+            for bound, n in zip(family.bounds, counts, strict=True):
+                cumulative += n
+                out.append(
+                    f'{family.sample}_bucket{{{h.le_before}le="{bound}"{h.le_after}}} '
+                    f"{floatToGoString(cumulative)}\n"
+                )
+            out.append(f"{family.sample}_count{{{h.labels}}} {floatToGoString(cumulative)}\n")
+            out.append(f"{family.sample}_sum{{{h.labels}}} {floatToGoString(total)}\n")
+
+    def _gauge_lines(self, family: Family, out: list[str]) -> None:
+        with self._lock:
+            gauges = [(labels, value) for labels, value in family.series.values()]
+        for labels, value in gauges:
+            out.append(f"{family.sample}{{{labels}}} {floatToGoString(value)}\n")
 
     def _counter_lines(
         self,
@@ -396,9 +403,7 @@ class NativeExposition:
                 if port + 1 >= last:
                     raise
                 continue
-            thread = threading.Thread(
-                target=server.serve_forever, name="store-metrics-scrape", daemon=True
-            )
+            thread = threading.Thread(target=server.serve_forever, name="store-metrics-scrape", daemon=True)
             thread.start()
             self._server = server
             self.port = server.server_address[1]
@@ -429,7 +434,9 @@ class _Server(http.server.ThreadingHTTPServer):
 
         error = sys.exc_info()[1]
         if not isinstance(error, ConnectionError):
-            logs.once("exposition:serve", logging.ERROR, "store-metrics: the scrape endpoint failed: %r", error)
+            logs.once(
+                "exposition:serve", logging.ERROR, "store-metrics: the scrape endpoint failed: %r", error
+            )
 
 
 def _bucket(bounds: Sequence[float], value: float) -> int:
