@@ -93,7 +93,7 @@ class Exposition(TypedDict):
 
 def _series(emitter: object, series: int) -> list[object]:
     from store_metrics.catalogue import Outcome, Store, metric_for
-    from store_metrics.integration.task_tags import task_tags
+    from store_metrics.catalogue import task_tags
 
     metrics = [metric_for(Store.TASK, o) for o in (Outcome.WRITE, Outcome.READ_FOUND, Outcome.DELETE)]
     counters = []
@@ -133,7 +133,7 @@ def _body(response: bytes) -> bytes:
         raise RuntimeError(f"the endpoint answered {head[:200]!r} {rest[:500]!r}")
     if b"transfer-encoding: chunked" not in head.lower():
         return rest
-    out = []
+    out: list[bytes] = []
     while True:
         size_line, _, rest = rest.partition(b"\r\n")
         size = int(size_line, 16)

@@ -51,8 +51,11 @@ from prometheus_client.core import (
     InfoMetricFamily,
 )
 from prometheus_client.exposition import generate_latest
-from prometheus_client.openmetrics.exposition import ALLOWUTF8, UNDERSCORES, _escape, escape_label_name
-from prometheus_client.utils import floatToGoString
+from prometheus_client.openmetrics.exposition import UNDERSCORES, escape_label_name
+from prometheus_client.utils import floatToGoString as _float_to_go
+
+#: prometheus_client's formatting of a sample value (Go's float text: ``1.0``, ``1e+09``, ``+Inf``).
+floatToGoString: Callable[[float], str] = _float_to_go
 
 from ... import __version__, catalogue, logs
 from ...catalogue import Kind, Metric, full_name
@@ -87,7 +90,7 @@ def _label_value(value: Any) -> str:
 def _pairs(labels: Iterable[tuple[str, str]]) -> list[str]:
     """``name="value"`` items sorted by name, escaped as prometheus_client writes them."""
     return [
-        f'{escape_label_name(k, UNDERSCORES)}="{_escape(v, ALLOWUTF8, False)}"'
+        f'{escape_label_name(k, UNDERSCORES)}="{_escape_value(v)}"'
         for k, v in sorted(labels, key=lambda kv: kv[0])
     ]
 
@@ -103,7 +106,7 @@ def _text(families: Sequence[Any]) -> list[str]:
         def collect(self) -> Sequence[Any]:
             return families
 
-    return generate_latest(_Collector()).decode("utf-8").splitlines(keepends=True)  # type: ignore[arg-type]
+    return generate_latest(_Collector()).decode("utf-8").splitlines(keepends=True)
 
 
 class _Histogram:
