@@ -92,8 +92,7 @@ class Exposition(TypedDict):
 
 
 def _series(emitter: object, series: int) -> list[object]:
-    from store_metrics.catalogue import Outcome, Store, metric_for
-    from store_metrics.catalogue import task_tags
+    from store_metrics.catalogue import Outcome, Store, metric_for, task_tags
 
     metrics = [metric_for(Store.TASK, o) for o in (Outcome.WRITE, Outcome.READ_FOUND, Outcome.DELETE)]
     counters = []

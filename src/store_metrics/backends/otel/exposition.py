@@ -54,13 +54,13 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.openmetrics.exposition import UNDERSCORES, escape_label_name
 from prometheus_client.utils import floatToGoString as _float_to_go
 
-#: prometheus_client's formatting of a sample value (Go's float text: ``1.0``, ``1e+09``, ``+Inf``).
-floatToGoString: Callable[[float], str] = _float_to_go
-
 from ... import __version__, catalogue, logs
 from ...catalogue import Kind, Metric, full_name
 from ...counting.deltas import HistogramDelta, TagTuple
 from .instruments import METER_NAME
+
+#: prometheus_client's formatting of a sample value (Go's float text: ``1.0``, ``1e+09``, ``+Inf``).
+floatToGoString: Callable[[float], str] = _float_to_go
 
 #: Series per block: a block's totals are compared, its changed lines made, and it is joined and
 #: sent as one piece.
