@@ -154,7 +154,7 @@ class OtelBackend:
             where = "the MeterProvider passed in"
         elif self.exporter == "prometheus":
             address = f"{self.settings.prometheus_host}:{self.prometheus_port}"
-            where = f"prometheus scrape endpoint http://{address}/metrics"
+            where = f"prometheus scrape endpoint http://{address}/metrics ({self.exposition} exposition)"
         elif self.exporter == "otlp":
             where = f"otlp {self.otlp_protocol} to {self.otlp_endpoint()} ({self.temporality})"
         else:
