@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from .common import REPO_ROOT, log, rss_bytes, subprocess_env
 
@@ -81,6 +81,7 @@ class Arm(TypedDict):
     scrapes: list[Scrape]  # after the first, 1% of the series counted again before each
     join_seconds: float  # the same lines, made, joined (median of 5)
     render_seconds: list[float]  # native: the endpoint's time in render(), each scrape (first first)
+    render_memory_seconds: float  # native: the same rendering into a list, no socket (median of 3)
     rss_per_series: float  # bytes, from before the series were made to after the scrapes
     rss_exposition_per_series: float  # bytes, from after the series were made to after the scrapes
     load_average: list[float]
@@ -172,6 +173,33 @@ async def _scrape(url: str) -> tuple[Scrape, bytes]:
     return scrape, body
 
 
+def _time_renders(native: Any, rendering: list[float]) -> None:
+    """Record the endpoint's own time in render() (its thread, pauses included) on each scrape."""
+    render = native.render
+
+    def timed(*args: Any) -> None:
+        start = time.perf_counter()
+        render(*args)
+        rendering.append(round(time.perf_counter() - start, 4))
+
+    native.render = timed
+
+
+def _in_memory(native: Any, counters: list[Any]) -> list[float]:
+    """The same rendering into a list (no socket), 1% of the series moved before each: 3 times."""
+    from store_metrics.backends.otel.exposition import PAUSE
+
+    seconds = []
+    for n in range(3):
+        for counter in counters[n::100]:
+            counter.add(1)
+        sink: list[bytes] = []
+        start = time.perf_counter()
+        native.render(sink.append, lambda: time.sleep(PAUSE))
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
 async def _measure(mode: str, series: int, tmp: Path) -> Arm:
     from store_metrics.counting.runtime import create_emitter
     from testbed.ports import free_port
@@ -195,15 +223,7 @@ async def _measure(mode: str, series: int, tmp: Path) -> Arm:
     native = emitter.backend.native  # type: ignore[attr-defined]
     rendering: list[float] = []
     if native is not None:
-        # The endpoint's own time in render() (its thread, pauses included), beside the end-to-end time.
-        render = native.render
-
-        def timed(*args: object) -> None:
-            start = time.perf_counter()
-            render(*args)
-            rendering.append(round(time.perf_counter() - start, 4))
-
-        native.render = timed
+        _time_renders(native, rendering)
     url = f"http://127.0.0.1:{emitter.backend.prometheus_port}/metrics"  # type: ignore[attr-defined]
     idle: list[float] = []
 
@@ -240,6 +260,7 @@ async def _measure(mode: str, series: int, tmp: Path) -> Arm:
         scrapes.append(scrape)
     if body != text and len(body) != len(text):
         raise RuntimeError("the scrapes' texts differ in length from the first's")
+    in_memory = _in_memory(native, counters[SCRAPES:]) if native is not None else []
     lines = text.decode("utf-8").splitlines(keepends=True)
     joins = []
     for _ in range(5):
@@ -255,6 +276,7 @@ async def _measure(mode: str, series: int, tmp: Path) -> Arm:
         "scrapes": scrapes,
         "join_seconds": round(statistics.median(joins), 5),
         "render_seconds": rendering,
+        "render_memory_seconds": round(statistics.median(in_memory), 4) if in_memory else 0.0,
         "rss_per_series": round(rss_per_series, 1),
         "rss_exposition_per_series": round(rss_exposition, 1),
         "load_average": [round(x, 2) for x in os.getloadavg()],
