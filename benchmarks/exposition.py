@@ -80,7 +80,8 @@ class Arm(TypedDict):
     first: Scrape
     scrapes: list[Scrape]  # after the first, 1% of the series counted again before each
     join_seconds: float  # the same lines, made, joined (median of 5)
-    render_seconds: list[float]  # native: the endpoint's time in render(), each scrape (first first)
+    render_seconds: list[float]  # native: the endpoint's time in render(): the first scrape, the
+    # later scrapes, then the renderings into memory
     render_memory_seconds: float  # native: the same rendering into a list, no socket (median of 3)
     rss_per_series: float  # bytes, from before the series were made to after the scrapes
     rss_exposition_per_series: float  # bytes, from after the series were made to after the scrapes

@@ -301,9 +301,9 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "how a scrape endpoint of `otel_exporter = prometheus` (each API server worker's) is served: "
         "`native` writes the OpenTelemetry exporter's text itself, making again only the lines whose "
         "value changed, on the endpoint's own thread with a pause every few milliseconds of work (150,000 "
-        "series: 0.07 s a scrape, the worker's event loop not held beyond its idle floor); `otel` is the "
-        "OpenTelemetry SDK's Prometheus exporter (OpenMetrics and gzip on request; at 50,000 series 5 s a "
-        "scrape, the loop held about 0.5 s). A `MeterProvider` that is not the plugin's own is always "
+        "series: 0.06 s a scrape, the worker's event loop not held beyond its idle floor); `otel` is the "
+        "OpenTelemetry SDK's Prometheus exporter (OpenMetrics and gzip on request; at 50,000 series 2 s a "
+        "scrape, the loop held about 0.2 s). A `MeterProvider` that is not the plugin's own is always "
         "read by the SDK ([Count at the API server](count-at-api-server.md#the-scrape-endpoint))",
         backends={_OTEL: "exposition"},
     ),
