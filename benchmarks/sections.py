@@ -51,6 +51,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("statsd_flush", "benchmarks.statsd_flush:run", "benchmarks.report.statsd_flush:render", plain_quick=False),  # noqa: E501
     Section("ui_threads", "benchmarks.ui_threads:run", "benchmarks.report.ui_threads:render"),
     Section("traces", "benchmarks.traces:run", title="15. Traces: per-call cost with spans off and on"),
+    Section("exposition", "benchmarks.exposition:run", "benchmarks.report.exposition:render", plain_quick=False),  # noqa: E501
 )
 # fmt: on
 

@@ -53,6 +53,7 @@ class OptionValues:
     stall_tick_ms: float = default("stall_tick_ms")
     stall_threshold_ms: float = default("stall_threshold_ms")
     server_prometheus_port: int = default("server_prometheus_port")
+    server_exposition: str = default("server_exposition")
     worker_label: str = default("worker_label")
     traces: str = default("traces")
     traces_keys: bool = default("traces_keys")

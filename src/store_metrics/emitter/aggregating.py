@@ -109,6 +109,11 @@ class AggregatingEmitter:
         """
         return self._registry.totals(metric)
 
+    def series_of(self, metric: Metric) -> list[Series]:
+        """Every series of ``metric`` in this process, in the order they were made: what the native
+        scrape endpoint reads (counters' ``total``, and its cached line on each counter series)."""
+        return self._registry.series_of(metric)
+
     def snapshot(self) -> dict[tuple[str, TagTuple], int]:
         """Every non-zero counter and histogram count, keyed by (unprefixed name, tags)."""
         return self._registry.snapshot()

@@ -78,6 +78,11 @@ class SeriesRegistry:
             series = list(self._by_metric.get(metric.name, ()))
         return [(s.tags, count) for s in series if (count := s.count)]
 
+    def series_of(self, metric: Metric) -> list[Series]:
+        """Every series of ``metric``, in the order they were made (a copy of the list)."""
+        with self._lock:
+            return list(self._by_metric.get(metric.name, ()))
+
     def snapshot(self) -> dict[tuple[str, TagTuple], int]:
         """Every non-zero count, keyed by (unprefixed name, tags): counters and histograms."""
         return {(s.metric.name, s.tags): count for s in self._all() if (count := s.count)}

@@ -34,12 +34,16 @@ Gauges are pushed once per flush and set on an SDK ``Gauge``. The API server's e
 ``cumulative`` temporality and its worker identity as ``service.instance.id``; with
 ``otel_exporter = prometheus`` each worker serves its own endpoint, on the first free port from
 ``server_prometheus_port`` up.
+
+With ``otel_exporter = prometheus`` and our own provider, ``server_exposition = native`` (the
+default) serves that endpoint without the SDK: the same text, rendered incrementally off any
+event loop (:mod:`.exposition`); ``otel`` keeps the SDK's ``PrometheusMetricReader``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics as otel_metrics
 from opentelemetry.sdk.metrics import MeterProvider
@@ -63,6 +67,9 @@ from .options import (
     TEMPORALITIES,
     OtelOptions,
 )
+
+if TYPE_CHECKING:
+    from .exposition import NativeExposition
 
 __all__ = [
     "DEFAULT_FLUSH_INTERVAL",
@@ -102,6 +109,8 @@ class OtelBackend:
         # The attributes dict of each tag set, made once: record_histogram runs on the API
         # server's request path. Bounded like the emitter's series.
         self._attributes: dict[TagTuple, dict[str, str]] = {}
+        #: The native scrape endpoint, while open (``server_exposition = native``).
+        self.native: NativeExposition | None = None
 
     # -- describing --------------------------------------------------------------------------
 
@@ -145,7 +154,7 @@ class OtelBackend:
             where = "the MeterProvider passed in"
         elif self.exporter == "prometheus":
             address = f"{self.settings.prometheus_host}:{self.prometheus_port}"
-            where = f"prometheus scrape endpoint http://{address}/metrics"
+            where = f"prometheus scrape endpoint http://{address}/metrics ({self.exposition} exposition)"
         elif self.exporter == "otlp":
             where = f"otlp {self.otlp_protocol} to {self.otlp_endpoint()} ({self.temporality})"
         else:
@@ -159,7 +168,23 @@ class OtelBackend:
         if self._given_provider is None:
             self.own.prepare()
 
+    @property
+    def exposition(self) -> str:
+        """``native`` or ``otel``: how the scrape endpoint is served (``otel`` unless ours and prometheus)."""
+        return "native" if self._native_applies() else "otel"
+
+    def _native_applies(self) -> bool:
+        return (
+            self.settings.exporter == "prometheus"
+            and self.settings.exposition == "native"
+            and self._given_provider is None
+            and (self._owned or not isinstance(otel_metrics.get_meter_provider(), MeterProvider))
+        )
+
     def open(self, source: TotalsSource) -> None:
+        if self._native_applies() and hasattr(source, "series_of"):
+            self._open_native(source)
+            return
         provider = self._given_provider
         if provider is None and not self._owned:
             current = otel_metrics.get_meter_provider()
@@ -176,8 +201,30 @@ class OtelBackend:
         self._source = source
         self._instruments = instruments
 
+    def _open_native(self, source: Any) -> None:
+        settings = self.settings
+        native = self.native
+        if native is None:
+            # Imported here: it needs the prometheus exporter's packages, which OTLP users may lack.
+            from .exposition import NativeExposition
+
+            resource = self.own.resource()
+            native = NativeExposition(settings.prefix, resource.attributes)
+            native.attach(source)
+            self.own.prometheus_port = native.serve(
+                settings.prometheus_host, settings.prometheus_port, settings.prometheus_port_tries
+            )
+            self.native = native
+        else:
+            native.attach(source)
+        self._owned = True
+        self._source = source
+
     def record_histogram(self, metric: Metric, tags: TagTuple, value: float) -> None:
         """Record one observation into the SDK histogram, on the caller's thread (in memory)."""
+        if self.native is not None:
+            self.native.record_histogram(metric, tags, value)
+            return
         instruments = self._instruments
         if instruments is None:
             raise RuntimeError("the otel backend is not open in this process")
@@ -196,6 +243,14 @@ class OtelBackend:
     def export(self, deltas: Sequence[Delta]) -> None:
         # Counters are read by their callbacks; gauges, and histogram observations made before
         # the backend was open in this process, are pushed here.
+        native = self.native
+        if native is not None:
+            for delta in deltas:
+                if isinstance(delta, HistogramDelta):
+                    native.add_histogram(delta)
+                elif isinstance(delta, GaugeValue):
+                    native.set_gauge(delta.metric, delta.tags, delta.value)
+            return
         instruments = self._instruments
         if instruments is None:
             raise RuntimeError("the otel backend is not open in this process")
@@ -221,12 +276,18 @@ class OtelBackend:
             instruments.gauge(delta.metric).set(delta.value, dict(delta.tags))
 
     def force_flush(self, timeout: float) -> None:
+        if self.native is not None:
+            return
         if self._owned:
             self.own.force_flush(timeout)
         elif self._provider is not None:
             _provider.flush(self._provider, timeout)
 
     def close(self, timeout: float) -> None:
+        if self.native is not None:
+            native, self.native = self.native, None
+            native.close()
+            return
         if self._instruments is not None and self._source is not None:
             self._instruments.observed.detach(self._source)
         if self._owned:
@@ -237,6 +298,12 @@ class OtelBackend:
             self._provider = None
 
     def after_fork_in_child(self) -> None:
+        if self.native is not None:
+            # The parent's endpoint is the parent's: the child serves its own on open().
+            self.native.after_fork_in_child()
+            self.native = None
+            self.own.after_fork_in_child()
+            return
         if self._owned:
             # The child gets a provider (and service.instance.id) of its own on open().
             self.own.after_fork_in_child()
@@ -257,6 +324,7 @@ def create(
     max_series: int = DEFAULT_MAX_SERIES,
     instance_id: str = default("instance_id"),
     prometheus_port_tries: int = default("prometheus_port_tries"),
+    exposition: str = default("server_exposition"),
 ) -> OtelBackend:
     """Check the options and build the backend (no I/O; :meth:`OtelBackend.open` registers).
 
@@ -274,6 +342,7 @@ def create(
         service_name=service_name,
         max_series=max_series,
         instance_id=instance_id,
+        exposition=exposition,
     )
     backend = OtelBackend(settings, meter_provider)
     if meter_provider is None and not isinstance(otel_metrics.get_meter_provider(), MeterProvider):

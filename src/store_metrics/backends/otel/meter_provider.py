@@ -95,6 +95,10 @@ class OwnProvider:
         if self.settings.exporter == "otlp" and self._prepared_exporter is None:
             self._prepared_exporter = self._otlp_exporter()
 
+    def resource(self) -> Resource:
+        """This process's resource (``service.instance.id`` and the rest), as the provider gets it."""
+        return self._resource()
+
     def _resource(self) -> Resource:
         prepared, self._prepared_resource = self._prepared_resource, None
         if prepared is not None and self._prepared_pid == os.getpid():

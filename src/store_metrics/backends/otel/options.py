@@ -13,6 +13,7 @@ from ...config import options, validate
 
 # Every option's accepted values and default come from the one option table.
 EXPORTERS = options.OTEL_EXPORTERS
+EXPOSITIONS = options.SERVER_EXPOSITIONS
 TEMPORALITIES = options.OTEL_TEMPORALITIES
 OTLP_PROTOCOLS = ("http/protobuf", "grpc")
 DEFAULT_PROMETHEUS_PORT: int = options.default("prometheus_port")
@@ -47,6 +48,8 @@ class OtelOptions:
     instance_id: str
     #: ``http/protobuf`` or ``grpc`` with the ``otlp`` exporter, else empty.
     otlp_protocol: str
+    #: ``native`` or ``otel``: how the ``prometheus`` exporter's endpoint is served.
+    exposition: str = "native"
 
     @classmethod
     def checked(
@@ -62,6 +65,7 @@ class OtelOptions:
         service_name: str,
         max_series: int,
         instance_id: str,
+        exposition: str = "native",
     ) -> OtelOptions:
         exporter = validate.choice("otel_exporter", exporter, EXPORTERS)
         return cls(
@@ -77,6 +81,7 @@ class OtelOptions:
             instance_id=instance_id,
             # Read now so a bad OTEL_EXPORTER_OTLP_PROTOCOL is a configuration-time error.
             otlp_protocol=otlp_protocol_from_env() if exporter == "otlp" else "",
+            exposition=validate.choice("server_exposition", exposition, EXPOSITIONS),
         )
 
     def otlp_endpoint(self) -> str:
