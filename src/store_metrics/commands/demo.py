@@ -135,6 +135,10 @@ def _prepare_environment(home: Path, host: str, port: int, statsd_port: int | No
         "AIRFLOW__STORE_METRICS__ENABLED": "true",
         "AIRFLOW__STORE_METRICS__BACKEND": "otel",
         "AIRFLOW__STORE_METRICS__OTEL_EXPORTER": "prometheus",
+        # The SDK's exporter: the demo puts the API server's and the footprint's emitters on the
+        # tasks' provider too (one endpoint for the whole dashboard); the native exposition serves
+        # one emitter's series.
+        "AIRFLOW__STORE_METRICS__SERVER_EXPOSITION": "otel",
         "AIRFLOW__STORE_METRICS__PROMETHEUS_HOST": host,
         "AIRFLOW__STORE_METRICS__PROMETHEUS_PORT": str(port),
         "AIRFLOW__STORE_METRICS__PREFIX": "airflow",
