@@ -29,6 +29,8 @@ each bucket's observations as its mean, so counts and sums are exact.
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +38,7 @@ from airflow.sdk.observability import stats
 
 from .. import logs
 from ..catalogue import Metric
-from ..config.auto_backend import NONE, AirflowMetrics, read_airflow_metrics
+from ..config.auto_backend import NONE, STATSD, AirflowMetrics, read_airflow_metrics
 from ..counting.contracts import TotalsSource
 from ..counting.deltas import Buckets, CounterDelta, Delta, GaugeValue, HistogramDelta, TagTuple, bucket_mean
 from ..errors import PartialExport
@@ -85,6 +87,40 @@ def _rest_of(delta: HistogramDelta, bucket: int, sent: int) -> HistogramDelta:
     return delta._replace(buckets=Buckets(buckets.bounds, counts, sums))
 
 
+#: What Airflow's StatsD client takes in a stat once it has appended the InfluxDB tags (its
+#: ``stat_name_default_handler`` with ``statsd_influxdb_enabled``: ASCII letters, digits, ``_ . - /``
+#: and the tags' ``,`` and ``=``); it drops the whole stat, with an error, over anything else.
+_REFUSED_BY_AIRFLOW_STATSD = re.compile(r"[^A-Za-z0-9_.\-]")
+#: The value length the earlier tag rule kept (Airflow also refuses a stat over 250 characters).
+_AIRFLOW_STATSD_VALUE_LENGTH = 200
+
+
+def _plain_dict(tags: TagTuple) -> dict[str, str]:
+    # A fresh dict each time: Airflow's loggers are handed it and may keep or change it.
+    return dict(tags)
+
+
+def _airflow_statsd_dict(tags: TagTuple) -> dict[str, str]:
+    """The tags as Airflow's StatsD client with InfluxDB tags takes them: every other character
+    ``_`` (the earlier tag rule), so the count arrives rather than being dropped by Airflow."""
+    out = {}
+    for key, value in tags:
+        safe = _REFUSED_BY_AIRFLOW_STATSD.sub("_", value)[:_AIRFLOW_STATSD_VALUE_LENGTH]
+        if safe != value:
+            logs.once(
+                "airflow-statsd-tag-values",
+                logging.WARNING,
+                "store-metrics: backend = airflow sends through Airflow's StatsD client, which drops "
+                "any stat whose tags hold more than ASCII letters, digits, '_', '.' and '-': such tag "
+                "values (e.g. %s=%r) are sent with '_' in place of the rest, so two ids can share a "
+                "series on this path; backend = statsd sends every id as it is (said once)",
+                key,
+                value,
+            )
+        out[key] = safe
+    return out
+
+
 class AirflowStatsBackend:
     """Pushes deltas through ``airflow.sdk.observability.stats``; histograms live through ``stats.timing``."""
 
@@ -104,8 +140,15 @@ class AirflowStatsBackend:
         """Whether Airflow's ``[metrics]`` enables no backend, so the sums would go nowhere."""
         return _airflow_metrics().sender == NONE
 
+    #: How a series' tags are handed to Airflow (see :func:`_airflow_statsd_dict`), set at open().
+    _tag_dict = staticmethod(_plain_dict)
+
     def open(self, source: TotalsSource) -> None:
         from airflow.sdk._shared.observability.metrics import stats as shared_stats
+
+        airflow = _airflow_metrics()
+        if airflow.sender == STATSD and not airflow.drops_all_tags:
+            self._tag_dict = _airflow_statsd_dict
 
         # A task process has initialised Airflow's stats already; other processes (dag.test(),
         # the `check` command) may not have, and would silently drop everything.
@@ -120,8 +163,7 @@ class AirflowStatsBackend:
         _build_client_now(shared_stats)
 
     def record_histogram(self, metric: Metric, tags: TagTuple, value: float) -> None:
-        # A fresh dict each time: Airflow's loggers are handed it and may keep or change it.
-        stats.timing(metric.name, value, tags=dict(tags))
+        stats.timing(metric.name, value, tags=self._tag_dict(tags))
 
     def export(self, deltas: Sequence[Delta]) -> None:
         for done, delta in enumerate(deltas):
@@ -136,13 +178,12 @@ class AirflowStatsBackend:
                     raise
                 raise PartialExport(deltas[done:], f"{type(exc).__name__}: {exc}") from exc
 
-    @staticmethod
-    def _send(delta: Delta) -> None:
+    def _send(self, delta: Delta) -> None:
         name = delta.metric.name
         if isinstance(delta, CounterDelta):
-            stats.incr(name, count=delta.value, tags=dict(delta.tags))
+            stats.incr(name, count=delta.value, tags=self._tag_dict(delta.tags))
         elif isinstance(delta, GaugeValue):
-            stats.gauge(name, delta.value, tags=dict(delta.tags))
+            stats.gauge(name, delta.value, tags=self._tag_dict(delta.tags))
         else:
             # Observed before the backend was open in this process: one call per observation.
             buckets = delta.buckets
@@ -152,7 +193,7 @@ class AirflowStatsBackend:
                 value = bucket_mean(buckets, i)
                 for sent in range(n):
                     try:
-                        stats.timing(name, value, tags=dict(delta.tags))
+                        stats.timing(name, value, tags=self._tag_dict(delta.tags))
                     except Exception as exc:
                         if not sent and not any(buckets.counts[:i]):
                             raise  # nothing of this delta went
