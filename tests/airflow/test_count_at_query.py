@@ -52,7 +52,7 @@ SHARED_TAGS = {
     "run_type": "asset_triggered",
     "operator": "OperatorShared",
 }
-UNKNOWN = {"dag_id": "unknown", "task_id": "unknown", "run_type": "unknown", "operator": "unknown"}
+UNKNOWN = {"dag_id": "<unknown>", "task_id": "<unknown>", "run_type": "<unknown>", "operator": "<unknown>"}
 
 
 def rows() -> list[tuple[str, list[Any]]]:

@@ -64,7 +64,7 @@ def test_team_name_is_a_tag_only_when_the_run_has_one() -> None:
 
 
 def test_a_missing_dag_run_is_run_type_unknown() -> None:
-    assert task_listener.tags_for(ti(), {})["run_type"] == "unknown"
+    assert task_listener.tags_for(ti(), {})["run_type"] == "<unknown>"
     assert task_listener.tags_for(ti(), {})["dag_id"] == "fallback_dag"
 
 
