@@ -355,8 +355,8 @@ def test_without_lifespan_the_first_request_starts_the_monitor(metrics: ServerMe
 
 def test_switched_off_the_middleware_only_passes_requests_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reader, "read_options", lambda: reader.OptionValues(server_metrics=False))
-    monkeypatch.setattr(server.metrics, "_decided_pid", 0)
-    monkeypatch.setattr(server.metrics, "_active", None)
+    monkeypatch.setattr(server.worker_metrics, "_decided_pid", 0)
+    monkeypatch.setattr(server.worker_metrics, "_active", None)
 
     async def run() -> list[dict[str, Any]]:
         app = Starlette(routes=build(None).routes, middleware=[Middleware(StateStoreRouteMetrics)])

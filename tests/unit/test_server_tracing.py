@@ -287,10 +287,10 @@ def test_traces_on_without_a_tracer_provider_says_so_and_traces_nothing(
 def test_with_traces_off_the_worker_serves_with_the_untraced_classes(
     emitter: AggregatingEmitter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from store_metrics.server import metrics
+    from store_metrics.server import worker_metrics
 
     monkeypatch.setenv("AIRFLOW__STORE_METRICS__TRACES", "off")
-    assert metrics._route_tracing("off") is None
+    assert worker_metrics._route_tracing("off") is None
     assert type(ServerMetrics(emitter, "w-1", tick_ms=10, threshold_ms=100)).serve is ServerMetrics.serve
 
 
@@ -336,7 +336,9 @@ def test_the_counts_are_the_same_with_traces_on_and_off(tmp_path: Path) -> None:
                 assert await calls.drain(5)
 
             asyncio.run(run())
-            return {k: v for k, v in em.snapshot().items() if not k[0].startswith("api_server.state_store.")}
+            # The task side's counters (the route metrics time requests, the stall monitor the loop:
+            # what a loaded machine does to them is no part of tracing).
+            return {k: v for k, v in em.snapshot().items() if not k[0].startswith("api_server.")}
         finally:
             em.close(1)
 

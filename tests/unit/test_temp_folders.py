@@ -306,14 +306,14 @@ def test_a_link_planted_as_a_slots_file_is_not_followed(tmp_path: Path) -> None:
 
 _NO_TEMP = """
 import tempfile, uuid
-from store_metrics.server import metrics
+from store_metrics.server import worker_metrics
 from store_metrics.server.retries import HostClaims
 try:
     tempfile.gettempdir()
     raise SystemExit("a temp directory is usable")
 except FileNotFoundError:
     pass
-m = metrics.server_metrics()
+m = worker_metrics.server_metrics()
 print("->", m.worker if m else "off", HostClaims().claim(uuid.uuid4()))
 """
 

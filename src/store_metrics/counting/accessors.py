@@ -36,20 +36,9 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from ..catalogue import OPERATION, Operation, Outcome, Store, metric_for, retry_metric
+from ..catalogue import OPERATION, Operation, Outcome, Store, metric_for
 from .contracts import Emitter
-
-
-class _Absent:
-    """The private default handed to the inner ``get``: never equal to a stored value."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<store_metrics absent>"
-
-
-_ABSENT: Any = _Absent()
+from .reads import _ABSENT, FirstRead
 
 
 class InstrumentedStore:
@@ -252,31 +241,6 @@ class InstrumentedAsyncStore(InstrumentedStore):
             raise
         self._clear()
         return result
-
-
-class FirstRead:
-    """A retried attempt's one decision: the counter its first answered read bumps, taken once.
-
-    ``list.pop`` is atomic, so when threads or coroutines read at once exactly one of them takes it.
-    """
-
-    __slots__ = ("_pending",)
-
-    def __init__(self, emitter: Emitter, tags: Mapping[str, str]) -> None:
-        resumed = emitter.counter(retry_metric(True), tags).add
-        not_resumed = emitter.counter(retry_metric(False), tags).add
-        self._pending = [(resumed, not_resumed)]
-
-    def decide(self, found: bool) -> None:
-        try:
-            resumed, not_resumed = self._pending.pop()
-        except IndexError:
-            return  # decided by an earlier read
-        (resumed if found else not_resumed)()
-
-    @property
-    def decided(self) -> bool:
-        return not self._pending
 
 
 def _retried_answer(self: Any, value: Any, default: Any) -> Any:

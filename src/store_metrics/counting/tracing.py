@@ -30,7 +30,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from ..catalogue import Store
-from .accessors import _ABSENT, FirstRead
+from .reads import _ABSENT, FirstRead
 
 DB_SYSTEM_NAME: Final = "db.system.name"
 DB_COLLECTION_NAME: Final = "db.collection.name"

@@ -36,9 +36,10 @@ from __future__ import annotations
 
 from .attribution import UNKNOWN_TAGS, WATCHER_TAGS, lookup_task_instance, requester
 from .loop_monitor import LoopMonitor
-from .metrics import ServerMetrics, server_metrics, worker_identity
+from .metrics import ServerMetrics, worker_identity
 from .middleware import StateStoreRouteMetrics
 from .store_calls import StoreCalls
+from .worker_metrics import server_metrics
 
 #: What the rest of the package (the plugin, the demo, the benchmarks) uses; the route table, the
 #: cache and the lookups stay in their modules.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from .. import logs
-from .metrics import ServerMetrics, server_metrics
+from .metrics import ServerMetrics
 from .routes import (
     EXECUTION_API_MOUNT,
     MARK,
@@ -24,6 +24,7 @@ from .routes import (
     route_of,
     route_path,
 )
+from .worker_metrics import server_metrics
 
 
 class StateStoreRouteMetrics:
