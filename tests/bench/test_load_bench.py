@@ -50,7 +50,7 @@ def test_quick_load_section_runs_and_its_counts_add_up() -> None:
         assert "(lost 0, twice 0)" in rows[name], rows[name]  # cumulative: everything, once
     for name in FAULTS[:2]:
         assert "twice 0)" in rows[name], rows[name]  # UDP and a killed worker lose, never double
-    assert verdicts(out).count("| 7. ") == 17
+    assert verdicts(out).count("| 7. ") == 18
     assert "| 7. load: server totals = client totals per (store, operation, outcome), every block |" in out
 
 

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 import uuid
 
+from store_metrics import catalogue
 from support.totals import totals
 from testbed.udp import UdpReceiver
 from testbed.waiting import wait_until
@@ -20,10 +21,10 @@ from testbed.waiting import wait_until
 MARKER_SERIES = (
     "airflow.task_state_store.error",
     (
-        ("dag_id", "unknown"),
-        ("task_id", "unknown"),
-        ("run_type", "unknown"),
-        ("operator", "unknown"),
+        ("dag_id", catalogue.UNKNOWN),
+        ("task_id", catalogue.UNKNOWN),
+        ("run_type", catalogue.UNKNOWN),
+        ("operator", catalogue.UNKNOWN),
         ("operation", "get"),
     ),
 )
