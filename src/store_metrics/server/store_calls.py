@@ -8,7 +8,7 @@ counted by a background task once the query has answered. Nothing waits for it: 
 which has been sent, and not the server's next request. The waiting is bounded: past
 :data:`MAX_WAITING` requests waiting, or :data:`MAX_PENDING_LOOKUPS` task instances being looked up
 (a database that hangs: 20,000 requests of 500 task instances once left 20,000 waiting tasks), a
-request is counted at once as ``dag_id=unknown`` (said once in the log, and in the shutdown line).
+request is counted at once as ``dag_id=<unknown>`` (said once in the log, and in the shutdown line).
 
 A retried attempt's first answered task store read is also counted once as ``retry_resumed`` or
 ``retry_not_resumed`` (:mod:`.retries`): the worker notes each task instance's first answered read
@@ -147,7 +147,7 @@ class StoreCalls:
             logging.WARNING,
             "store-metrics: the API server's metadata lookups are behind (%d requests waiting, %d task "
             "instances being looked up: the caps are %d and %d); requests past them are counted as "
-            "dag_id=unknown until the database answers again (said once; the shutdown line counts them)",
+            "dag_id=<unknown> until the database answers again (said once; the shutdown line counts them)",
             len(self._later),
             self.lookups.pending,
             self.max_waiting,
