@@ -16,7 +16,7 @@ from dataclasses import dataclass
 __all__ = ["COMPONENTS", "Family", "calls", "exposition", "openmetrics"]
 
 TASK = 'dag_id="etl",task_id="extract",run_type="scheduled",operator="PythonOperator"'
-WATCHER = 'dag_id="none",task_id="orders",run_type="asset_watcher",operator="SqsTrigger"'
+WATCHER = 'dag_id="<none>",task_id="orders",run_type="asset_watcher",operator="SqsTrigger"'
 WORKER = 'worker="api-0"'
 FOOTPRINT_TASK = 'dag_id="etl",task_id="extract"'
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from store_metrics import catalogue
 from support.exported import export_files
 from support.prometheus import PrometheusServer
 from testbed.waiting import poll
@@ -136,7 +137,7 @@ def demo_model(runs: int) -> Model:
     add_demo_retries(model)
     # The demo's asset watcher, run the triggerer's way: its watermark is absent once, then found.
     watcher = {
-        "dag_id": "none",
+        "dag_id": catalogue.DAG_ID_NONE,
         "task_id": "example_queue",
         "run_type": "asset_watcher",
         "operator": "QueueWatermarkTrigger",
