@@ -9,7 +9,6 @@ why SECURITY.md asks for a role that may only ``SELECT``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -61,18 +60,6 @@ def test_count_at_api_server_reads_the_attempt_and_its_run(monkeypatch: pytest.M
     monkeypatch.setenv("AIRFLOW__CORE__MULTI_TEAM", "True")
     multi_team = tables(attribution._attempt_statement(TaskInstance, TaskInstance.id))
     assert multi_team == {"task_instance", "dag_run", "dag", "dag_bundle", "dag_bundle_team", "team"}
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[ThrowawayPostgres]:
-    why = ThrowawayPostgres.unavailable()
-    if why:
-        pytest.skip(why)
-    server = ThrowawayPostgres().init()
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def test_on_postgresql_the_transaction_is_read_only(postgres: ThrowawayPostgres) -> None:

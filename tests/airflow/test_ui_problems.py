@@ -33,18 +33,6 @@ def settings(**env: str) -> OptionValues:
     return read_options(environment_reader(environ), environ=environ)
 
 
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[ThrowawayPostgres]:
-    why = ThrowawayPostgres.unavailable()
-    if why:
-        pytest.skip(why)
-    server = ThrowawayPostgres().init()
-    try:
-        yield server
-    finally:
-        server.close()
-
-
 class Said(logging.Handler):
     """What store-metrics logs, whatever Airflow's logging set up does with it."""
 
