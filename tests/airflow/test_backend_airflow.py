@@ -205,7 +205,9 @@ _UNICODE = textwrap.dedent(
     import store_metrics
     from store_metrics import catalogue
     emitter = store_metrics.configure("airflow", flush_interval=60)
-    tags = catalogue.task_tags(dag_id="données_2024", task_id="tâche", run_type="manual", operator="X")
+    tags = catalogue.task_tags(
+        dag_id="données_2024", task_id="tâche", run_type="manual", operator="X", team_name="équipe-ü"
+    )
     emitter.counter(catalogue.get("task_state_store.write"), tags).add(2)
     assert emitter.flush(10.0)
     """
@@ -216,9 +218,16 @@ def test_an_id_airflows_statsd_client_would_drop_still_arrives(
     udp_receiver: UdpReceiver, tmp_path: Path
 ) -> None:
     """Airflow's StatsD client refuses a tagged stat with a non-ASCII character (it logs an error and
-    sends nothing): through backend = airflow the count arrives, its values as Airflow takes them."""
+    sends nothing): through backend = airflow the count arrives, its values (team_name's too) as Airflow
+    takes them."""
     pytest.importorskip("airflow.sdk.observability")
     run_with_airflow_statsd(_UNICODE, tmp_path, udp_receiver.port)
     (line,) = udp_receiver.wait_for_lines(1, containing="state_store")
-    tags = {"dag_id": "donn_es_2024", "task_id": "t_che", "run_type": "manual", "operator": "X"}
+    tags = {
+        "dag_id": "donn_es_2024",
+        "task_id": "t_che",
+        "run_type": "manual",
+        "operator": "X",
+        "team_name": "_quipe-_",
+    }
     assert parse_influx(line) == ("airflow.task_state_store.write", tags, 2)
