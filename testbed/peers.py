@@ -87,7 +87,9 @@ class Pin:
     ``programs`` pairs each binary's name with its Go package (empty for the ocb-built Collector);
     ``embed_placeholders`` are directories (relative to the module) that a ``//go:embed`` needs but
     the module's zip does not ship (built UI assets): the build copies the module and puts a
-    placeholder page there.
+    placeholder page there. ``module_versions`` (ocb only) pairs a component module with the version
+    the manifest takes for it instead of the release: one the module proxy does not serve at the
+    release (minimal version selection then lifts what it shares with the others to the release).
     """
 
     peer: str
@@ -102,6 +104,7 @@ class Pin:
     embed_placeholders: tuple[str, ...] = ()
     version_package: str = "github.com/prometheus/common/version"
     version_args: tuple[str, ...] = ("--version",)
+    module_versions: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -122,6 +125,7 @@ _PROM_PROGRAMS = (("prometheus", f"{_PROM}/cmd/prometheus"), ("promtool", f"{_PR
 _PROM_TAGS = ("netgo", "remove_all_sd")
 _STATSD = "github.com/prometheus/statsd_exporter"
 _AM = "github.com/prometheus/alertmanager"
+_LOADBALANCING = "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
 
 PINS: tuple[Pin, ...] = (
     Pin(
@@ -153,8 +157,10 @@ PINS: tuple[Pin, ...] = (
         programs=(("otelcol", ""),),
         why="the newest Collector release (ocb v0.165.0; contrib's v0.165.1 is a patch of its own "
         "modules): every component of collector/otel-collector.yaml resolves at v0.165.0, "
-        "ocb's go mod tidy included",
+        "ocb's go mod tidy included; the module proxy serves the loadbalancing exporter (the "
+        "scaled-out front tier) at v0.161.0 at the newest (not v0.162.0-v0.165.1)",
         builder="ocb",
+        module_versions=((_LOADBALANCING, "v0.161.0"),),
     ),
     Pin(
         peer="otelcol",
@@ -287,7 +293,7 @@ def recipe_digest(pin: Pin) -> str:
     fields.pop("roles")
     # Fields added after the first pins were cached: left out at their defaults, so adding them
     # rebuilt nothing.
-    for name in ("version_package", "version_args"):
+    for name in ("version_package", "version_args", "module_versions"):
         if fields[name] == _PIN_DEFAULTS[name]:
             fields.pop(name)
     fields["revision"] = RECIPE_REVISION
@@ -604,6 +610,19 @@ def build_ours(pin: Pin, go: GoWork, out: Path) -> None:
     )
 
 
+def ocb_manifest(pin: Pin, output_path: Path) -> str:
+    """``testbed/otelcol-builder.yaml`` filled in for ``pin``, with its ``module_versions``."""
+    manifest = OCB_TEMPLATE.read_text().format(
+        name=OTELCOL_DIST, output_path=output_path, version=pin.version, release=pin.module_version
+    )
+    for module, version in pin.module_versions:
+        line = f"gomod: {module} {pin.module_version}\n"
+        if line not in manifest:
+            raise PeerBuildError(f"{OCB_TEMPLATE.name} has no {module} to take at {version}")
+        manifest = manifest.replace(line, f"gomod: {module} {version}\n")
+    return manifest
+
+
 def build_ocb(pin: Pin, go: GoWork, out: Path) -> None:
     """The Collector's way: build its builder (ocb) at the pinned release, then let ocb generate
     and compile a distribution from ``testbed/otelcol-builder.yaml`` (ocb sets ``CGO_ENABLED=0``,
@@ -618,9 +637,7 @@ def build_ocb(pin: Pin, go: GoWork, out: Path) -> None:
     """
     write_gomod(go.work, pin, [])
     go.run(go.go, "build", "-trimpath", "-o", str(go.work / "ocb"), OCB_MODULE)
-    manifest = OCB_TEMPLATE.read_text().format(
-        name=OTELCOL_DIST, output_path=go.work / "dist", version=pin.version, release=pin.module_version
-    )
+    manifest = ocb_manifest(pin, go.work / "dist")
     (go.work / "manifest.yaml").write_text(manifest)
     ocb = [str(go.work / "ocb"), "--config", str(go.work / "manifest.yaml")]
     try:
