@@ -136,5 +136,5 @@ def test_the_front_collectors_resolver_follows_the_settings() -> None:
 
 
 def test_a_resolver_that_takes_one_name_refuses_a_list() -> None:
-    with pytest.raises(ValueError, match="collector_backends.*names several hosts.*dns takes one name"):
+    with pytest.raises(ValueError, match=r"collector_backends.*names several hosts.*dns takes one name"):
         settings.resolve({"collector_resolver": "dns"})
