@@ -67,6 +67,8 @@ SETUP_HINT = "scripts/setup dev"
 # Bump when the way a pin is built changes: every cached build is then rebuilt once.
 RECIPE_REVISION = 1
 OCB_MODULE = "go.opentelemetry.io/collector/cmd/builder"
+#: The contrib loadbalancing exporter (the scaled-out Collector tier's front).
+LOADBALANCING = "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
 OCB_TEMPLATE = Path(__file__).with_name("otelcol-builder.yaml")
 OTELCOL_DIST = "otelcol-store-metrics"
 BUILD_TIMEOUT = 3600.0
@@ -88,8 +90,8 @@ class Pin:
     ``embed_placeholders`` are directories (relative to the module) that a ``//go:embed`` needs but
     the module's zip does not ship (built UI assets): the build copies the module and puts a
     placeholder page there. ``module_versions`` (ocb only) pairs a component module with the version
-    the manifest takes for it instead of the release: one the module proxy does not serve at the
-    release (minimal version selection then lifts what it shares with the others to the release).
+    the manifest takes for it instead of the release (one the module proxy does not serve at the
+    release), or with ``""``: the distribution is built without that component (:func:`omitted`).
     """
 
     peer: str
@@ -125,7 +127,6 @@ _PROM_PROGRAMS = (("prometheus", f"{_PROM}/cmd/prometheus"), ("promtool", f"{_PR
 _PROM_TAGS = ("netgo", "remove_all_sd")
 _STATSD = "github.com/prometheus/statsd_exporter"
 _AM = "github.com/prometheus/alertmanager"
-_LOADBALANCING = "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
 
 PINS: tuple[Pin, ...] = (
     Pin(
@@ -157,10 +158,12 @@ PINS: tuple[Pin, ...] = (
         programs=(("otelcol", ""),),
         why="the newest Collector release (ocb v0.165.0; contrib's v0.165.1 is a patch of its own "
         "modules): every component of collector/otel-collector.yaml resolves at v0.165.0, "
-        "ocb's go mod tidy included; the module proxy serves the loadbalancing exporter (the "
-        "scaled-out front tier) at v0.161.0 at the newest (not v0.162.0-v0.165.1)",
+        "ocb's go mod tidy included. Built without the loadbalancing exporter of the scaled-out "
+        "front tier: the module proxy serves it up to v0.161.0 only, which does not build against "
+        "v0.165.0 (its aws-sdk-go-v2 servicediscovery v1.48.0 is not served, and the collector "
+        "module v0.161.0 it requires makes internal/statusutil ambiguous)",
         builder="ocb",
-        module_versions=((_LOADBALANCING, "v0.161.0"),),
+        module_versions=((LOADBALANCING, ""),),
     ),
     Pin(
         peer="otelcol",
@@ -616,11 +619,16 @@ def ocb_manifest(pin: Pin, output_path: Path) -> str:
         name=OTELCOL_DIST, output_path=output_path, version=pin.version, release=pin.module_version
     )
     for module, version in pin.module_versions:
-        line = f"gomod: {module} {pin.module_version}\n"
+        line = f"  - gomod: {module} {pin.module_version}\n"
         if line not in manifest:
-            raise PeerBuildError(f"{OCB_TEMPLATE.name} has no {module} to take at {version}")
-        manifest = manifest.replace(line, f"gomod: {module} {version}\n")
+            raise PeerBuildError(f"{OCB_TEMPLATE.name} has no {module} to take at {version or 'none'}")
+        manifest = manifest.replace(line, f"  - gomod: {module} {version}\n" if version else "")
     return manifest
+
+
+def omitted(pin: Pin) -> set[str]:
+    """The component modules ``pin``'s distribution is built without (``module_versions``)."""
+    return {module for module, version in pin.module_versions if not version}
 
 
 def build_ocb(pin: Pin, go: GoWork, out: Path) -> None:

@@ -59,6 +59,13 @@ VERSIONED = [
 ]
 STATSD_PINS = [pytest.param(pin, id=pin.version) for pin in peers.pins_for("statsd_exporter")]
 OTELCOL_PINS = [pytest.param(pin, id=pin.version) for pin in peers.pins_for("otelcol")]
+#: The Collector pins built with the scaled-out tier's loadbalancing exporter (testbed/peers.py says
+#: why a pin is built without it).
+TIER_PINS = [
+    pytest.param(pin, id=pin.version)
+    for pin in peers.pins_for("otelcol")
+    if peers.LOADBALANCING not in peers.omitted(pin)
+]
 PROMETHEUS_PINS = [pytest.param(pin, id=pin.version) for pin in peers.pins_for("prometheus")]
 
 
@@ -216,9 +223,11 @@ def test_statsd_exporter_serves_the_exported_mappings(pin: peers.Pin, mapping: P
 # --- OpenTelemetry Collector ----------------------------------------------------------------
 
 
-def _config_types() -> dict[str, set[str]]:
-    """The component types the shipped Collector configs name, by kind (``filter/x`` -> ``filter``)."""
-    configs = [yaml.safe_load(path.read_text()) for path in OTEL_CONFIGS]
+def _config_types(pin: peers.Pin) -> dict[str, set[str]]:
+    """The component types the shipped Collector configs ``pin`` runs name, by kind (``filter/x`` ->
+    ``filter``): all three, or without the front where the pin has no loadbalancing exporter."""
+    paths = OTEL_CONFIGS if peers.LOADBALANCING not in peers.omitted(pin) else [OTEL_CONFIG, OTEL_CONFIGS[2]]
+    configs = [yaml.safe_load(path.read_text()) for path in paths]
     return {
         kind: {name.split("/")[0] for config in configs for name in config[kind]}
         for kind in ("receivers", "processors", "exporters")
@@ -226,16 +235,17 @@ def _config_types() -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize("pin", OTELCOL_PINS)
-@pytest.mark.parametrize("config", OTEL_CONFIGS, ids=lambda path: path.stem)
+@pytest.mark.parametrize("config", [OTEL_CONFIG, OTEL_CONFIGS[2]], ids=lambda path: path.stem)
 def test_the_collector_validates_the_shipped_config(pin: peers.Pin, config: Path) -> None:
     checked = run(program(pin, "otelcol"), "validate", f"--config={config}")
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-@pytest.mark.parametrize("pin", OTELCOL_PINS)
+@pytest.mark.parametrize("pin", TIER_PINS)
 @pytest.mark.parametrize(
     ("resolver", "backends"),
     [
+        ("static", "otel-collector-backend-0:4317,otel-collector-backend-1:4317"),
         ("dns", "otel-collector-backend.monitoring.svc.cluster.local"),
         ("k8s", "otel-collector-backend.monitoring:4317"),
     ],
@@ -243,9 +253,9 @@ def test_the_collector_validates_the_shipped_config(pin: peers.Pin, config: Path
 def test_the_collector_validates_the_front_with_each_resolver(
     pin: peers.Pin, resolver: str, backends: str, tmp_path: Path
 ) -> None:
-    """The static resolver is the shipped file's; dns and k8s as ``--set collector_resolver`` writes
-    them. The k8s resolver builds its Kubernetes client when the pipeline is built, which validate
-    does: it gets a kubeconfig naming a server nobody answers (it is never contacted)."""
+    """The front as shipped (static) and as ``--set collector_resolver`` writes it (dns, k8s). The
+    k8s resolver builds its Kubernetes client when the pipeline is built, which validate does: it
+    gets a kubeconfig naming a server nobody answers (it is never contacted)."""
     from store_metrics.pipeline import export
 
     changes = {"collector_resolver": resolver, "collector_backends": backends}
@@ -275,7 +285,7 @@ def test_the_collector_validates_the_front_with_each_resolver(
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-@pytest.mark.parametrize("pin", OTELCOL_PINS)
+@pytest.mark.parametrize("pin", TIER_PINS)
 def test_the_collector_refuses_an_unknown_resolver_key(pin: peers.Pin, tmp_path: Path) -> None:
     config = tmp_path / "otel-collector-front.yaml"
     config.write_text((COLLECTOR / config.name).read_text().replace("hostnames:", "hostname_list:"))
@@ -292,7 +302,7 @@ def test_the_collector_holds_exactly_the_components_of_the_config(pin: peers.Pin
     assert components["buildinfo"]["version"] == pin.version
     # Types may have been renamed with the old name kept as an alias (deltatocumulative became
     # delta_to_cumulative in 0.16x): validate proves each type resolves, counts prove nothing extra.
-    for kind, types in _config_types().items():
+    for kind, types in _config_types(pin).items():
         assert len(components[kind]) == len(types), (kind, components[kind], types)
     assert not components.get("extensions") and not components.get("connectors")
 
