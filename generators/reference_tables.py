@@ -136,6 +136,7 @@ def versions_table(link: str = VERSIONS_PAGE) -> str:
     prometheus = peers.pin_for("prometheus", "minimum").version
     statsd_exporter = peers.pin_for("statsd_exporter", "minimum").version
     collector = peers.pin_for("otelcol", "minimum").version
+    helm = link.replace("airflow-versions.md", "deploy/helm.md") + "#what-the-files-were-checked-against"
     rows = [
         "| component | minimum | tested on | why |",
         "|---|---|---|---|",
@@ -150,7 +151,12 @@ def versions_table(link: str = VERSIONS_PAGE) -> str:
         f"| OpenTelemetry Collector (contrib components) | {collector} | "
         f"{_peer_versions('otelcol', 'newest', 'minimum')} | the shipped collector config: the `statsd` "
         "receiver's `ignore_host` (0.148.0 refuses it; 0.149.0 to 0.151.0 could not be tried) and "
-        "`deltatocumulative` |",
+        "`deltatocumulative`; the scaled-out tier's `loadbalancing` exporter (`routing_key: streamID`) "
+        "runs on 0.152.0 (the Go module proxy serves it up to 0.161.0 only, which does not build "
+        "against 0.165.0) |",
+        "| Airflow's Helm chart | | 1.19.0; 1.22.0 keys only | the values files pass 1.19.0's schema "
+        "and render where a copy of the chart is given; 1.22.0's values keys and OpenTelemetry "
+        f"service were read from its release, not rendered ([Helm and Kubernetes]({helm})) |",
         f"| Alertmanager | | {_peer_versions('alertmanager', 'current')} | receives the alerts in the "
         "end-to-end tests; the rules need nothing of a particular release |",
         f"| Kubernetes manifests | | {peers.pin_for('podsecurity', 'current').version} "

@@ -67,6 +67,8 @@ SETUP_HINT = "scripts/setup dev"
 # Bump when the way a pin is built changes: every cached build is then rebuilt once.
 RECIPE_REVISION = 1
 OCB_MODULE = "go.opentelemetry.io/collector/cmd/builder"
+#: The contrib loadbalancing exporter (the scaled-out Collector tier's front).
+LOADBALANCING = "github.com/open-telemetry/opentelemetry-collector-contrib/exporter/loadbalancingexporter"
 OCB_TEMPLATE = Path(__file__).with_name("otelcol-builder.yaml")
 OTELCOL_DIST = "otelcol-store-metrics"
 BUILD_TIMEOUT = 3600.0
@@ -87,7 +89,9 @@ class Pin:
     ``programs`` pairs each binary's name with its Go package (empty for the ocb-built Collector);
     ``embed_placeholders`` are directories (relative to the module) that a ``//go:embed`` needs but
     the module's zip does not ship (built UI assets): the build copies the module and puts a
-    placeholder page there.
+    placeholder page there. ``module_versions`` (ocb only) pairs a component module with the version
+    the manifest takes for it instead of the release (one the module proxy does not serve at the
+    release), or with ``""``: the distribution is built without that component (:func:`omitted`).
     """
 
     peer: str
@@ -102,6 +106,7 @@ class Pin:
     embed_placeholders: tuple[str, ...] = ()
     version_package: str = "github.com/prometheus/common/version"
     version_args: tuple[str, ...] = ("--version",)
+    module_versions: tuple[tuple[str, str], ...] = ()
 
     @property
     def key(self) -> str:
@@ -153,8 +158,12 @@ PINS: tuple[Pin, ...] = (
         programs=(("otelcol", ""),),
         why="the newest Collector release (ocb v0.165.0; contrib's v0.165.1 is a patch of its own "
         "modules): every component of collector/otel-collector.yaml resolves at v0.165.0, "
-        "ocb's go mod tidy included",
+        "ocb's go mod tidy included. Built without the loadbalancing exporter of the scaled-out "
+        "front tier: the module proxy serves it up to v0.161.0 only, which does not build against "
+        "v0.165.0 (its aws-sdk-go-v2 servicediscovery v1.48.0 is not served, and the collector "
+        "module v0.161.0 it requires makes internal/statusutil ambiguous)",
         builder="ocb",
+        module_versions=((LOADBALANCING, ""),),
     ),
     Pin(
         peer="otelcol",
@@ -287,7 +296,7 @@ def recipe_digest(pin: Pin) -> str:
     fields.pop("roles")
     # Fields added after the first pins were cached: left out at their defaults, so adding them
     # rebuilt nothing.
-    for name in ("version_package", "version_args"):
+    for name in ("version_package", "version_args", "module_versions"):
         if fields[name] == _PIN_DEFAULTS[name]:
             fields.pop(name)
     fields["revision"] = RECIPE_REVISION
@@ -604,6 +613,24 @@ def build_ours(pin: Pin, go: GoWork, out: Path) -> None:
     )
 
 
+def ocb_manifest(pin: Pin, output_path: Path) -> str:
+    """``testbed/otelcol-builder.yaml`` filled in for ``pin``, with its ``module_versions``."""
+    manifest = OCB_TEMPLATE.read_text().format(
+        name=OTELCOL_DIST, output_path=output_path, version=pin.version, release=pin.module_version
+    )
+    for module, version in pin.module_versions:
+        line = f"  - gomod: {module} {pin.module_version}\n"
+        if line not in manifest:
+            raise PeerBuildError(f"{OCB_TEMPLATE.name} has no {module} to take at {version or 'none'}")
+        manifest = manifest.replace(line, f"  - gomod: {module} {version}\n" if version else "")
+    return manifest
+
+
+def omitted(pin: Pin) -> set[str]:
+    """The component modules ``pin``'s distribution is built without (``module_versions``)."""
+    return {module for module, version in pin.module_versions if not version}
+
+
 def build_ocb(pin: Pin, go: GoWork, out: Path) -> None:
     """The Collector's way: build its builder (ocb) at the pinned release, then let ocb generate
     and compile a distribution from ``testbed/otelcol-builder.yaml`` (ocb sets ``CGO_ENABLED=0``,
@@ -618,9 +645,7 @@ def build_ocb(pin: Pin, go: GoWork, out: Path) -> None:
     """
     write_gomod(go.work, pin, [])
     go.run(go.go, "build", "-trimpath", "-o", str(go.work / "ocb"), OCB_MODULE)
-    manifest = OCB_TEMPLATE.read_text().format(
-        name=OTELCOL_DIST, output_path=go.work / "dist", version=pin.version, release=pin.module_version
-    )
+    manifest = ocb_manifest(pin, go.work / "dist")
     (go.work / "manifest.yaml").write_text(manifest)
     ocb = [str(go.work / "ocb"), "--config", str(go.work / "manifest.yaml")]
     try:

@@ -224,3 +224,44 @@ def test_the_collector_names_every_catalogue_metric_as_the_catalogue_does(
         wanted = {m.prometheus_name(prefix) for m in metrics if m.tags}
         poll(partial(lambda p, w: names_served(collector.url(), prefix, p) >= w, path, wanted), 15, 0.2)
         assert names_served(collector.url(), prefix, path) == wanted, path
+
+
+# -- the scaled-out tier (docs/scaling-out.md) --------------------------------------------------------
+
+FRONT = ROOT / "collector" / "otel-collector-front.yaml"
+BACKEND = ROOT / "collector" / "otel-collector-backend.yaml"
+
+
+def test_the_front_drops_the_process_identity_then_routes_each_stream_to_one_backend() -> None:
+    front, single = yaml.safe_load(FRONT.read_text()), config()
+    (pipeline,) = front["service"]["pipelines"].values()
+    assert pipeline == {
+        "receivers": ["otlp"],
+        # The identity is part of the stream: dropped BEFORE routing, or each task process's share
+        # of a series would go to a backend of its own.
+        "processors": ["memory_limiter", "filter/store_metrics", "transform/drop_process_identity"],
+        "exporters": ["loadbalancing"],
+    }
+    for name in pipeline["processors"]:
+        assert front["processors"][name] == single["processors"][name], name
+    assert front["receivers"]["otlp"] == single["receivers"]["otlp"]
+    balancer = front["exporters"]["loadbalancing"]
+    assert balancer["routing_key"] == "streamID"
+    assert balancer["protocol"]["otlp"]["tls"] == {"insecure": True}
+    assert set(balancer["resolver"]) == {"static"}
+    # No state in the front: no deltatocumulative, no Prometheus exporter.
+    assert "deltatocumulative" not in front["processors"] and "prometheus" not in front["exporters"]
+
+
+def test_each_backend_accumulates_and_serves_as_the_single_collector_does() -> None:
+    backend, single = yaml.safe_load(BACKEND.read_text()), config()
+    (pipeline,) = backend["service"]["pipelines"].values()
+    assert pipeline == {
+        "receivers": ["otlp"],
+        "processors": ["memory_limiter", "deltatocumulative"],
+        "exporters": ["prometheus"],
+    }
+    assert port_of(backend["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"]) == 4317
+    assert backend["processors"]["deltatocumulative"] == single["processors"]["deltatocumulative"]
+    exporter, shipped = backend["exporters"]["prometheus"], single["exporters"]["prometheus"]
+    assert exporter == shipped

@@ -8,9 +8,10 @@ its tests fail (``PeerMissing`` says how to build it), never skip. Checked here:
 * statsd_exporter, at the chart's version and at the minimum, starts with each exported mapping
   file, answers ``/metrics``, and turns a line for the file's first counter and first histogram
   into the mapped name, HELP and buckets;
-* the OpenTelemetry Collector at both releases validates collector/otel-collector.yaml, holds
-  exactly the component types the file names, and refuses an unknown key (so a pass means every
-  key, ``ignore_host`` among them, is known);
+* the OpenTelemetry Collector at both releases validates collector/otel-collector.yaml and the
+  scaled-out tier's two files (otel-collector-front.yaml with each loadbalancing resolver, and
+  otel-collector-backend.yaml), holds exactly the component types the files name, and refuses an
+  unknown key (so a pass means every key, ``ignore_host`` among them, is known);
 * promtool of each Prometheus pin (3.x newest and LTS built from their modules, the 2.42 minimum
   from Debian's package) checks collector/prometheus.yml and every rule file, and each Prometheus
   server loads every rule group;
@@ -44,6 +45,12 @@ COLLECTOR = ROOT / "collector"
 MAPPINGS = sorted(COLLECTOR.glob("statsd-mapping*.yml"))
 RULE_FILES = sorted(COLLECTOR.glob("*rules.yml"))
 OTEL_CONFIG = COLLECTOR / "otel-collector.yaml"
+#: Every Collector config shipped: the single Collector's and the scaled-out tier's.
+OTEL_CONFIGS = [
+    OTEL_CONFIG,
+    COLLECTOR / "otel-collector-front.yaml",
+    COLLECTOR / "otel-collector-backend.yaml",
+]
 
 VERSIONED = [
     pytest.param(pin, program, id=f"{program}-{pin.version}")
@@ -52,6 +59,13 @@ VERSIONED = [
 ]
 STATSD_PINS = [pytest.param(pin, id=pin.version) for pin in peers.pins_for("statsd_exporter")]
 OTELCOL_PINS = [pytest.param(pin, id=pin.version) for pin in peers.pins_for("otelcol")]
+#: The Collector pins built with the scaled-out tier's loadbalancing exporter (testbed/peers.py says
+#: why a pin is built without it).
+TIER_PINS = [
+    pytest.param(pin, id=pin.version)
+    for pin in peers.pins_for("otelcol")
+    if peers.LOADBALANCING not in peers.omitted(pin)
+]
 PROMETHEUS_PINS = [pytest.param(pin, id=pin.version) for pin in peers.pins_for("prometheus")]
 
 
@@ -209,19 +223,75 @@ def test_statsd_exporter_serves_the_exported_mappings(pin: peers.Pin, mapping: P
 # --- OpenTelemetry Collector ----------------------------------------------------------------
 
 
-def _config_types() -> dict[str, set[str]]:
-    """The component types collector/otel-collector.yaml names, by kind (``filter/x`` -> ``filter``)."""
-    config = yaml.safe_load(OTEL_CONFIG.read_text())
+def _config_types(pin: peers.Pin) -> dict[str, set[str]]:
+    """The component types the shipped Collector configs ``pin`` runs name, by kind (``filter/x`` ->
+    ``filter``): all three, or without the front where the pin has no loadbalancing exporter."""
+    paths = OTEL_CONFIGS if peers.LOADBALANCING not in peers.omitted(pin) else [OTEL_CONFIG, OTEL_CONFIGS[2]]
+    configs = [yaml.safe_load(path.read_text()) for path in paths]
     return {
-        kind: {name.split("/")[0] for name in config[kind]}
+        kind: {name.split("/")[0] for config in configs for name in config[kind]}
         for kind in ("receivers", "processors", "exporters")
     }
 
 
 @pytest.mark.parametrize("pin", OTELCOL_PINS)
-def test_the_collector_validates_the_shipped_config(pin: peers.Pin) -> None:
-    checked = run(program(pin, "otelcol"), "validate", f"--config={OTEL_CONFIG}")
+@pytest.mark.parametrize("config", [OTEL_CONFIG, OTEL_CONFIGS[2]], ids=lambda path: path.stem)
+def test_the_collector_validates_the_shipped_config(pin: peers.Pin, config: Path) -> None:
+    checked = run(program(pin, "otelcol"), "validate", f"--config={config}")
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize("pin", TIER_PINS)
+@pytest.mark.parametrize(
+    ("resolver", "backends"),
+    [
+        ("static", "otel-collector-backend-0:4317,otel-collector-backend-1:4317"),
+        ("dns", "otel-collector-backend.monitoring.svc.cluster.local"),
+        ("k8s", "otel-collector-backend.monitoring:4317"),
+    ],
+)
+def test_the_collector_validates_the_front_with_each_resolver(
+    pin: peers.Pin, resolver: str, backends: str, tmp_path: Path
+) -> None:
+    """The front as shipped (static) and as ``--set collector_resolver`` writes it (dns, k8s). The
+    k8s resolver builds its Kubernetes client when the pipeline is built, which validate does: it
+    gets a kubeconfig naming a server nobody answers (it is never contacted)."""
+    from store_metrics.pipeline import export
+
+    changes = {"collector_resolver": resolver, "collector_backends": backends}
+    config = tmp_path / "otel-collector-front.yaml"
+    config.write_text(export.render_all(changes=changes, tests=False)[export.COLLECTOR / config.name])
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "none", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "contexts": [{"name": "none", "context": {"cluster": "none", "user": "none"}}],
+                "current-context": "none",
+                "users": [{"name": "none", "user": {}}],
+            }
+        )
+    )
+    checked = subprocess.run(
+        [str(program(pin, "otelcol")), "validate", f"--config={config}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "KUBECONFIG": str(kubeconfig)},
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@pytest.mark.parametrize("pin", TIER_PINS)
+def test_the_collector_refuses_an_unknown_resolver_key(pin: peers.Pin, tmp_path: Path) -> None:
+    config = tmp_path / "otel-collector-front.yaml"
+    config.write_text((COLLECTOR / config.name).read_text().replace("hostnames:", "hostname_list:"))
+    checked = run(program(pin, "otelcol"), "validate", f"--config={config}")
+    assert checked.returncode != 0
+    assert "hostname_list" in checked.stdout + checked.stderr
 
 
 @pytest.mark.parametrize("pin", OTELCOL_PINS)
@@ -232,7 +302,7 @@ def test_the_collector_holds_exactly_the_components_of_the_config(pin: peers.Pin
     assert components["buildinfo"]["version"] == pin.version
     # Types may have been renamed with the old name kept as an alias (deltatocumulative became
     # delta_to_cumulative in 0.16x): validate proves each type resolves, counts prove nothing extra.
-    for kind, types in _config_types().items():
+    for kind, types in _config_types(pin).items():
         assert len(components[kind]) == len(types), (kind, components[kind], types)
     assert not components.get("extensions") and not components.get("connectors")
 

@@ -51,6 +51,8 @@ def test_every_default_is_valid_and_described() -> None:
         ("long_stall_ms", "120", "not a stall bucket bound"),
         ("error_window", "30s", "outside its range, 5m to 1d"),
         ("no_such_setting", "1", "unknown setting"),
+        ("collector_resolver", "round-robin", "not a choice \\(one of static, dns, k8s\\)"),
+        ("collector_backends", "backend-0:4317 backend-1:4317", "not a endpoints"),
     ],
 )
 def test_a_bad_value_is_refused_with_its_name(name: str, value: str, says: str) -> None:
@@ -111,3 +113,28 @@ def test_changed_links_and_scope_keep_the_rules_valid_and_their_tests_passing(tm
     for name in ("rules", "watcher-rules", "server-rules", "footprint-rules"):
         tested = promtool("test", "rules", f"{name}.test.yml", cwd=tmp_path)
         assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_the_front_collectors_resolver_follows_the_settings() -> None:
+    """The loadbalancing exporter's resolver keys (static.hostnames, dns.hostname/port,
+    k8s.service/ports) as collector/otel-collector-front.yaml gets them."""
+
+    def resolver(**changes: str) -> dict[str, object]:
+        text = export.render_all(changes=changes, tests=False)[COLLECTOR / "otel-collector-front.yaml"]
+        return dict(yaml.safe_load(text)["exporters"]["loadbalancing"]["resolver"])
+
+    assert resolver() == {
+        "static": {"hostnames": ["otel-collector-backend-0:4317", "otel-collector-backend-1:4317"]}
+    }
+    assert resolver(collector_backends="a,b:14317") == {"static": {"hostnames": ["a:4317", "b:14317"]}}
+    assert resolver(collector_resolver="dns", collector_backends="backends.monitoring.svc") == {
+        "dns": {"hostname": "backends.monitoring.svc", "port": "4317"}
+    }
+    assert resolver(collector_resolver="k8s", collector_backends="backends.monitoring:14317") == {
+        "k8s": {"service": "backends.monitoring", "ports": [14317]}
+    }
+
+
+def test_a_resolver_that_takes_one_name_refuses_a_list() -> None:
+    with pytest.raises(ValueError, match=r"collector_backends.*names several hosts.*dns takes one name"):
+        settings.resolve({"collector_resolver": "dns"})

@@ -4,6 +4,7 @@ Layout (paths relative to ``--out``; the repository keeps the default prefix's f
 paths, and tests/pipeline/test_export.py checks they are byte for byte what this writes)::
 
     collector/otel-collector.yaml                          OpenTelemetry Collector (contrib)
+    collector/otel-collector-front.yaml, -backend.yaml     ... scaled out: a routing tier, N backends
     collector/prometheus.yml                               Prometheus scrape jobs + rule files
     collector/prometheus-demo.yml                          ... for `store-metrics demo --serve`
     collector/rules.yml, rules.test.yml                    task-side rules + promtool tests
@@ -81,6 +82,8 @@ def _monitors() -> dict[PurePosixPath, str]:
 #: Relative path -> its template (under ``templates/``), in the order the files are written.
 TEMPLATES: dict[PurePosixPath, str] = {
     COLLECTOR / "otel-collector.yaml": "otel-collector.yaml",
+    COLLECTOR / "otel-collector-front.yaml": "otel-collector-front.yaml",
+    COLLECTOR / "otel-collector-backend.yaml": "otel-collector-backend.yaml",
     COLLECTOR / "prometheus.yml": "prometheus.yml",
     COLLECTOR / "prometheus-demo.yml": "prometheus-demo.yml",
     **{
@@ -104,6 +107,7 @@ TEMPLATES: dict[PurePosixPath, str] = {
 #: prefix and the settings' values.
 _VALUES: dict[str, Callable[[str, Mapping[str, str]], Mapping[str, str]]] = {
     "otel-collector.yaml": lambda prefix, given: otel_collector.values(),
+    "otel-collector-front.yaml": lambda prefix, given: otel_collector.values(),
     "rules.yml": rules.values,
     "server-rules.test.yml": promtool_tests.server_values,
 }

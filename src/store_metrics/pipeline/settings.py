@@ -19,7 +19,19 @@ from dataclasses import dataclass
 
 from store_metrics import catalogue
 
-__all__ = ["DERIVED_FROM", "SETTINGS", "Kind", "Setting", "defaults", "parse", "resolve", "seconds", "values"]
+__all__ = [
+    "DERIVED_FROM",
+    "RESOLVERS",
+    "SETTINGS",
+    "Kind",
+    "Setting",
+    "collector_resolver_block",
+    "defaults",
+    "parse",
+    "resolve",
+    "seconds",
+    "values",
+]
 
 
 class Kind(str, enum.Enum):
@@ -33,6 +45,8 @@ class Kind(str, enum.Enum):
     LABEL = "label"  # a Prometheus label (or Datadog tag) name
     URL = "url"  # http(s)://...
     TIME = "time"  # a Grafana relative time: now-24h
+    CHOICE = "choice"  # one of the setting's choices
+    ENDPOINTS = "endpoints"  # host[:port], comma-separated
 
 
 @dataclass(frozen=True)
@@ -47,6 +61,7 @@ class Setting:
     description: str
     low: str = ""
     high: str = ""
+    choices: tuple[str, ...] = ()
 
     def number(self, value: str) -> float:
         """``value`` as a number: seconds for a duration."""
@@ -65,6 +80,12 @@ _MATCHERS = re.compile(rf"^{_MATCHER}(?:,{_MATCHER})*$")
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL = re.compile(r'^https?://[^\s"\\]+$')
 _TIME = re.compile(r"^now(?:-[0-9]+[smhdwMy])?$")
+_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]{1,5})?"
+_ENDPOINTS = re.compile(rf"^{_HOST}(?:,{_HOST})*$")
+#: The loadbalancing exporter's resolvers the scaled-out Collector tier's front may use.
+RESOLVERS = ("static", "dns", "k8s")
+#: The port the backend Collectors receive OTLP gRPC on (the loadbalancing exporter's default too).
+_OTLP_GRPC_PORT = "4317"
 
 SETTINGS: tuple[Setting, ...] = (
     # -- scope ----------------------------------------------------------------------------------------
@@ -360,6 +381,24 @@ SETTINGS: tuple[Setting, ...] = (
         low="1m",
         high="1d",
     ),
+    # -- the scaled-out Collector tier (collector/otel-collector-front.yaml) ---------------------------
+    Setting(
+        "collector_resolver",
+        "static",
+        Kind.CHOICE,
+        "The scaled-out Collector tier: how the front Collectors find the backend Collectors (the "
+        "loadbalancing exporter's resolver): static (a fixed list), dns (every address a name "
+        "resolves to: a headless Service) or k8s (a Service's endpoints, through the Kubernetes API).",
+        choices=RESOLVERS,
+    ),
+    Setting(
+        "collector_backends",
+        "otel-collector-backend-0:4317,otel-collector-backend-1:4317",
+        Kind.ENDPOINTS,
+        "The scaled-out Collector tier's backend Collectors (OTLP gRPC): with static, each host:port, "
+        "comma-separated; with dns, one hostname[:port]; with k8s, one service[.namespace][:port]. The "
+        "port defaults to 4317.",
+    ),
     # -- links and dashboards -------------------------------------------------------------------------
     Setting(
         "runbook_url_base",
@@ -418,6 +457,7 @@ DERIVED_FROM: dict[str, tuple[str, ...]] = {
     "long_stall_le": ("long_stall_ms",),
     "datadog_dashboard_link": ("datadog_dashboard_url",),
     "grafana_dashboard_url": ("grafana_url",),
+    "collector_resolver_block": ("collector_resolver", "collector_backends"),
 }
 
 
@@ -432,9 +472,21 @@ def _number(value: float) -> str:
 
 def _check(setting: Setting, value: str) -> None:
     kind = setting.kind
-    patterns = {Kind.MATCHERS: _MATCHERS, Kind.LABEL: _LABEL, Kind.URL: _URL, Kind.TIME: _TIME}
+    patterns = {
+        Kind.MATCHERS: _MATCHERS,
+        Kind.LABEL: _LABEL,
+        Kind.URL: _URL,
+        Kind.TIME: _TIME,
+        Kind.ENDPOINTS: _ENDPOINTS,
+    }
+    if kind is Kind.CHOICE and value not in setting.choices:
+        raise ValueError(
+            f"setting {setting.name}: {value!r} is not a choice (one of {', '.join(setting.choices)})"
+        )
     try:
-        if kind in patterns:
+        if kind is Kind.CHOICE:
+            valid = True
+        elif kind in patterns:
             valid = bool(patterns[kind].match(value))
         elif kind is Kind.DURATION:
             valid = bool(_DURATION.match(value)) and seconds(value) > 0
@@ -463,6 +515,8 @@ _EXPECTED = {
     Kind.LABEL: "a label name: letters, digits and _, not starting with a digit",
     Kind.URL: "an http:// or https:// URL",
     Kind.TIME: "now, or now- and a duration such as now-24h",
+    Kind.CHOICE: "one of its choices",
+    Kind.ENDPOINTS: "host:port names, comma-separated, such as otel-collector-backend-0:4317",
 }
 
 
@@ -503,6 +557,12 @@ def _check_together(given: Mapping[str, str]) -> None:
         raise ValueError(
             f"setting long_stall_ms: {given['long_stall_ms']} is not a stall bucket bound ({bounds})"
         )
+    backends = given["collector_backends"].split(",")
+    if given["collector_resolver"] != "static" and len(backends) > 1:
+        raise ValueError(
+            f"setting collector_backends: {given['collector_backends']!r} names several hosts, but "
+            f"setting collector_resolver {given['collector_resolver']} takes one name (static takes a list)"
+        )
     interval = seconds(given["rule_interval"])
     for name in (
         "error_window",
@@ -517,6 +577,27 @@ def _check_together(given: Mapping[str, str]) -> None:
                 f"setting {name}: {given[name]} is shorter than setting rule_interval "
                 f"{given['rule_interval']}"
             )
+
+
+def _host_port(endpoint: str) -> tuple[str, str]:
+    host, _, port = endpoint.partition(":")
+    return host, port or _OTLP_GRPC_PORT
+
+
+def collector_resolver_block(resolver: str, backends: str) -> str:
+    """The loadbalancing exporter's ``resolver:`` body for ``resolver`` and ``backends`` (the
+    settings), as YAML lines indented for collector/otel-collector-front.yaml (keys of the pinned
+    Collectors' loadbalancing exporter: static.hostnames, dns.hostname/port, k8s.service/ports)."""
+    pad = " " * 6
+    if resolver == "static":
+        hosts = [":".join(_host_port(endpoint)) for endpoint in backends.split(",")]
+        return f"{pad}static:\n{pad}  hostnames:\n" + "".join(
+            f"{pad}    - {host}\n" for host in hosts
+        ).rstrip("\n")
+    host, port = _host_port(backends)
+    if resolver == "dns":
+        return f'{pad}dns:\n{pad}  hostname: {host}\n{pad}  port: "{port}"'
+    return f"{pad}k8s:\n{pad}  service: {host}\n{pad}  ports:\n{pad}    - {port}"
 
 
 def defaults() -> dict[str, str]:
@@ -577,4 +658,7 @@ def values(changes: Mapping[str, str] | None = None) -> dict[str, str]:
     link = given["datadog_dashboard_url"]
     derived["datadog_dashboard_link"] = link + ("&" if "?" in link else "?")
     derived["grafana_dashboard_url"] = given["grafana_url"].rstrip("/") + "/d/store-metrics-state-store/"
+    derived["collector_resolver_block"] = collector_resolver_block(
+        given["collector_resolver"], given["collector_backends"]
+    )
     return {**given, **derived}
