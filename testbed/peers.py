@@ -585,7 +585,11 @@ def ldflags(pin: Pin) -> str:
     if pin.version_package == JAEGER_VERSION_PACKAGE:
         # Jaeger's own names (BuildInfo.mk); its tags carry the "v" (``jaeger --version`` says
         # "jaeger version v2.12.0"), and the commit is the module version (no git checkout).
-        jaeger = {"latestVersion": f"v{pin.version}", "commitSHA": pin.module_version, "date": values["BuildDate"]}
+        jaeger = {
+            "latestVersion": f"v{pin.version}",
+            "commitSHA": pin.module_version,
+            "date": values["BuildDate"],
+        }
         return " ".join(f"-X {pin.version_package}.{name}={value}" for name, value in jaeger.items())
     if pin.version_package == "main":
         # A program that keeps its version in package main (kube-score's goreleaser, ours): only
