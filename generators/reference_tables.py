@@ -121,7 +121,7 @@ def _peer_versions(peer: str, *roles: str) -> str:
 
 def versions_table(link: str = VERSIONS_PAGE) -> str:
     """Supported versions: Airflow and Python from pyproject.toml, Grafana from the dashboard, the
-    peers (statsd_exporter, the Collector, Prometheus, Alertmanager) from testbed/peers.py's pins:
+    peers (statsd_exporter, the Collector, Prometheus, Alertmanager, Jaeger) from testbed/peers.py's pins:
     the minimum is the pin playing ``minimum``, and every pin is a version the tests run. ``link``
     is docs/airflow-versions.md as the page holding the table reaches it."""
     from store_metrics.integration.compatibility import TESTED
@@ -159,6 +159,9 @@ def versions_table(link: str = VERSIONS_PAGE) -> str:
         f"service were read from its release, not rendered ([Helm and Kubernetes]({helm})) |",
         f"| Alertmanager | | {_peer_versions('alertmanager', 'current')} | receives the alerts in the "
         "end-to-end tests; the rules need nothing of a particular release |",
+        f"| Jaeger | | {_peer_versions('jaeger', 'current')} | a retried task's trace is read back through "
+        "its query API in the tests; the spans are plain OTLP, so any OTLP trace backend shows them "
+        f"([Traces]({link.replace(VERSIONS_PAGE, 'traces.md')}#seeing-it-in-jaeger)) |",
         f"| Kubernetes manifests | | {peers.pin_for('podsecurity', 'current').version} "
         f"(pod-security-admission), {peers.pin_for('kube-score', 'current').version} (kube-score) | "
         "the inventory's pod is admitted at the `restricted` Pod Security level by the admission's own "

@@ -127,6 +127,9 @@ _PROM_PROGRAMS = (("prometheus", f"{_PROM}/cmd/prometheus"), ("promtool", f"{_PR
 _PROM_TAGS = ("netgo", "remove_all_sd")
 _STATSD = "github.com/prometheus/statsd_exporter"
 _AM = "github.com/prometheus/alertmanager"
+_JAEGER = "github.com/jaegertracing/jaeger"
+# Where Jaeger keeps its build info (scripts/makefiles/BuildInfo.mk sets these three with -X).
+JAEGER_VERSION_PACKAGE = f"{_JAEGER}/internal/version"
 
 PINS: tuple[Pin, ...] = (
     Pin(
@@ -243,6 +246,18 @@ PINS: tuple[Pin, ...] = (
         version_package="main",
         version_args=("version",),
     ),
+    Pin(
+        peer="jaeger",
+        version="2.12.0",
+        roles=("current",),
+        module=_JAEGER,
+        module_version="v1.75.0",
+        programs=(("jaeger", f"{_JAEGER}/cmd/jaeger"),),
+        why="Jaeger v2 (built on the Collector), the approved module release v1.75.0, which Jaeger "
+        "tags v2.12.0 as well (each release carries both, v1.74.0 / v2.11.0 before it): the trace "
+        "backend docs/traces.md reads a task's trace back from",
+        version_package=JAEGER_VERSION_PACKAGE,
+    ),
 )
 
 PROGRAMS: dict[str, str] = {name: pin.peer for pin in PINS for name in pin.program_names}
@@ -261,6 +276,7 @@ BUILD_ORDER = (
     "otelcol-0.152.0",
     "podsecurity-0.37.2",
     "kube-score-1.20.0",
+    "jaeger-2.12.0",
 )
 # How long a test waits for a pin that a build on this machine has still to finish: a cold build of
 # every pin, niced beside the tests, takes 15-40 min on two cores.
@@ -575,6 +591,15 @@ def ldflags(pin: Pin) -> str:
         "BuildUser": "store-metrics@peers",
         "BuildDate": time.strftime("%Y%m%d-%H:%M:%S", time.gmtime()),
     }
+    if pin.version_package == JAEGER_VERSION_PACKAGE:
+        # Jaeger's own names (BuildInfo.mk); its tags carry the "v" (``jaeger --version`` says
+        # "jaeger version v2.12.0"), and the commit is the module version (no git checkout).
+        jaeger = {
+            "latestVersion": f"v{pin.version}",
+            "commitSHA": pin.module_version,
+            "date": values["BuildDate"],
+        }
+        return " ".join(f"-X {pin.version_package}.{name}={value}" for name, value in jaeger.items())
     if pin.version_package == "main":
         # A program that keeps its version in package main (kube-score's goreleaser, ours): only
         # ``version`` is set; the other -X targets do not exist there.
@@ -671,9 +696,9 @@ def reported_version(path: Path, args: Sequence[str] = ("--version",)) -> str:
 
 def reports_version(text: str, version: str) -> bool:
     """True when ``text`` says ``version <version>`` (or ``version: <version>``, as kube-score
-    does) exactly: ``3.1.0`` is not ``3.1.0-rc.1`` nor ``3.1.0.1``; build metadata after ``+``
-    (Debian's ``2.42.0+ds``) is not part of the version."""
-    return re.search(rf"\bversion:? {re.escape(version)}(?![\w.-])", text) is not None
+    does; ``version v2.12.0``, as Jaeger does) exactly: ``3.1.0`` is not ``3.1.0-rc.1`` nor
+    ``3.1.0.1``; build metadata after ``+`` (Debian's ``2.42.0+ds``) is not part of the version."""
+    return re.search(rf"\bversion:? v?{re.escape(version)}(?![\w.-])", text) is not None
 
 
 @contextlib.contextmanager

@@ -17,38 +17,19 @@ from typing import Any
 import pytest
 
 from support.cluster import Cluster
+from support.traced_airflow import DAG_ID, SERVER, call, route, traced_cluster, traces_env
 from testbed.airflow import AirflowHome
 from testbed.otlp import TRACES_PATH, OtlpReceiver, OtlpSpan
 
 pytestmark = [pytest.mark.airflow]
 
-DAG_ID = "store_metrics_traces"
-CLIENT = 3  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_CLIENT
-TASK = {"db.system.name": "airflow.state_store", "db.collection.name": "task_state_store"}
 
-
-def traces_env(receiver: OtlpReceiver, otel_on: bool, **more: str) -> dict[str, str]:
-    """Airflow's traces exported over OTLP/HTTP to ``receiver``; counts sent nowhere."""
-    return {
-        "AIRFLOW__TRACES__OTEL_ON": str(otel_on),
-        "OTEL_TRACES_EXPORTER": "otlp_proto_http",
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{receiver.port}{TRACES_PATH}",
-        "OTEL_BSP_SCHEDULE_DELAY": "200",
-        "AIRFLOW__STORE_METRICS__BACKEND": "none",
-        **more,
-    }
+def endpoint(receiver: OtlpReceiver) -> str:
+    return f"http://127.0.0.1:{receiver.port}{TRACES_PATH}"
 
 
 def ours(spans: list[OtlpSpan]) -> list[OtlpSpan]:
     return [s for s in spans if s.scope == "store_metrics"]
-
-
-def call(operation: str, outcome: str, **more: str) -> tuple[str, int, dict[str, Any]]:
-    return (
-        f"{operation} task_state_store",
-        CLIENT,
-        {**TASK, "db.operation.name": operation, "store_metrics.outcome": outcome, **more},
-    )
 
 
 # -- a real task process under the LocalExecutor: the span tree ---------------------------------------
@@ -63,20 +44,8 @@ def receiver() -> Iterator[OtlpReceiver]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, receiver: OtlpReceiver) -> Iterator[Cluster]:
-    airflow = Cluster(
-        tmp_path_factory.mktemp("traces"),
-        [f"{DAG_ID}.py"],
-        {
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
-            **traces_env(receiver, otel_on=True),
-        },
-    )
-    try:
-        airflow.start([DAG_ID])
+    with traced_cluster(tmp_path_factory.mktemp("traces"), endpoint(receiver)) as airflow:
         yield airflow
-    finally:
-        airflow.stop()
 
 
 @pytest.mark.slow
@@ -128,25 +97,6 @@ def test_a_retrys_state_store_calls_are_spans_under_each_tries_task_span(
 
 # -- count_at = api_server: the route spans, in the task's trace --------------------------------------
 
-SERVER = 2  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER
-METHODS = {"get": "GET", "set": "PUT"}
-STATUSES = {"found": 200, "absent": 404, "written": 204}
-
-
-def route(operation: str, outcome: str, **more: str) -> tuple[str, int, dict[str, Any]]:
-    return (
-        f"{operation} task_state_store",
-        SERVER,
-        {
-            **TASK,
-            "db.operation.name": operation,
-            "store_metrics.outcome": outcome,
-            "http.request.method": METHODS[operation],
-            "http.response.status_code": STATUSES[outcome],
-            **more,
-        },
-    )
-
 
 @pytest.fixture(scope="module")
 def api_server_receiver() -> Iterator[OtlpReceiver]:
@@ -159,21 +109,12 @@ def api_server_receiver() -> Iterator[OtlpReceiver]:
 def counted_at_api_server(
     tmp_path_factory: pytest.TempPathFactory, api_server_receiver: OtlpReceiver
 ) -> Iterator[Cluster]:
-    airflow = Cluster(
+    with traced_cluster(
         tmp_path_factory.mktemp("traces-api-server"),
-        [f"{DAG_ID}.py"],
-        {
-            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
-            "AIRFLOW__STORE_METRICS__COUNT_AT": "api_server",
-            **traces_env(api_server_receiver, otel_on=True),
-        },
-    )
-    try:
-        airflow.start([DAG_ID])
+        endpoint(api_server_receiver),
+        AIRFLOW__STORE_METRICS__COUNT_AT="api_server",
+    ) as airflow:
         yield airflow
-    finally:
-        airflow.stop()
 
 
 @pytest.mark.slow
@@ -250,7 +191,7 @@ def test_a_dag_run_with_traces_off_produces_no_span(
 ) -> None:
     receiver = OtlpReceiver()
     try:
-        env = home.env(**traces_env(receiver, otel_on, AIRFLOW__STORE_METRICS__TRACES=traces))
+        env = home.env(**traces_env(endpoint(receiver), otel_on, AIRFLOW__STORE_METRICS__TRACES=traces))
         result = home.run(tmp_path, ["state_store_metrics_01"], env)
         assert result["runs"] == [["state_store_metrics_01", "success"]]
         # The exporter posts synchronously, and the process has exited: whatever it sent is here.

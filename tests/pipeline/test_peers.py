@@ -158,6 +158,10 @@ def test_the_version_check_is_exact() -> None:
     # kube-score's way
     assert peers.reports_version("kube-score version: 1.20.0, commit: N/A, built: N/A", "1.20.0")
     assert not peers.reports_version("kube-score version: development, commit: N/A", "1.20.0")
+    # Jaeger's: its tags carry the "v"
+    assert peers.reports_version("jaeger version v2.12.0", "2.12.0")
+    assert not peers.reports_version("jaeger version v2.12.0-rc.1", "2.12.0")
+    assert not peers.reports_version("jaeger version v1.75.0", "2.12.0")
 
 
 # --- statsd_exporter ------------------------------------------------------------------------

@@ -1,0 +1,87 @@
+"""Airflow with its traces on, exported over OTLP/HTTP: the set-up every traces test shares.
+
+The traces tests read the same DAG run's spans in two places: off the wire, from a receiver that
+decodes Airflow's own exports (``tests/airflow/test_traces.py``), and back from a real Jaeger
+through its query API (``tests/airflow/test_jaeger.py``). Both start Airflow here, so what they
+see comes from one set-up: the LocalExecutor (each try in the Task SDK's own task process), the
+DAG ``store_metrics_traces`` (one retry that resumes, one that starts over), counts sent nowhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from support.cluster import Cluster
+
+DAG_ID = "store_metrics_traces"
+#: The tasks of :data:`DAG_ID`, each retried once (``tests/deploy/dags/executors/store_metrics_traces.py``).
+TASKS = ("resumes", "starts_over")
+
+SERVER = 2  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER
+CLIENT = 3  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_CLIENT
+TASK = {"db.system.name": "airflow.state_store", "db.collection.name": "task_state_store"}
+METHODS = {"get": "GET", "set": "PUT"}
+STATUSES = {"found": 200, "absent": 404, "written": 204}
+
+
+def call(operation: str, outcome: str, **more: str) -> tuple[str, int, dict[str, Any]]:
+    """A task-side span of a task store call, as (name, kind, attributes) (docs/traces.md)."""
+    return (
+        f"{operation} task_state_store",
+        CLIENT,
+        {**TASK, "db.operation.name": operation, "store_metrics.outcome": outcome, **more},
+    )
+
+
+def route(operation: str, outcome: str, **more: str) -> tuple[str, int, dict[str, Any]]:
+    """An API server route span of a task store request under ``count_at = api_server``."""
+    return (
+        f"{operation} task_state_store",
+        SERVER,
+        {
+            **TASK,
+            "db.operation.name": operation,
+            "store_metrics.outcome": outcome,
+            "http.request.method": METHODS[operation],
+            "http.response.status_code": STATUSES[outcome],
+            **more,
+        },
+    )
+
+
+def traces_env(endpoint: str, otel_on: bool, **more: str) -> dict[str, str]:
+    """Airflow's traces exported over OTLP/HTTP to ``endpoint`` (the full URL, ``.../v1/traces``),
+    batched for 200 ms; counts sent nowhere; ``more`` on top."""
+    return {
+        "AIRFLOW__TRACES__OTEL_ON": str(otel_on),
+        "OTEL_TRACES_EXPORTER": "otlp_proto_http",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": endpoint,
+        "OTEL_BSP_SCHEDULE_DELAY": "200",
+        "AIRFLOW__STORE_METRICS__BACKEND": "none",
+        **more,
+    }
+
+
+@contextlib.contextmanager
+def traced_cluster(root: Path, endpoint: str, **settings: str) -> Iterator[Cluster]:
+    """Airflow's components under the LocalExecutor, traces on and exported to ``endpoint``, with
+    :data:`DAG_ID` parsed (``settings``: more of their environment, ``AIRFLOW__STORE_METRICS__COUNT_AT``
+    for instance); stopped on exit."""
+    airflow = Cluster(
+        root,
+        [f"{DAG_ID}.py"],
+        {
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__WORKERS__MIN_HEARTBEAT_INTERVAL": "1",
+            **traces_env(endpoint, otel_on=True),
+            **settings,
+        },
+    )
+    try:
+        airflow.start([DAG_ID])
+        yield airflow
+    finally:
+        airflow.stop()
