@@ -33,6 +33,7 @@ class Kind(str, enum.Enum):
     LABEL = "label"  # a Prometheus label (or Datadog tag) name
     URL = "url"  # http(s)://...
     TIME = "time"  # a Grafana relative time: now-24h
+    TRACES = "trace data source"  # a Grafana trace data source type: jaeger, tempo
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ _MATCHERS = re.compile(rf"^{_MATCHER}(?:,{_MATCHER})*$")
 _LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL = re.compile(r'^https?://[^\s"\\]+$')
 _TIME = re.compile(r"^now(?:-[0-9]+[smhdwMy])?$")
+_TRACES = re.compile(r"^(?:jaeger|tempo)$")
 
 SETTINGS: tuple[Setting, ...] = (
     # -- scope ----------------------------------------------------------------------------------------
@@ -373,6 +375,20 @@ SETTINGS: tuple[Setting, ...] = (
         Kind.URL,
         "Your Grafana: each alert's dashboard_url opens the dashboard there, filtered to the alert's labels.",
     ),
+    Setting(
+        "trace_datasource",
+        "jaeger",
+        Kind.TRACES,
+        "Grafana: the type of the trace data source the provisioning adds (jaeger or tempo); the "
+        "Prometheus data source links each exemplar's trace_id to it.",
+    ),
+    Setting(
+        "trace_url",
+        "http://jaeger:16686",
+        Kind.URL,
+        "Grafana: where that trace data source reads traces (Jaeger's query service, or Tempo's "
+        "HTTP API, such as http://tempo:3200).",
+    ),
     Setting("dashboard_from", "now-24h", Kind.TIME, "The Grafana dashboard's default time range start."),
     Setting(
         "dashboard_refresh",
@@ -432,7 +448,13 @@ def _number(value: float) -> str:
 
 def _check(setting: Setting, value: str) -> None:
     kind = setting.kind
-    patterns = {Kind.MATCHERS: _MATCHERS, Kind.LABEL: _LABEL, Kind.URL: _URL, Kind.TIME: _TIME}
+    patterns = {
+        Kind.MATCHERS: _MATCHERS,
+        Kind.LABEL: _LABEL,
+        Kind.URL: _URL,
+        Kind.TIME: _TIME,
+        Kind.TRACES: _TRACES,
+    }
     try:
         if kind in patterns:
             valid = bool(patterns[kind].match(value))
@@ -463,6 +485,7 @@ _EXPECTED = {
     Kind.LABEL: "a label name: letters, digits and _, not starting with a digit",
     Kind.URL: "an http:// or https:// URL",
     Kind.TIME: "now, or now- and a duration such as now-24h",
+    Kind.TRACES: "jaeger or tempo",
 }
 
 
