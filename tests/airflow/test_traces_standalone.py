@@ -44,17 +44,40 @@ def call(store: dict[str, str], operation: str, outcome: str, **more: str) -> tu
     return (name, CLIENT, {**store, "db.operation.name": operation, "store_metrics.outcome": outcome, **more})
 
 
+SERVER = 2  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER
+STATUSES = {"found": 200, "absent": 404, "written": 204}
+
+
+def route(
+    store: dict[str, str], operation: str, outcome: str, **more: str
+) -> tuple[str, int, dict[str, Any]]:
+    """A state store call as the API server's route span has it (``count_at = api_server``)."""
+    name, _, attributes = call(store, operation, outcome, **more)
+    http = {
+        "http.request.method": {"get": "GET", "set": "PUT"}[operation],
+        "http.response.status_code": STATUSES[outcome],
+    }
+    return (name, SERVER, {**attributes, **http})
+
+
+def at_api_server(airflow: Standalone) -> bool:
+    return airflow.env["AIRFLOW__STORE_METRICS__COUNT_AT"] == "api_server"
+
+
 def ours(spans: list[OtlpSpan]) -> list[OtlpSpan]:
     return [s for s in spans if s.scope == "store_metrics"]
 
 
-@pytest.fixture(scope="module")
-def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Standalone, OtlpReceiver]]:
+@pytest.fixture(scope="module", params=["task", "api_server"])
+def standalone(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Standalone, OtlpReceiver]]:
     receiver = OtlpReceiver()
     airflow = Standalone(
-        tmp_path_factory.mktemp("traces-standalone"),
+        tmp_path_factory.mktemp(f"traces-standalone-{request.param}"),
         free_port(),
         {
+            "AIRFLOW__STORE_METRICS__COUNT_AT": request.param,
             "AIRFLOW__TRACES__OTEL_ON": "True",
             "OTEL_TRACES_EXPORTER": "otlp_proto_http",
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{receiver.port}{TRACES_PATH}",
@@ -106,13 +129,16 @@ def test_a_retrys_trace_shows_try_one_writing_failing_and_try_two_reading_found(
         0.2,
     )
     tree = {key: children(receiver, worker) for key, worker in workers().items()}
+    # count_at = task: the task process's CLIENT spans; api_server: the API server's route spans, in
+    # the task's trace through the traceparent the supervisor sends on (the task makes none).
+    span = route if at_api_server(airflow) else call
     assert tree == {
-        ("resumes", 1): [call(TASK, "set", "written")],
-        ("resumes", 2): [call(TASK, "get", "found", **{DECIDED: "resumed"})],
-        ("starts_over", 1): [call(TASK, "get", "absent")],
+        ("resumes", 1): [span(TASK, "set", "written")],
+        ("resumes", 2): [span(TASK, "get", "found", **{DECIDED: "resumed"})],
+        ("starts_over", 1): [span(TASK, "get", "absent")],
         ("starts_over", 2): [
-            call(TASK, "get", "absent", **{DECIDED: "started_over"}),
-            call(TASK, "set", "written"),
+            span(TASK, "get", "absent", **{DECIDED: "started_over"}),
+            span(TASK, "set", "written"),
         ],
     }
     # Both tasks needed their retry (try 1 raised after its calls); both tries of a task are one
@@ -122,11 +148,14 @@ def test_a_retrys_trace_shows_try_one_writing_failing_and_try_two_reading_found(
     )
     assert sorted(tries) == [("resumes", 2, "success"), ("starts_over", 2, "success")]
     assert workers()[("resumes", 1)].trace_id == workers()[("resumes", 2)].trace_id
-    assert {key: span.attributes.get(DECIDED) for key, span in workers().items()} == {
+    # (Under count_at = api_server the API server decides, after the read was answered: the decision
+    # is on its route span only.)
+    decided = {key: worker.attributes.get(DECIDED) for key, worker in workers().items()}
+    assert decided == {
         ("resumes", 1): None,
-        ("resumes", 2): "resumed",
+        ("resumes", 2): None if at_api_server(airflow) else "resumed",
         ("starts_over", 1): None,
-        ("starts_over", 2): "started_over",
+        ("starts_over", 2): None if at_api_server(airflow) else "started_over",
     }
 
 
@@ -163,7 +192,8 @@ def test_asset_watchers_calls_are_spans_under_their_trigger_span_in_the_triggere
     # The failing calls' spans are ERROR and hold the exception, which the trigger still got.
     errors = [s for s in ours(receiver.spans()) if s.attributes.get("store_metrics.outcome") == "error"]
     assert [(s.status_code, [name for name, _ in s.events]) for s in errors] == [(2, ["exception"])] * 2
-    # Each consumer task's read of the watermark is a span under its own task's span.
+    # Each consumer task's read of the watermark is a span under its own task's span (the API
+    # server's route span under count_at = api_server; the triggerer counts and traces either way).
     reads = Counter(
         (s.name, s.attributes["store_metrics.outcome"])
         for s in ours(receiver.spans())
