@@ -1,16 +1,18 @@
 """The issue's acceptance run under ``airflow standalone``: a retry's trace, and the asset watchers' spans.
 
-One ``airflow standalone`` (api-server, scheduler with the LocalExecutor, dag-processor, triggerer),
-as a user starts it, with Airflow's traces on (``[traces] otel_on``, exported over OTLP/HTTP to a
-real receiver that decodes them, :class:`testbed.otlp.OtlpReceiver`) and ``count_at = task``. Its
-DAGs: the retried tasks of the traces test (``resumes``: try 1 writes and fails, try 2 reads it back;
+One ``airflow standalone`` (api-server, scheduler with the LocalExecutor, dag-processor, triggerer)
+per ``count_at`` mode, as a user starts it, with Airflow's traces on (``[traces] otel_on``, exported
+over OTLP/HTTP to a real receiver that decodes them, :class:`testbed.otlp.OtlpReceiver`). Its DAGs:
+the retried tasks of the traces test (``resumes``: try 1 writes and fails, try 2 reads it back;
 ``starts_over``: both tries find nothing) and the three asset watchers of the triggerer tests, whose
 events start their consumer DAGs. Read back from the wire:
 
-* each try's ``worker.<task_id>`` span and, under it, its state store calls; the retry's decision on
-  the first read's span and on the task's span;
-* each watcher's calls, made in the triggerer, under Airflow's own ``trigger.<name>`` root span
-  (a watcher belongs to no task's trace); a consumer task's read under its own task span.
+* each try's ``worker.<task_id>`` span and, under it, its state store calls (the task process's
+  CLIENT spans, or under ``count_at = api_server`` the API server's route spans); the retry's
+  decision on the first read's span, and on the task's span where the task process decided it;
+* each watcher's calls, made in the triggerer, under the span Airflow runs the trigger in (still
+  open while the watcher runs; a watcher belongs to no task's trace); a consumer task's read under
+  its own task span.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def ours(spans: list[OtlpSpan]) -> list[OtlpSpan]:
     return [s for s in spans if s.scope == "store_metrics"]
 
 
-@pytest.fixture(scope="module", params=["task", "api_server"])
+@pytest.fixture(scope="module", params=["tasks", "api_server"])
 def standalone(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Standalone, OtlpReceiver]]:
@@ -129,7 +131,7 @@ def test_a_retrys_trace_shows_try_one_writing_failing_and_try_two_reading_found(
         0.2,
     )
     tree = {key: children(receiver, worker) for key, worker in workers().items()}
-    # count_at = task: the task process's CLIENT spans; api_server: the API server's route spans, in
+    # count_at = tasks: the task process's CLIENT spans; api_server: the API server's route spans, in
     # the task's trace through the traceparent the supervisor sends on (the task makes none).
     span = route if at_api_server(airflow) else call
     assert tree == {
