@@ -19,7 +19,7 @@ from ..facts import DOCS, FILTERS, TITLE, UID, WATCHER
 from ..promql import CALLS, CLUSTER
 from ..tokens import Value, dumps, setting
 from .footprint_row import footprint_row
-from .queries import DS, Panel, Row, Target, ref_id
+from .queries import DS, Measure, Panel, Row, Target, ref_id
 from .rows import build_rows, build_triggers_row
 from .server_row import REQUESTS as SERVER_REQUESTS
 from .server_row import server_row
@@ -255,6 +255,10 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         {"matcher": {"id": "byName", "options": column}, "properties": [{"id": "unit", "value": unit}]}
         for column, unit in panel.column_units.items()
     ]
+    targets = [t.to_json(ref_id(i)) for i, t in enumerate(panel.targets)]
+    if panel.exemplars is not None:
+        targets.append(_exemplar_target(panel.exemplars, ref_id(len(targets))))
+        overrides.append(_hidden(ref_id(len(targets) - 1)))
     result: dict[str, Any] = {
         "id": panel_id,
         "type": panel.kind,
@@ -264,11 +268,37 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
         "gridPos": {"h": panel.h, "w": panel.w, "x": x, "y": y},
         "fieldConfig": {"defaults": defaults, "overrides": overrides},
         "options": options,
-        "targets": [t.to_json(ref_id(i)) for i, t in enumerate(panel.targets)],
+        "targets": targets,
     }
     if panel.kind == "table":
         result["transformations"] = _table_transformations(panel)
     return result
+
+
+def _exemplar_target(measure: Measure, ref: str) -> dict[str, Any]:
+    """The query that brings a panel its exemplars: the raw counters of ``measure`` (recorded series
+    carry none), ``exemplar`` on; Grafana asks Prometheus' ``query_exemplars`` with its expression
+    and marks each exemplar on the panel, linked to its trace by the data source's
+    ``exemplarTraceIdDestinations`` (dashboards/provisioning/datasources/store-metrics.yml)."""
+    return {
+        "datasource": DS,
+        "refId": ref,
+        "expr": measure.raw_expr(),
+        "legendFormat": "traces",
+        "range": True,
+        "instant": False,
+        "editorMode": "code",
+        "exemplar": True,
+    }
+
+
+def _hidden(ref: str) -> dict[str, Any]:
+    """An override that hides query ``ref``'s own lines (legend, tooltip and graph), not its exemplars."""
+    hide = {"legend": True, "tooltip": True, "viz": True}
+    return {
+        "matcher": {"id": "byFrameRefID", "options": ref},
+        "properties": [{"id": "custom.hideFrom", "value": hide}],
+    }
 
 
 # -- layout -----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from store_metrics.catalogue import Outcome, Store
 
 from .. import promql
 from ..facts import FILTERS, WATCHER
-from ..tokens import setting
+from ..tokens import SENTINEL, setting
 
 __all__ = [
     "DS",
@@ -84,6 +84,18 @@ class Measure:
         if self.kind == "count":
             return promql.count(self.selector, self.by)
         return promql.per_second(self.selector, self.by)
+
+    def raw_expr(self) -> str:
+        """The same calls per second read off the raw counters (the series that carry exemplars):
+        the dashboard's deployment, job and filters, ``only`` and ``exclude``; the counters by name."""
+        scope = promql.WATCHER_SCOPE if WATCHER in self.only else promql.SCOPE
+        names = "|".join(
+            catalogue.metric_for(s, o).prometheus_name(SENTINEL) for s in self.stores for o in self.outcomes
+        )
+        matchers = [f'__name__=~"{names}"', scope, *FILTER_MATCHERS]
+        matchers += [f'{label}="{value}"' for label, value in self.only]
+        matchers += [f'{label}!="{value}"' for label, value in self.exclude]
+        return f"sum {promql.by(self.by)}(rate({{{','.join(matchers)}}}[$__rate_interval]))"
 
 
 @dataclass(frozen=True)
@@ -210,6 +222,10 @@ class Panel:
     threshold: str | None = None
     #: A table's link from each row to the dashboard filtered to its labels.
     link_labels: Sequence[str] = ()
+    #: The calls whose exemplars the panel shows (a point's link to the trace of a call that
+    #: counted it): its raw counters, read by one more query whose own lines are hidden. The
+    #: recorded series carry no exemplars, so the panel's lines cannot bring them.
+    exemplars: Measure | None = None
 
 
 @dataclass

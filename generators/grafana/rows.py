@@ -62,6 +62,12 @@ NO_WATCHERS_NOTE = (
     f" Asset watchers' calls (run_type {catalogue.RUN_TYPE_ASSET_WATCHER}, "
     f"dag_id `{catalogue.DAG_ID_NONE}`) are left out: they belong to no DAG (the Triggers row shows them)."
 )
+#: Said on a panel that shows exemplars.
+EXEMPLARS_NOTE = (
+    " With traces on, a marker is a call's exemplar: click it to open that call's trace (the data "
+    "source's trace links; see Traces in the docs). The markers come from the raw counters, not a "
+    "recording rule: recorded series carry no exemplars."
+)
 
 
 @dataclass(frozen=True)
@@ -238,8 +244,9 @@ def calls_per_second_row(q: Queries) -> Row:
             ),
             _ops(
                 "Calls per second by DAG",
-                "All state store calls per second, per DAG." + NO_WATCHERS_NOTE,
+                "All state store calls per second, per DAG." + NO_WATCHERS_NOTE + EXEMPLARS_NOTE,
                 [Target(q.everything("rate", (DAG_ID,)), "{{dag_id}}")],
+                exemplars=q.everything("rate", (DAG_ID,)),
             ),
         ],
     )

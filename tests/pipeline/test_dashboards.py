@@ -111,8 +111,8 @@ def test_variables_one_deployment_one_job_per_component_then_multi_select_filter
     # dashboard, or any Grafana's as imported by hand. The provisioned data source is never the default.
     assert (datasource["current"]["value"], datasource["current"]["text"]) == ("default", "default")
     provisioned = yaml.safe_load((PROVISIONING / "datasources" / "store-metrics.yml").read_text())
-    (ds,) = provisioned["datasources"]
-    assert ds["isDefault"] is False
+    ds, traces = provisioned["datasources"]
+    assert ds["isDefault"] is False and traces["isDefault"] is False
     for v in variables[1:]:
         assert v["type"] == "query" and v["datasource"] == DS and v["refresh"] == 2, v["name"]
         metric = SERVER_REQUESTS if v["name"] == "server_job" else CALLS
@@ -187,7 +187,7 @@ def test_the_issue_s_panels_are_there_and_errors_right_under_the_overview() -> N
             assert all("[$__range]" in t["expr"] for t in panel["targets"]), panel["title"]
         else:
             # Per point, at least one recorded interval: the min step is the rules' interval.
-            for t in panel["targets"]:
+            for t in (t for t in panel["targets"] if not t.get("exemplar")):
                 assert t["range"] and "[$__interval]" in t["expr"] and t["interval"] == "1m", panel["title"]
                 assert t["expr"].endswith(" / 60") or "/ 60) / (" in t["expr"], t["expr"]
 
@@ -257,7 +257,8 @@ def test_provisioning_datasource_never_takes_over_the_default() -> None:
     assert len(files) == 1
     doc = yaml.safe_load(files[0].read_text())
     assert doc["apiVersion"] == 1
-    (ds,) = doc["datasources"]
+    ds, traces = doc["datasources"]
+    assert traces["isDefault"] is False
     assert ds["type"] == "prometheus" and ds["access"] == "proxy"
     assert ds["url"].startswith("http") and ds["uid"] and ds["name"]
     assert ds["isDefault"] is False
@@ -276,6 +277,7 @@ def test_provisioning_datasource_never_takes_over_the_default() -> None:
         "secureJsonData",
         "version",
     }
+    assert set(traces) <= set(ds) and traces["type"] in ("jaeger", "tempo")
 
 
 def test_provisioning_dashboard_provider() -> None:
@@ -372,3 +374,73 @@ def test_task_side_queries_over_the_rules_evaluate_to_the_hand_computed_values(t
         (committed[(title, ref)], variables, samples) for title, ref, variables, samples in CALLS_EXPECTED
     ]
     evaluate_queries(tmp_path, "1m", CALLS_INPUT, cases, "10m", rule_files=with_rules(tmp_path, "rules.yml"))
+
+
+# -- exemplars: from a point of the per-DAG calls to its trace -------------------------------------------
+
+
+def test_the_calls_by_dag_panel_asks_for_exemplars_of_the_raw_counters_and_hides_their_lines() -> None:
+    (panel,) = [p for p in every_panel() if p["title"] == "Calls per second by DAG"]
+    lines, marks = panel["targets"]
+    assert "exemplar" not in lines and lines["expr"].startswith(f"sum by (dag_id) (avg_over_time({CALLS}{{")
+    # Recorded series carry no exemplars: the marks come from the raw counters, every state store
+    # counter of a call, with the panel's deployment, job, filters and its exclusion of the watchers.
+    assert marks["exemplar"] is True and marks["refId"] == "B" and marks["range"] is True
+    names = re.fullmatch(
+        r'sum by \(dag_id\) \(rate\(\{__name__=~"([^"]+)",(.*)\}\[\$__rate_interval\]\)\)', marks["expr"]
+    )
+    assert names, marks["expr"]
+    assert set(names.group(1).split("|")) == {
+        catalogue.metric_for(store, outcome).prometheus_name()
+        for store in catalogue.Store
+        for outcome in catalogue.Outcome
+        if catalogue.metric_for(store, outcome).name.split(".", 1)[1]
+        in ("read_found", "read_absent", "write", "delete", "clear", "error")
+    }
+    assert names.group(2) == (
+        f'{SCOPE},team_name=~"$team_name",dag_id=~"$dag_id",task_id=~"$task_id",operator=~"$operator",'
+        'run_type=~"$run_type",run_type!="asset_watcher"'
+    )
+    # Its own lines are hidden everywhere (the panel's lines are the recorded calls): only its marks show.
+    assert panel["fieldConfig"]["overrides"] == [
+        {
+            "matcher": {"id": "byFrameRefID", "options": "B"},
+            "properties": [
+                {"id": "custom.hideFrom", "value": {"legend": True, "tooltip": True, "viz": True}}
+            ],
+        }
+    ]
+    # The only panel that asks for exemplars.
+    assert [p["title"] for p in every_panel() if any(t.get("exemplar") for t in p["targets"])] == [
+        panel["title"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("settings", "trace_type", "trace_url"),
+    [
+        ((), "jaeger", "http://jaeger:16686"),
+        (("trace_datasource=tempo", "trace_url=http://tempo:3200"), "tempo", "http://tempo:3200"),
+    ],
+)
+def test_the_provisioned_prometheus_links_exemplars_to_the_provisioned_trace_data_source(
+    tmp_path: Path, settings: tuple[str, ...], trace_type: str, trace_url: str
+) -> None:
+    args = [a for setting in settings for a in ("--set", setting)]
+    assert run_export(tmp_path, *args).returncode == 0
+    provisioned = yaml.safe_load(
+        (tmp_path / "dashboards/provisioning/datasources/store-metrics.yml").read_text()
+    )
+    prometheus, traces = provisioned["datasources"]
+    # Grafana's Prometheus data source: each exemplar's trace_id label (the Collector's OpenMetrics
+    # exemplars carry trace_id and span_id) opens that trace in the data source of this uid.
+    assert prometheus["jsonData"]["exemplarTraceIdDestinations"] == [
+        {"name": "trace_id", "datasourceUid": traces["uid"]}
+    ]
+    assert (traces["type"], traces["url"], traces["uid"]) == (trace_type, trace_url, "store-metrics-traces")
+
+
+def test_a_trace_data_source_grafana_cannot_link_is_refused_by_name(tmp_path: Path) -> None:
+    result = run_export(tmp_path, "--set", "trace_datasource=zipkin")
+    assert result.returncode != 0
+    assert "setting trace_datasource: 'zipkin' is not a choice (one of jaeger, tempo)" in result.stderr

@@ -17,12 +17,16 @@ attributed per OpenTelemetry's database client conventions:
   whether a retried attempt resumed, and on the task's own span.
 
 The span is the current span while the inner call runs, so what the call does (the Task SDK's
-request to its supervisor carries the current context) belongs to it. Nothing here is imported
-unless a wrapper is traced: with traces off, a call runs the counting wrapper's methods unchanged.
+request to its supervisor carries the current context) belongs to it. The counter each call bumps
+(and a retry's decision counter) keeps the span's context when the span is sampled, as the
+exemplar of the ``otel`` backend's next collection (:mod:`store_metrics.backends.otel.observed`).
+Nothing here is imported unless a wrapper is traced: with traces off, a call runs the counting
+wrapper's methods unchanged.
 """
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
@@ -94,6 +98,16 @@ class Tracing:
         return span
 
 
+def _exemplar(add: Any, span: Any) -> None:
+    """Leave ``span``'s context on the counter series ``add`` belongs to, when the span is sampled
+    (the counter's exemplar: what OpenTelemetry's ``trace_based`` filter would keep)."""
+    span_context = span.get_span_context()
+    if span_context.trace_flags.sampled:
+        # A counter of another kind (a test's stand-in) has no exemplar to keep.
+        with suppress(AttributeError):
+            add.__self__.exemplar = span_context
+
+
 class TracedFirstRead(FirstRead):
     """A retried attempt's decision that also marks the task's span (current when it was made)."""
 
@@ -109,7 +123,9 @@ class TracedFirstRead(FirstRead):
             resumed, not_resumed = self._pending.pop()
         except IndexError:
             return
-        (resumed if found else not_resumed)()
+        bump = resumed if found else not_resumed
+        bump()
+        _exemplar(bump, span)
         decision = RESUMED if found else STARTED_OVER
         span.set_attribute(RETRY, decision)
         if self._task_span is not None:
@@ -134,9 +150,11 @@ def _read(self: Any, span: Any, value: Any, default: Any) -> Any:
     found = value is not _ABSENT
     if found:
         self._found()
+        _exemplar(self._found, span)
         span.set_attribute(OUTCOME, "found")
     else:
         self._absent()
+        _exemplar(self._absent, span)
         span.set_attribute(OUTCOME, "absent")
     retry = self._retry
     if retry is not None:
@@ -152,6 +170,7 @@ def get(self: Any, key: str, default: Any = None) -> Any:
             value = self._inner.get(key, _ABSENT)
         except Exception as exc:
             self._err_get()
+            _exemplar(self._err_get, span)
             _failed(span, exc)
             raise
         return _read(self, span, value, default)
@@ -168,9 +187,11 @@ def set(self: Any, key: str, value: Any, **kwargs: Any) -> Any:
             result = self._inner.set(key, value, **kwargs) if kwargs else self._inner.set(key, value)
         except Exception as exc:
             self._err_set()
+            _exemplar(self._err_set, span)
             _failed(span, exc)
             raise
         self._write()
+        _exemplar(self._write, span)
         span.set_attribute(OUTCOME, "written")
         return result
     finally:
@@ -186,9 +207,11 @@ def delete(self: Any, key: str) -> Any:
             result = self._inner.delete(key)
         except Exception as exc:
             self._err_delete()
+            _exemplar(self._err_delete, span)
             _failed(span, exc)
             raise
         self._delete()
+        _exemplar(self._delete, span)
         span.set_attribute(OUTCOME, "deleted")
         return result
     finally:
@@ -204,9 +227,11 @@ def clear(self: Any) -> Any:
             result = self._inner.clear()
         except Exception as exc:
             self._err_clear()
+            _exemplar(self._err_clear, span)
             _failed(span, exc)
             raise
         self._clear()
+        _exemplar(self._clear, span)
         span.set_attribute(OUTCOME, "cleared")
         return result
     finally:
@@ -222,6 +247,7 @@ async def aget(self: Any, key: str, default: Any = None) -> Any:
             value = await self._inner.aget(key, _ABSENT)
         except Exception as exc:
             self._err_get()
+            _exemplar(self._err_get, span)
             _failed(span, exc)
             raise
         return _read(self, span, value, default)
@@ -240,9 +266,11 @@ async def aset(self: Any, key: str, value: Any, **kwargs: Any) -> Any:
             )
         except Exception as exc:
             self._err_set()
+            _exemplar(self._err_set, span)
             _failed(span, exc)
             raise
         self._write()
+        _exemplar(self._write, span)
         span.set_attribute(OUTCOME, "written")
         return result
     finally:
@@ -258,9 +286,11 @@ async def adelete(self: Any, key: str) -> Any:
             result = await self._inner.adelete(key)
         except Exception as exc:
             self._err_delete()
+            _exemplar(self._err_delete, span)
             _failed(span, exc)
             raise
         self._delete()
+        _exemplar(self._delete, span)
         span.set_attribute(OUTCOME, "deleted")
         return result
     finally:
@@ -276,9 +306,11 @@ async def aclear(self: Any) -> Any:
             result = await self._inner.aclear()
         except Exception as exc:
             self._err_clear()
+            _exemplar(self._err_clear, span)
             _failed(span, exc)
             raise
         self._clear()
+        _exemplar(self._clear, span)
         span.set_attribute(OUTCOME, "cleared")
         return result
     finally:

@@ -109,6 +109,11 @@ class AggregatingEmitter:
         """
         return self._registry.totals(metric)
 
+    def take_exemplars(self, metric: Metric) -> list[tuple[TagTuple, object]]:
+        """The span contexts ``metric``'s counters were last counted in (traced calls only), each
+        taken once: the ``otel`` backend's exemplars."""
+        return self._registry.take_exemplars(metric)
+
     def series_of(self, metric: Metric) -> list[Series]:
         """Every series of ``metric`` in this process, in the order they were made: what the native
         scrape endpoint reads (counters' ``total``, and its cached line on each counter series)."""

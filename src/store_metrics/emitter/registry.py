@@ -78,6 +78,21 @@ class SeriesRegistry:
             series = list(self._by_metric.get(metric.name, ()))
         return [(s.tags, count) for s in series if (count := s.count)]
 
+    def take_exemplars(self, metric: Metric) -> list[tuple[TagTuple, object]]:
+        """The span context each counter series of ``metric`` was last counted in since the last
+        take (see :class:`~.series.CounterSeries`), each taken once."""
+        with self._lock:
+            series = list(self._by_metric.get(metric.name, ()))
+        taken: list[tuple[TagTuple, object]] = []
+        for s in series:
+            exemplar = getattr(s, "exemplar", None)
+            if exemplar is not None:
+                # Unlocked: a count in a span between the read and the reset loses its exemplar
+                # to the next one, never its count.
+                s.exemplar = None  # type: ignore[attr-defined]
+                taken.append((s.tags, exemplar))
+        return taken
+
     def series_of(self, metric: Metric) -> list[Series]:
         """Every series of ``metric``, in the order they were made (a copy of the list)."""
         with self._lock:

@@ -48,15 +48,21 @@ class Series(Protocol):
 
 
 class CounterSeries:
-    """A cumulative count, and how much of it was already pushed."""
+    """A cumulative count, and how much of it was already pushed.
 
-    __slots__ = ("_lock", "metric", "sent", "tags", "total")
+    ``exemplar`` is the OpenTelemetry span context of the latest count made inside a sampled span
+    (set by the traced wrappers only, after their add; ``None`` otherwise), taken by the ``otel``
+    backend's next collection as that point's exemplar. The hot path never touches it.
+    """
+
+    __slots__ = ("_lock", "exemplar", "metric", "sent", "tags", "total")
 
     def __init__(self, metric: Metric, tags: TagTuple) -> None:
         self.metric = metric
         self.tags = tags
         self.total = 0
         self.sent = 0
+        self.exemplar: object | None = None
         self._lock = threading.Lock()
 
     def add(self, amount: int = 1) -> None:
@@ -93,6 +99,7 @@ class CounterSeries:
         self._lock = threading.Lock()
         self.total = 0
         self.sent = 0
+        self.exemplar = None
 
 
 class LiveTarget:

@@ -54,6 +54,11 @@ changed, nothing is wrapped and one line is logged; triggers then run exactly as
 plugin. If wrapping one trigger's store fails, that trigger runs with its own store, and one line
 is logged.
 
+**Traces.** Where this process's calls are spans (``[store_metrics] traces``, decided as in a task),
+a trigger's calls are CLIENT spans under Airflow's own ``trigger.<name>`` span, current while the
+trigger runs: an asset watcher's is a root span (a watcher belongs to no task), a deferred task's
+continues the task's trace.
+
 **Tags.** A deferred task's trigger carries the task's tags (``dag_id``, ``task_id``, ``run_type``,
 ``operator``, ``team_name``), as far as the triggerer knows them (``<unknown>`` where it does not).
 A watcher belongs to no DAG and no task: an asset may schedule any number of DAGs. Its calls are
@@ -170,14 +175,32 @@ def instrument_trigger(trigger: Any, context: Any = None) -> int:
         tags = deferred_task_tags(trigger, context)
     else:
         tags = watcher_tags(trigger, assets)
+    tracer, keys = _tracer()
     wrapped = 0
     if tasks is not None and not is_instrumented(tasks):
-        trigger.task_state_store = instrument_task_store(tasks, emitter, tags)
+        trigger.task_state_store = instrument_task_store(tasks, emitter, tags, tracer=tracer, trace_keys=keys)
         wrapped += 1
     if assets is not None and not is_instrumented(assets):
-        trigger.asset_state_store = instrument_asset_store(assets, emitter, tags)
+        trigger.asset_state_store = instrument_asset_store(
+            assets, emitter, tags, tracer=tracer, trace_keys=keys
+        )
         wrapped += 1
     return wrapped
+
+
+def _tracer() -> tuple[Any, bool]:
+    """This process's tracer and ``traces_keys`` where its calls are spans (decided once, as in a
+    task: :func:`.task_listener.traces_wanted`), else ``(None, False)``. A trigger's calls are then
+    spans under the span current while it runs: Airflow's ``trigger.<name>`` (a watcher's is a
+    root span: it belongs to no task's trace; a deferred task's continues the task's trace)."""
+    from .task_listener import traces_wanted
+
+    traced, keys = traces_wanted()
+    if not traced:
+        return None, False
+    from ..counting import tracing
+
+    return tracing.tracer_from(), keys
 
 
 def _instrument_safely(trigger: Any, trigger_id: Any, context: Any) -> None:

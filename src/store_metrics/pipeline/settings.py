@@ -86,6 +86,8 @@ _ENDPOINTS = re.compile(rf"^{_HOST}(?:,{_HOST})*$")
 RESOLVERS = ("static", "dns", "k8s")
 #: The port the backend Collectors receive OTLP gRPC on (the loadbalancing exporter's default too).
 _OTLP_GRPC_PORT = "4317"
+#: The Grafana trace data source types the provisioning can add.
+TRACE_DATASOURCES = ("jaeger", "tempo")
 
 SETTINGS: tuple[Setting, ...] = (
     # -- scope ----------------------------------------------------------------------------------------
@@ -411,6 +413,21 @@ SETTINGS: tuple[Setting, ...] = (
         "http://localhost:3000",
         Kind.URL,
         "Your Grafana: each alert's dashboard_url opens the dashboard there, filtered to the alert's labels.",
+    ),
+    Setting(
+        "trace_datasource",
+        "jaeger",
+        Kind.CHOICE,
+        "Grafana: the type of the trace data source the provisioning adds (jaeger or tempo); the "
+        "Prometheus data source links each exemplar's trace_id to it.",
+        choices=TRACE_DATASOURCES,
+    ),
+    Setting(
+        "trace_url",
+        "http://jaeger:16686",
+        Kind.URL,
+        "Grafana: where that trace data source reads traces (Jaeger's query service, or Tempo's "
+        "HTTP API, such as http://tempo:3200).",
     ),
     Setting("dashboard_from", "now-24h", Kind.TIME, "The Grafana dashboard's default time range start."),
     Setting(

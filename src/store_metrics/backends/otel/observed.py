@@ -3,6 +3,11 @@
 No OpenTelemetry call happens on a state store call: each catalogue counter is an
 ``ObservableCounter`` whose callback reads the emitters' in-memory totals (through
 :class:`~store_metrics.counting.contracts.TotalsSource`) when the SDK collects.
+
+Exemplars: a series a traced call counted since the last collection carries that call's span
+context (``take_exemplars``); its observation is made in a context holding that span, so the
+SDK's exemplar filter (``trace_based`` by default, ``OTEL_METRICS_EXEMPLAR_FILTER``) attaches the
+span's trace and span ids to the point, once.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 
+from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.metrics import CallbackOptions, Observation
 
 from ... import catalogue
@@ -64,10 +71,15 @@ class Observed:
                 return []
             sources = list(self.sources)
             totals = dict(self.retired.get(metric.name, {}))
+        contexts: dict[TagTuple, Context] = {}
         for source in sources:
             for tags, total in source.totals(metric):
                 totals[tags] = totals.get(tags, 0) + total
-        return [Observation(total, dict(tags)) for tags, total in totals.items() if total]
+            take = getattr(source, "take_exemplars", None)
+            if take is not None:
+                for tags, span_context in take(metric):
+                    contexts[tags] = trace.set_span_in_context(trace.NonRecordingSpan(span_context))
+        return [Observation(total, dict(tags), contexts.get(tags)) for tags, total in totals.items() if total]
 
 
 def callback(observed: Observed, metric: Metric) -> Callable[[CallbackOptions], Iterable[Observation]]:

@@ -1,0 +1,204 @@
+"""The issue's acceptance run under ``airflow standalone``: a retry's trace, and the asset watchers' spans.
+
+One ``airflow standalone`` (api-server, scheduler with the LocalExecutor, dag-processor, triggerer)
+per ``count_at`` mode, as a user starts it, with Airflow's traces on (``[traces] otel_on``, exported
+over OTLP/HTTP to a real receiver that decodes them, :class:`testbed.otlp.OtlpReceiver`). Its DAGs:
+the retried tasks of the traces test (``resumes``: try 1 writes and fails, try 2 reads it back;
+``starts_over``: both tries find nothing) and the three asset watchers of the triggerer tests, whose
+events start their consumer DAGs. Read back from the wire:
+
+* each try's ``worker.<task_id>`` span and, under it, its state store calls (the task process's
+  CLIENT spans, or under ``count_at = api_server`` the API server's route spans); the retry's
+  decision on the first read's span, and on the task's span where the task process decided it;
+* each watcher's calls, made in the triggerer, under the span Airflow runs the trigger in (still
+  open while the watcher runs; a watcher belongs to no task's trace); a consumer task's read under
+  its own task span.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from support.airflow import Standalone
+from support.deploy import EXECUTOR_DAGS, MODULES
+from support.watchers import CONSUMERS, DAG_FILE
+from testbed.otlp import TRACES_PATH, OtlpReceiver, OtlpSpan
+from testbed.ports import free_port
+from testbed.repository import python_path
+from testbed.waiting import poll
+
+pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+
+RETRIED = "store_metrics_traces"
+CLIENT = 3  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_CLIENT
+TASK = {"db.system.name": "airflow.state_store", "db.collection.name": "task_state_store"}
+ASSET = {"db.system.name": "airflow.state_store", "db.collection.name": "asset_state_store"}
+DECIDED = "store_metrics.retry"
+
+
+def call(store: dict[str, str], operation: str, outcome: str, **more: str) -> tuple[str, int, dict[str, Any]]:
+    name = f"{operation} {store['db.collection.name']}"
+    return (name, CLIENT, {**store, "db.operation.name": operation, "store_metrics.outcome": outcome, **more})
+
+
+SERVER = 2  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER
+STATUSES = {"found": 200, "absent": 404, "written": 204}
+
+
+def route(
+    store: dict[str, str], operation: str, outcome: str, **more: str
+) -> tuple[str, int, dict[str, Any]]:
+    """A state store call as the API server's route span has it (``count_at = api_server``)."""
+    name, _, attributes = call(store, operation, outcome, **more)
+    http = {
+        "http.request.method": {"get": "GET", "set": "PUT"}[operation],
+        "http.response.status_code": STATUSES[outcome],
+    }
+    return (name, SERVER, {**attributes, **http})
+
+
+def at_api_server(airflow: Standalone) -> bool:
+    return airflow.env["AIRFLOW__STORE_METRICS__COUNT_AT"] == "api_server"
+
+
+def ours(spans: list[OtlpSpan]) -> list[OtlpSpan]:
+    return [s for s in spans if s.scope == "store_metrics"]
+
+
+@pytest.fixture(scope="module", params=["tasks", "api_server"])
+def standalone(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Standalone, OtlpReceiver]]:
+    receiver = OtlpReceiver()
+    airflow = Standalone(
+        tmp_path_factory.mktemp(f"traces-standalone-{request.param}"),
+        free_port(),
+        {
+            "AIRFLOW__STORE_METRICS__COUNT_AT": request.param,
+            "AIRFLOW__TRACES__OTEL_ON": "True",
+            "OTEL_TRACES_EXPORTER": "otlp_proto_http",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{receiver.port}{TRACES_PATH}",
+            "OTEL_BSP_SCHEDULE_DELAY": "200",
+            "AIRFLOW__STORE_METRICS__BACKEND": "none",
+            # The watchers' trigger module, which the triggerer imports.
+            "PYTHONPATH": python_path(MODULES),
+        },
+    )
+    for dag_file in airflow.home.dags.glob("*.py"):  # the scenario DAGs are not needed here
+        dag_file.unlink()
+    shutil.copy(DAG_FILE, airflow.home.dags)
+    shutil.copy(EXECUTOR_DAGS / f"{RETRIED}.py", airflow.home.dags)
+    try:
+        airflow.start([RETRIED, *CONSUMERS])
+        airflow.trigger(RETRIED)
+        assert airflow.wait_for_runs(RETRIED, 1) == ["success"], airflow.log_tail()
+        for dag_id in CONSUMERS:
+            assert airflow.wait_for_runs(dag_id, 1) == ["success"], airflow.log_tail()
+        yield airflow, receiver
+    finally:
+        airflow.stop()
+        receiver.close()
+
+
+def children(receiver: OtlpReceiver, parent: OtlpSpan) -> list[tuple[str, int, dict[str, Any]]]:
+    found = sorted(
+        (s for s in ours(receiver.spans()) if s.parent_id == parent.span_id), key=lambda s: s.start_ns
+    )
+    assert {s.trace_id for s in found} <= {parent.trace_id}
+    return [(s.name, s.kind, s.attributes) for s in found]
+
+
+def test_a_retrys_trace_shows_try_one_writing_failing_and_try_two_reading_found(
+    standalone: tuple[Standalone, OtlpReceiver],
+) -> None:
+    airflow, receiver = standalone
+
+    def workers() -> dict[tuple[str, int], OtlpSpan]:
+        return {
+            (s.attributes["airflow.task_id"], s.attributes["airflow.task_instance.try_number"]): s
+            for s in receiver.spans()
+            if s.name in ("worker.resumes", "worker.starts_over")
+        }
+
+    poll(
+        lambda: len(workers()) == 4 and sum(DECIDED in s.attributes for s in ours(receiver.spans())) == 2,
+        60,
+        0.2,
+    )
+    tree = {key: children(receiver, worker) for key, worker in workers().items()}
+    # count_at = tasks: the task process's CLIENT spans; api_server: the API server's route spans, in
+    # the task's trace through the traceparent the supervisor sends on (the task makes none).
+    span = route if at_api_server(airflow) else call
+    assert tree == {
+        ("resumes", 1): [span(TASK, "set", "written")],
+        ("resumes", 2): [span(TASK, "get", "found", **{DECIDED: "resumed"})],
+        ("starts_over", 1): [span(TASK, "get", "absent")],
+        ("starts_over", 2): [
+            span(TASK, "get", "absent", **{DECIDED: "started_over"}),
+            span(TASK, "set", "written"),
+        ],
+    }
+    # Both tasks needed their retry (try 1 raised after its calls); both tries of a task are one
+    # trace, and the decision is on the retried try's own span too.
+    tries = airflow.home.query(
+        "select task_id, try_number, state from task_instance where dag_id = ?", RETRIED
+    )
+    assert sorted(tries) == [("resumes", 2, "success"), ("starts_over", 2, "success")]
+    assert workers()[("resumes", 1)].trace_id == workers()[("resumes", 2)].trace_id
+    # (Under count_at = api_server the API server decides, after the read was answered: the decision
+    # is on its route span only.)
+    decided = {key: worker.attributes.get(DECIDED) for key, worker in workers().items()}
+    assert decided == {
+        ("resumes", 1): None,
+        ("resumes", 2): None if at_api_server(airflow) else "resumed",
+        ("starts_over", 1): None,
+        ("starts_over", 2): None if at_api_server(airflow) else "started_over",
+    }
+
+
+def test_asset_watchers_calls_are_spans_under_their_trigger_span_in_the_triggerer(
+    standalone: tuple[Standalone, OtlpReceiver],
+) -> None:
+    _, receiver = standalone
+
+    def watchers() -> dict[str, list[OtlpSpan]]:
+        """The triggerer's spans of ours, by parent: Airflow's ``trigger.<name>`` span of each watcher.
+        A watcher keeps running, so its span is still open (not exported) while its calls' are."""
+        tasks = {s.span_id for s in receiver.spans() if s.name.startswith("worker.")}
+        out: dict[str, list[OtlpSpan]] = {}
+        for span in sorted(ours(receiver.spans()), key=lambda s: s.start_ns):
+            if span.parent_id not in tasks:
+                out.setdefault(span.parent_id, []).append(span)
+        return out
+
+    poll(lambda: sum(map(len, watchers().values())) == 8, 60, 0.2)
+    failing = [
+        call(ASSET, "get", "error", **{"error.type": "airflow.sdk.exceptions.AirflowRuntimeError"}),
+        call(ASSET, "set", "error", **{"error.type": "ValueError"}),
+    ]
+    watermark = [call(ASSET, "get", "absent"), call(ASSET, "set", "written"), call(ASSET, "get", "found")]
+    trees = sorted(
+        ([(s.name, s.kind, s.attributes) for s in spans] for spans in watchers().values()), key=repr
+    )
+    assert trees == sorted([watermark, watermark, failing], key=repr)
+    # Each watcher's calls are under one span (its trigger's), in a trace of its own: a watcher belongs
+    # to no task, so none of its calls is in a task's trace.
+    task_traces = {s.trace_id for s in receiver.spans() if s.name.startswith("worker.")}
+    for parent, spans in watchers().items():
+        assert parent and len({s.trace_id for s in spans}) == 1 and spans[0].trace_id not in task_traces
+    # The failing calls' spans are ERROR and hold the exception, which the trigger still got.
+    errors = [s for s in ours(receiver.spans()) if s.attributes.get("store_metrics.outcome") == "error"]
+    assert [(s.status_code, [name for name, _ in s.events]) for s in errors] == [(2, ["exception"])] * 2
+    # Each consumer task's read of the watermark is a span under its own task's span (the API
+    # server's route span under count_at = api_server; the triggerer counts and traces either way).
+    reads = Counter(
+        (s.name, s.attributes["store_metrics.outcome"])
+        for s in ours(receiver.spans())
+        if s.parent_id in {w.span_id for w in receiver.spans() if w.name.startswith("worker.read_")}
+    )
+    assert reads == {("get asset_state_store", "found"): 2}
