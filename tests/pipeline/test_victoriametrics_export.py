@@ -54,7 +54,9 @@ def run(*cmd: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def records(path: Path) -> set[str]:
-    return {r["record"] for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"] if "record" in r}
+    return {
+        r["record"] for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"] if "record" in r
+    }
 
 
 def test_vmalert_refuses_the_native_histogram_functions_and_loads_the_target_s_rules(
@@ -67,9 +69,10 @@ def test_vmalert_refuses_the_native_histogram_functions_and_loads_the_target_s_r
     loaded = run(vm("vmalert"), "-dryRun", "-rule=*rules.yml", cwd=vm_export / "collector")
     assert loaded.returncode == 0, loaded.stdout[-3000:] + loaded.stderr[-3000:]
     # exactly the native records are left out; every classic record is kept
-    assert records(prometheus / "server-rules.yml") - records(vm_export / "collector" / "server-rules.yml") == (
-        NATIVE_RECORDS
+    left_out = records(prometheus / "server-rules.yml") - records(
+        vm_export / "collector" / "server-rules.yml"
     )
+    assert left_out == NATIVE_RECORDS
     assert "histogram_" not in (vm_export / "collector" / "server-rules.yml").read_text().replace(
         "histogram_quantile", ""
     )
@@ -77,7 +80,9 @@ def test_vmalert_refuses_the_native_histogram_functions_and_loads_the_target_s_r
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", RULE_TESTS)
-def test_every_shipped_unit_test_passes_in_vmalert_tool(name: str, vm_export: Path, exported: Exported) -> None:
+def test_every_shipped_unit_test_passes_in_vmalert_tool(
+    name: str, vm_export: Path, exported: Exported
+) -> None:
     collector = vm_export / "collector"
     done = run(vm("vmalert-tool"), "unittest", f"--files={name}", cwd=collector)
     assert done.returncode == 0 and "SUCCESS" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]

@@ -99,11 +99,17 @@ def without_native(document: dict[str, Any]) -> dict[str, Any]:
             lines = rule["expr"].split("\n")
             for index, line in enumerate(lines):
                 head, tail = "\n".join(lines[:index]), "\n".join(lines[index:])
-                if line.lstrip().startswith("or") and _NATIVE_CALL.search(tail) and not _NATIVE_CALL.search(head):
+                if (
+                    line.lstrip().startswith("or")
+                    and _NATIVE_CALL.search(tail)
+                    and not _NATIVE_CALL.search(head)
+                ):
                     rule["expr"] = head
                     break
             if _NATIVE_CALL.search(rule["expr"]):
-                raise ValueError(f"{rule.get('record') or rule.get('alert')}: a native histogram function left")
+                raise ValueError(
+                    f"{rule.get('record') or rule.get('alert')}: a native histogram function left"
+                )
             kept.append(rule)
         group["rules"] = kept
     return document
@@ -176,7 +182,7 @@ def adapt(files: Mapping[PurePosixPath, str], collector: PurePosixPath) -> dict[
         if path.parent != collector or not path.name.endswith("rules.yml"):
             continue
         if _NATIVE_CALL.search(text):
-            text = (
+            adapted = (
                 _retitled(_header(text))
                 + "# MetricsQL has no native-histogram functions and VictoriaMetrics stores no native\n"
                 "# histograms: the records of native histograms and the branches that read them are left\n"
@@ -184,8 +190,8 @@ def adapt(files: Mapping[PurePosixPath, str], collector: PurePosixPath) -> dict[
                 + _dump(without_native(yaml.safe_load(text)))
             )
         else:
-            text = text.replace("promtool test rules", "vmalert-tool unittest --files")
-        out[path] = rule_files[path.name] = text
+            adapted = text.replace("promtool test rules", "vmalert-tool unittest --files")
+        out[path] = rule_files[path.name] = adapted
     for path, text in files.items():
         if path.parent == collector and _RULE_TESTS.match(path.name):
             out[path] = _retitled(_header(text)) + adapt_tests(text, rule_files)
