@@ -153,6 +153,10 @@ def versions_table(link: str = VERSIONS_PAGE) -> str:
         "`deltatocumulative` |",
         f"| Alertmanager | | {_peer_versions('alertmanager', 'current')} | receives the alerts in the "
         "end-to-end tests; the rules need nothing of a particular release |",
+        f"| VictoriaMetrics (single-node, vmalert) | | {_peer_versions('victoriametrics', 'current')} | "
+        "a global layer over several clusters' Prometheus: `store-metrics export --target "
+        "victoriametrics`, whose unit tests run in vmalert-tool; two clusters' calls, alerts and "
+        f"dashboard end to end ([scaling out]({link.replace('airflow-versions.md', 'scaling-out.md')})) |",
         f"| Kubernetes manifests | | {peers.pin_for('podsecurity', 'current').version} "
         f"(pod-security-admission), {peers.pin_for('kube-score', 'current').version} (kube-score) | "
         "the inventory's pod is admitted at the `restricted` Pod Security level by the admission's own "
