@@ -3,8 +3,8 @@
 statsd_exporter, the OpenTelemetry Collector, Prometheus (with promtool), Alertmanager (with
 amtool) and VictoriaMetrics (single-node, vmagent, vmalert, vmalert-tool: the global layer of
 docs/scaling-out.md) are not packaged where the tests run, and their code may not be committed
-here; nor are the two checkers the exported Kubernetes manifests are judged by (Kubernetes' Pod Security evaluator,
-through ``testbed/podsecurity/main.go``, and kube-score). This module holds, in one place:
+here; nor are the two checkers the exported Kubernetes manifests are judged by (Kubernetes' Pod
+Security evaluator, through ``testbed/podsecurity/main.go``, and kube-score). This module holds, in one place:
 
 * the pin table (:data:`PINS`): each peer's Go module, version and the reason for that version,
   with the roles the tests ask for (``chart``, ``minimum``, ``lts``, ``newest``, ``current``);
