@@ -162,6 +162,10 @@ def versions_table(link: str = VERSIONS_PAGE) -> str:
         f"| Jaeger | | {_peer_versions('jaeger', 'current')} | a retried task's trace is read back through "
         "its query API in the tests; the spans are plain OTLP, so any OTLP trace backend shows them "
         f"([Traces]({link.replace(VERSIONS_PAGE, 'traces.md')}#seeing-it-in-jaeger)) |",
+        f"| VictoriaMetrics (single-node, vmalert) | | {_peer_versions('victoriametrics', 'current')} | "
+        "a global layer over several clusters' Prometheus: `store-metrics export --target "
+        "victoriametrics`, whose unit tests run in vmalert-tool; two clusters' calls, alerts and "
+        f"dashboard end to end ([scaling out]({link.replace('airflow-versions.md', 'scaling-out.md')})) |",
         f"| Kubernetes manifests | | {peers.pin_for('podsecurity', 'current').version} "
         f"(pod-security-admission), {peers.pin_for('kube-score', 'current').version} (kube-score) | "
         "the inventory's pod is admitted at the `restricted` Pod Security level by the admission's own "

@@ -1,9 +1,10 @@
 """The real programs users run beside store-metrics ("peers"), built from their Go modules.
 
-statsd_exporter, the OpenTelemetry Collector, Prometheus (with promtool) and Alertmanager (with
-amtool) are not packaged where the tests run, and their code may not be committed here; nor are the
-two checkers the exported Kubernetes manifests are judged by (Kubernetes' Pod Security evaluator,
-through ``testbed/podsecurity/main.go``, and kube-score). This module holds, in one place:
+statsd_exporter, the OpenTelemetry Collector, Prometheus (with promtool), Alertmanager (with
+amtool) and VictoriaMetrics (single-node, vmagent, vmalert, vmalert-tool: the global layer of
+docs/scaling-out.md) are not packaged where the tests run, and their code may not be committed
+here; nor are the two checkers the exported Kubernetes manifests are judged by (Kubernetes' Pod
+Security evaluator, through ``testbed/podsecurity/main.go``, and kube-score). This module holds, in one place:
 
 * the pin table (:data:`PINS`): each peer's Go module, version and the reason for that version,
   with the roles the tests ask for (``chart``, ``minimum``, ``lts``, ``newest``, ``current``);
@@ -85,7 +86,9 @@ class Pin:
     pinned module: a library with no command of its own) or ``system`` (a program the machine's
     packages provide: ``programs`` then names its path). ``version_package`` is where ``-ldflags -X``
     sets the version (``main`` for a program that keeps it there), ``version_args`` what makes a
-    program print it.
+    program print it; ``version_ldflags`` (with ``{version}``), when set, are the ``-X`` flags
+    instead of promu's, and ``version_prefix`` the pattern before the version in what it prints
+    (VictoriaMetrics prints its one ``lib/buildinfo.Version`` string, ``...-tags-v1.151.0-...``).
     ``programs`` pairs each binary's name with its Go package (empty for the ocb-built Collector);
     ``embed_placeholders`` are directories (relative to the module) that a ``//go:embed`` needs but
     the module's zip does not ship (built UI assets): the build copies the module and puts a
@@ -107,6 +110,8 @@ class Pin:
     version_package: str = "github.com/prometheus/common/version"
     version_args: tuple[str, ...] = ("--version",)
     module_versions: tuple[tuple[str, str], ...] = ()
+    version_ldflags: str = ""
+    version_prefix: str = r"\bversion:? "
 
     @property
     def key(self) -> str:
@@ -130,6 +135,7 @@ _AM = "github.com/prometheus/alertmanager"
 _JAEGER = "github.com/jaegertracing/jaeger"
 # Where Jaeger keeps its build info (scripts/makefiles/BuildInfo.mk sets these three with -X).
 JAEGER_VERSION_PACKAGE = f"{_JAEGER}/internal/version"
+_VM = "github.com/VictoriaMetrics/VictoriaMetrics"
 
 PINS: tuple[Pin, ...] = (
     Pin(
@@ -258,6 +264,26 @@ PINS: tuple[Pin, ...] = (
         "backend docs/traces.md reads a task's trace back from",
         version_package=JAEGER_VERSION_PACKAGE,
     ),
+    Pin(
+        peer="victoriametrics",
+        version="1.151.0",
+        roles=("current",),
+        module=_VM,
+        module_version="v1.151.0",
+        programs=(
+            ("victoria-metrics", f"{_VM}/app/victoria-metrics"),
+            ("vmagent", f"{_VM}/app/vmagent"),
+            ("vmalert", f"{_VM}/app/vmalert"),
+            ("vmalert-tool", f"{_VM}/app/vmalert-tool"),
+        ),
+        why="the global layer of issue 44: the newest VictoriaMetrics release that builds with the "
+        "Go here (go.mod: go 1.26.6); single-node, vmagent, vmalert and vmalert-tool, built as the "
+        "project's own `make <app>-pure` (CGO_ENABLED=0, no build tags, version in lib/buildinfo)",
+        tags=(),
+        version_ldflags=f"-X {_VM}/lib/buildinfo.Version=store-metrics-peers-tags-v{{version}}-0-gmodule",
+        version_prefix=r"-tags-v",
+        version_args=("-version",),
+    ),
 )
 
 PROGRAMS: dict[str, str] = {name: pin.peer for pin in PINS for name in pin.program_names}
@@ -277,6 +303,7 @@ BUILD_ORDER = (
     "podsecurity-0.37.2",
     "kube-score-1.20.0",
     "jaeger-2.12.0",
+    "victoriametrics-1.151.0",
 )
 # How long a test waits for a pin that a build on this machine has still to finish: a cold build of
 # every pin, niced beside the tests, takes 15-40 min on two cores.
@@ -312,7 +339,7 @@ def recipe_digest(pin: Pin) -> str:
     fields.pop("roles")
     # Fields added after the first pins were cached: left out at their defaults, so adding them
     # rebuilt nothing.
-    for name in ("version_package", "version_args", "module_versions"):
+    for name in ("version_package", "version_args", "module_versions", "version_ldflags", "version_prefix"):
         if fields[name] == _PIN_DEFAULTS[name]:
             fields.pop(name)
     fields["revision"] = RECIPE_REVISION
@@ -600,6 +627,8 @@ def ldflags(pin: Pin) -> str:
             "date": values["BuildDate"],
         }
         return " ".join(f"-X {pin.version_package}.{name}={value}" for name, value in jaeger.items())
+    if pin.version_ldflags:
+        return pin.version_ldflags.format(version=pin.version)
     if pin.version_package == "main":
         # A program that keeps its version in package main (kube-score's goreleaser, ours): only
         # ``version`` is set; the other -X targets do not exist there.
@@ -694,11 +723,13 @@ def reported_version(path: Path, args: Sequence[str] = ("--version",)) -> str:
     return (done.stdout + done.stderr).strip()
 
 
-def reports_version(text: str, version: str) -> bool:
+def reports_version(text: str, version: str, prefix: str = r"\bversion:? ") -> bool:
     """True when ``text`` says ``version <version>`` (or ``version: <version>``, as kube-score
-    does; ``version v2.12.0``, as Jaeger does) exactly: ``3.1.0`` is not ``3.1.0-rc.1`` nor
-    ``3.1.0.1``; build metadata after ``+`` (Debian's ``2.42.0+ds``) is not part of the version."""
-    return re.search(rf"\bversion:? v?{re.escape(version)}(?![\w.-])", text) is not None
+    does; ``version v2.12.0``, as Jaeger does; or ``prefix`` then the version) exactly: ``3.1.0`` is
+    not ``3.1.0-rc.1`` nor ``3.1.0.1``; build metadata after ``+`` (Debian's ``2.42.0+ds``) is not part
+    of the version. VictoriaMetrics' ``...-tags-v1.151.0-0-g<commit>`` is followed by its
+    ``git describe`` count."""
+    return re.search(rf"{prefix}v?{re.escape(version)}(?![\w.]|-(?!\d+-g))", text) is not None
 
 
 @contextlib.contextmanager
@@ -735,7 +766,7 @@ def _build_into(pin: Pin, staging: Path, log: Path) -> None:
             builder(pin, GoWork(Path(tmp), log), out)
     for name in pin.program_names:
         text = reported_version(out / name, pin.version_args)
-        if not reports_version(text, pin.version):
+        if not reports_version(text, pin.version, pin.version_prefix):
             raise PeerBuildError(f"{out / name} --version does not report {pin.version}: {text[:300]}")
 
 

@@ -101,6 +101,7 @@ def test_the_readme_states_the_supported_versions_as_the_docs_do() -> None:
         "podsecurity": "Kubernetes manifests",
         "kube-score": "Kubernetes manifests",
         "jaeger": "Jaeger",
+        "victoriametrics": "VictoriaMetrics (single-node, vmalert)",
     }
     for pin in peers.PINS:
         row = rows[component[pin.peer]]

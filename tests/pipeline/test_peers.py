@@ -118,7 +118,7 @@ def serving(command: Sequence[str | Path], log: Path, ready_url: str, timeout: f
 @pytest.mark.parametrize(("pin", "name"), VERSIONED)
 def test_every_pinned_binary_reports_exactly_its_version(pin: peers.Pin, name: str) -> None:
     text = peers.reported_version(program(pin, name), pin.version_args)
-    assert peers.reports_version(text, pin.version), text
+    assert peers.reports_version(text, pin.version, pin.version_prefix), text
 
 
 def test_a_missing_pin_fails_naming_the_setup_command(
@@ -162,6 +162,11 @@ def test_the_version_check_is_exact() -> None:
     assert peers.reports_version("jaeger version v2.12.0", "2.12.0")
     assert not peers.reports_version("jaeger version v2.12.0-rc.1", "2.12.0")
     assert not peers.reports_version("jaeger version v1.75.0", "2.12.0")
+    # VictoriaMetrics' lib/buildinfo.Version: <app>-<date>-tags-v<version>-<count>-g<commit>
+    vm = peers.pin_for("victoriametrics", "current").version_prefix
+    assert peers.reports_version("store-metrics-peers-tags-v1.151.0-0-gmodule", "1.151.0", vm)
+    assert not peers.reports_version("victoria-metrics-20260101-tags-v1.151.0-cluster-0-gab", "1.151.0", vm)
+    assert not peers.reports_version("victoria-metrics-20260101-tags-v1.151.01-0-gab", "1.151.0", vm)
 
 
 # --- statsd_exporter ------------------------------------------------------------------------

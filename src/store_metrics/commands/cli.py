@@ -96,7 +96,7 @@ def _export(args: argparse.Namespace) -> int:
 
     from ..pipeline.export import run
 
-    return run(Path(args.out), args.prefix, check=args.check, assignments=args.set)
+    return run(Path(args.out), args.prefix, check=args.check, assignments=args.set, target=args.target)
 
 
 def _inventory(args: argparse.Namespace) -> int:
@@ -252,6 +252,12 @@ def _add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -
     export.add_argument("--prefix", default="airflow", help="metric name prefix (default airflow)")
     export.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
     export.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help=_SET_HELP)
+    export.add_argument(
+        "--target",
+        default="prometheus",
+        help="the rule engine the rules and their unit tests are written for: prometheus (default; "
+        "promtool tests) or victoriametrics (vmalert: no native histograms, vmalert-tool tests)",
+    )
     export.set_defaults(func=_export)
 
 

@@ -46,7 +46,7 @@ from pathlib import Path, PurePosixPath
 from store_metrics import catalogue
 from store_metrics.naming import is_valid_prefix
 
-from . import helm, kubernetes, otel_collector, promtool_tests, rules, settings, templating
+from . import helm, kubernetes, otel_collector, promtool_tests, rules, settings, templating, victoriametrics
 
 __all__ = [
     "COLLECTOR",
@@ -139,13 +139,27 @@ def _computed(name: str, prefix: str, given: Mapping[str, str]) -> Mapping[str, 
     return compute(prefix, given) if compute else {}
 
 
+def _check_target(target: str) -> None:
+    if target not in victoriametrics.TARGETS:
+        raise ValueError(
+            f"invalid --target {target!r}: the rule engine the rules are written for, one of "
+            + ", ".join(victoriametrics.TARGETS)
+        )
+
+
 def render_all(
-    prefix: str = catalogue.DEFAULT_PREFIX, changes: Mapping[str, str] | None = None, tests: bool = True
+    prefix: str = catalogue.DEFAULT_PREFIX,
+    changes: Mapping[str, str] | None = None,
+    tests: bool = True,
+    target: str = "prometheus",
 ) -> dict[PurePosixPath, str]:
     """Every file's text for ``prefix`` and the settings ``changes`` (others at their defaults), by path
     relative to the output folder; without ``tests``, not the generated promtool tests (they take
-    seconds for long windows). Raises :class:`ValueError` for a bad prefix or setting."""
+    seconds for long windows). ``target`` ``victoriametrics`` adapts the rule files and their tests
+    to vmalert (:mod:`.victoriametrics`). Raises :class:`ValueError` for a bad prefix, setting or
+    target."""
     _check_prefix(prefix)
+    _check_target(target)
     given = settings.values(changes)
     files = {
         path: templating.render(name, prefix, {**given, **_computed(name, prefix, given)})
@@ -156,6 +170,8 @@ def render_all(
         files[path] = templating.generated_header(prefix, "store_metrics.pipeline.promtool_tests") + (
             promtool_tests.render(path.name, prefix, given, rule_files)
         )
+    if target == "victoriametrics":
+        files = victoriametrics.adapt(files, COLLECTOR)
     for wrap in WRAPPERS:
         files.update(wrap(dict(files), prefix))
     return files
@@ -190,17 +206,24 @@ def _finish(paths: list[Path], check: bool, again: str) -> int:
 
 
 def run(
-    out: Path, prefix: str = catalogue.DEFAULT_PREFIX, check: bool = False, assignments: Sequence[str] = ()
+    out: Path,
+    prefix: str = catalogue.DEFAULT_PREFIX,
+    check: bool = False,
+    assignments: Sequence[str] = (),
+    target: str = "prometheus",
 ) -> int:
     """``store-metrics export``: write the files, or with ``check`` list the out-of-date ones (exit 1).
 
-    ``assignments`` are the ``--set NAME=VALUE`` options; a bad prefix or setting exits 2.
+    ``assignments`` are the ``--set NAME=VALUE`` options, ``target`` the ``--target``; a bad prefix,
+    setting or target exits 2.
     """
     try:
-        files = render_all(prefix, settings.parse(list(assignments)))
+        files = render_all(prefix, settings.parse(list(assignments)), target=target)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     sets = "".join(f" --set {shlex.quote(a)}" for a in assignments)
+    if target != "prometheus":
+        sets += f" --target {target}"
     again = f"store-metrics export --out {shlex.quote(str(out))} --prefix {shlex.quote(prefix)}{sets}"
     return _finish(_sync(files, out, check), check, again)

@@ -1,0 +1,312 @@
+"""Two clusters under one VictoriaMetrics: the recorded calls and the alerts, through the real programs.
+
+Each cluster (``east``, ``west``) is its own Prometheus 3 (the newest pin) with a ``cluster``
+external label, scraping its own statsd_exporter (the Airflow chart's pin, the exported mappings),
+fed DogStatsD by a feeder (:mod:`support.feeder`: the instrumented wrappers over in-memory stores,
+one pass of known calls on command). Each Prometheus remote-writes everything it scrapes to one
+VictoriaMetrics (single-node, the pinned 1.151.0) and evaluates no rule: vmalert evaluates the
+exported rules (``store-metrics export --target victoriametrics``) against VictoriaMetrics, every
+second, writes the recorded series back to it and sends its alerts to the real Alertmanager. The
+rules run globally, once, as VictoriaMetrics' vmalert documentation lays it out (one vmalert over
+the storage every cluster writes to): the ``cluster`` label each Prometheus adds keeps the clusters
+apart, and ``up`` of every cluster is in the same storage.
+
+What holds, as on one Prometheus:
+
+* the recorded calls of each cluster are exactly the calls its feeder made (east two passes, west
+  one), per series; summed over the clusters (the global view) exactly the three passes;
+* StateStoreErrorRateHigh fires for the failing DAG of each cluster at Alertmanager, labelled with
+  that cluster, and resolves once its calls leave the error window.
+
+``rule_offset`` is the shipped 30 s here, not the 1 s the one-Prometheus tests use: the rules read
+the counters ``rule_offset`` behind, and what they read must already be in VictoriaMetrics then
+(remote write sends a batch every second here, every ``batch_send_deadline``, 5 s, by default; on a
+loaded machine a batch can take longer). A sample that arrives later than that is never recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from support import e2e
+from support.exported import run_export
+from support.feeder import Feeder
+from support.peer_servers import Alertmanager, StatsdExporter
+from support.prometheus import PrometheusServer
+from support.servers import ServerProcess
+from testbed import peers
+from testbed.ports import free_port
+
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.peers]
+
+CLUSTERS = {"east": 2, "west": 1}  # cluster -> passes its feeder makes
+JOB = "store-metrics-statsd-exporter"
+SETTINGS = {
+    **e2e.ALERTING_SETTINGS,
+    "rule_offset": "30s",
+    "error_window": "5m",
+}
+ALERT = "StateStoreErrorRateHigh"
+#: What each cluster's Prometheus records and alerts itself, kept out of VictoriaMetrics.
+RECORDED_HERE = "task:.+|instance:.+|ALERTS|ALERTS_FOR_STATE"
+WAIT = 90.0
+
+
+class VictoriaMetrics(ServerProcess):
+    """victoria-metrics (single-node): data visible to queries 1 s after it arrives (30 s by default)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        command = [
+            str(peers.binary("victoria-metrics", "current")),
+            f"-storageDataPath={tmp / 'vm-data'}",
+            f"-httpListenAddr=127.0.0.1:{self.port}",
+            "-retentionPeriod=1d",
+            "-search.latencyOffset=1s",
+            "-search.disableCache",
+            "-loggerLevel=WARN",
+        ]
+        super().__init__(command, tmp / "victoria-metrics.log", f"{self.url}/health")
+
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
+        data = urllib.parse.urlencode(params).encode()
+        with urllib.request.urlopen(f"{self.url}/api/v1/query", data=data, timeout=30) as response:
+            body = json.loads(response.read())
+        assert body["status"] == "success", body
+        assert body["data"]["resultType"] == "vector", body
+        return list(body["data"]["result"])
+
+
+class VmAlert(ServerProcess):
+    """vmalert over VictoriaMetrics: the rule files every second, recorded series written back,
+    alerts to Alertmanager."""
+
+    def __init__(self, tmp: Path, rules: list[Path], vm: VictoriaMetrics, alertmanager: Alertmanager) -> None:
+        self.port = free_port()
+        command = [
+            str(peers.binary("vmalert", "current")),
+            *(f"-rule={path}" for path in rules),
+            f"-datasource.url={vm.url}",
+            f"-remoteWrite.url={vm.url}",
+            "-remoteWrite.flushInterval=1s",
+            f"-notifier.url=http://{alertmanager.target}",
+            "-evaluationInterval=1s",
+            # the rules read rule_offset behind themselves; vmalert's own delay is for the default
+            # -search.latencyOffset (30 s), which this VictoriaMetrics does not keep
+            "-rule.evalDelay=0s",
+            f"-httpListenAddr=127.0.0.1:{self.port}",
+            "-loggerLevel=WARN",
+        ]
+        super().__init__(command, tmp / "vmalert.log", f"http://127.0.0.1:{self.port}/health")
+
+
+@dataclass
+class Cluster:
+    name: str
+    statsd: StatsdExporter
+    feeder: Feeder
+    prometheus: PrometheusServer
+
+
+def cluster(tmp: Path, name: str, exported: Path, prometheus_export: Path, vm: VictoriaMetrics) -> Cluster:
+    """One cluster: its statsd_exporter and feeder, and its Prometheus, which remote-writes what it
+    scrapes (not what it records: its own rules, the Prometheus export's, are the baseline the
+    dashboard's answers on VictoriaMetrics are compared with)."""
+    tmp.mkdir()
+    mappings = yaml.safe_load((exported / "collector" / "statsd-mapping.yml").read_text())["mappings"]
+    statsd = StatsdExporter(tmp, "chart", mappings)
+    feeder = Feeder(statsd.udp_port, tmp, dogstatsd=True)
+    base = yaml.safe_load((exported / "collector" / "prometheus.yml").read_text())
+    (scrape,) = [j for j in base["scrape_configs"] if j["job_name"] == JOB]
+    config = {
+        "global": {
+            "scrape_interval": "1s",
+            "scrape_timeout": "900ms",
+            "evaluation_interval": "1s",
+            "external_labels": {"cluster": name},
+        },
+        "rule_files": [str(prometheus_export / "collector" / "rules.yml")],
+        "scrape_configs": [{**scrape, "static_configs": [{"targets": [statsd.target]}]}],
+        "remote_write": [
+            {
+                "url": f"{vm.url}/api/v1/write",
+                "queue_config": {"batch_send_deadline": "1s", "max_shards": 1},
+                "write_relabel_configs": [
+                    {"source_labels": ["__name__"], "regex": RECORDED_HERE, "action": "drop"}
+                ],
+            }
+        ],
+    }
+    prometheus = PrometheusServer(tmp, config, "--storage.tsdb.retention.time=1h", role="newest")
+    return Cluster(name, statsd, feeder, prometheus)
+
+
+@dataclass
+class Topology:
+    vm: VictoriaMetrics
+    vmalert: VmAlert
+    alertmanager: Alertmanager
+    clusters: dict[str, Cluster]
+    started: float
+    exported: Path
+
+
+@pytest.fixture(scope="module")
+def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
+    tmp = tmp_path_factory.mktemp("vm-topology")
+    args = [f"--set={name}={value}" for name, value in SETTINGS.items()]
+    done = run_export(tmp / "exported", "--target", "victoriametrics", *args)
+    assert done.returncode == 0, done.stderr
+    exported = tmp / "exported"
+    done = run_export(tmp / "prometheus-export", *args)
+    assert done.returncode == 0, done.stderr
+    stack = contextlib.ExitStack()
+    with stack:
+        vm = VictoriaMetrics(tmp)
+        stack.callback(vm.stop)
+        alertmanager = Alertmanager(tmp, exported)
+        stack.callback(alertmanager.stop)
+        clusters = {}
+        for name in CLUSTERS:
+            made = cluster(tmp / name, name, exported, tmp / "prometheus-export", vm)
+            stack.callback(made.statsd.stop)
+            stack.callback(made.feeder.stop)
+            stack.callback(made.prometheus.stop)
+            clusters[name] = made
+        vmalert = VmAlert(tmp, [exported / "collector" / "rules.yml"], vm, alertmanager)
+        stack.callback(vmalert.stop)
+        yield Topology(vm, vmalert, alertmanager, clusters, time.time(), exported)
+
+
+def recorded(vm: VictoriaMetrics, since: float, cluster: str | None) -> dict[Any, float]:
+    """The calls the rules recorded since ``since`` per series (one cluster's, or summed over the
+    clusters: the global view), keyed as the model is."""
+    rng = f"{int(time.time() - since) + 2}s"
+    where = f'{{cluster="{cluster}"}}' if cluster else ""
+    by = ",".join(("store", "outcome", "dag_id", "task_id", "run_type", "operator", "team_name", "operation"))
+    out: dict[Any, float] = {}
+    for sample in vm.query(f"sum by ({by}) (sum_over_time({e2e.CALLS}{where}[{rng}]))"):
+        labels = sample["metric"]
+        tags = frozenset((k, v) for k, v in labels.items() if v and k not in ("store", "outcome"))
+        value = float(sample["value"][1])
+        if value:
+            out[(e2e._series_name(labels["store"], labels["outcome"]), tags)] = value
+    return out
+
+
+def passes(n: int) -> dict[Any, float]:
+    return {k: v for k, v in e2e.feeder_pass_model().scaled(n).counts.items() if v}
+
+
+def firing(alertmanager: Alertmanager) -> set[tuple[str, str]]:
+    """(cluster, dag_id) of every StateStoreErrorRateHigh Alertmanager holds."""
+    return {
+        (a["labels"].get("cluster", ""), a["labels"].get("dag_id", ""))
+        for a in alertmanager.alerts()
+        if a["labels"].get("alertname") == ALERT
+    }
+
+
+def test_each_cluster_s_calls_are_recorded_exactly_and_alert_at_alertmanager(topology: Topology) -> None:
+    # every target up in VictoriaMetrics, with its cluster, before the first call
+    e2e.wait_for(
+        lambda: (
+            {s["metric"].get("cluster") for s in topology.vm.query(f'up{{job="{JOB}"}} == 1')}
+            == set(CLUSTERS)
+        ),
+        WAIT,
+        "each cluster's up in VictoriaMetrics",
+    )
+    # ... and long enough before it that the rules, reading 30 s behind, count a first-seen counter
+    # in full (its target scraped before: setting counter_lookback)
+    e2e.wait_for(
+        lambda: (
+            len(topology.vm.query(f'max_over_time(up{{job="{JOB}"}}[5s] offset 70s) == 1')) == len(CLUSTERS)
+        ),
+        WAIT,
+        "each cluster's up 70 s back in VictoriaMetrics",
+    )
+    since = time.time()
+    for name, n in CLUSTERS.items():
+        for _ in range(n):
+            assert topology.clusters[name].feeder.command("pass") == "done"
+
+    total = {name: sum(passes(n).values()) for name, n in CLUSTERS.items()}
+    for name in CLUSTERS:
+        with contextlib.suppress(AssertionError):  # compared exactly below, whatever was recorded
+            e2e.wait_for(
+                lambda name=name: sum(recorded(topology.vm, since, name).values()) >= total[name],
+                WAIT,
+                f"the calls of {name} recorded by vmalert",
+            )
+    for name, n in CLUSTERS.items():
+        assert recorded(topology.vm, since, name) == passes(n), name
+    assert recorded(topology.vm, since, None) == passes(sum(CLUSTERS.values()))
+
+    # the failing DAG's calls: the alert fires for each cluster, at Alertmanager
+    wanted = {(name, e2e.ERRORS_DAG) for name in CLUSTERS}
+    e2e.wait_for(lambda: firing(topology.alertmanager) >= wanted, WAIT, f"{ALERT} at Alertmanager")
+    assert firing(topology.alertmanager) == wanted
+    # ... and resolves once those calls leave the 5m error window
+    e2e.wait_for(
+        lambda: not firing(topology.alertmanager), 300 + WAIT, f"{ALERT} resolved at Alertmanager", interval=2
+    )
+    # nothing recorded twice meanwhile
+    for name, n in CLUSTERS.items():
+        assert recorded(topology.vm, since, name) == passes(n), name
+
+
+def test_every_dashboard_query_returns_what_each_cluster_s_prometheus_returns(topology: Topology) -> None:
+    """Every query of the dashboard, as Grafana sends it for one cluster, on VictoriaMetrics (vmalert's
+    records) and on that cluster's Prometheus (its own records of the same calls, without the
+    ``cluster`` external label, as one Prometheus is read): the same series, the same numbers (to
+    VictoriaMetrics' 12 significant digits). Runs after the calls above."""
+    at = time.time() - 5
+    rng = f"{int(at - topology.started) + 2}s"
+    dashboard = json.loads((topology.exported / "dashboards" / "store-metrics.json").read_text())
+    exprs = sorted(
+        {
+            t["expr"]
+            for p in dashboard["panels"]
+            for t in p.get("targets", [])
+            if "$server_job" not in t["expr"]
+        }
+    )
+    assert exprs
+    compared = nonempty = 0
+    for name, member in topology.clusters.items():
+        for panel_expr in exprs:
+            # The per-minute panels average the recorded increments over the window: over one that
+            # holds a series' first evaluation, that average depends on how many evaluations each
+            # engine made since (here 142 and 143 in 406 s), not on what it recorded. Their sums,
+            # which are the calls, are compared instead.
+            expr = panel_expr.replace("avg_over_time(", "sum_over_time(")
+            sent = e2e.interpolate(expr.replace("$cluster", name), {}, rng=rng, interval=rng, job=JOB)
+            # the cluster's own Prometheus holds its records without the external label
+            local = e2e.interpolate(expr, {}, rng=rng, interval=rng, job=JOB)
+            theirs = {_key(s): float(s["value"][1]) for s in member.prometheus.query(local, at)}
+            ours = {_key(s): float(s["value"][1]) for s in topology.vm.query(sent, at)}
+            assert set(ours) == set(theirs), (name, sent, ours, theirs)
+            for key, value in theirs.items():
+                assert ours[key] == pytest.approx(value, rel=1e-9, abs=1e-12), (name, sent, key)
+            compared += 1
+            nonempty += bool(theirs)
+    assert compared == len(exprs) * len(CLUSTERS)
+    assert nonempty >= len(CLUSTERS)  # the task panels answer with the calls made
+
+
+def _key(sample: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(sample["metric"].items()))
