@@ -2,10 +2,11 @@
 
 One ``airflow standalone`` (api-server, scheduler with the LocalExecutor, dag-processor, triggerer)
 per ``count_at`` mode, as a user starts it, with Airflow's traces on (``[traces] otel_on``, exported
-over OTLP/HTTP to a real receiver that decodes them, :class:`testbed.otlp.OtlpReceiver`). Its DAGs:
+over OTLP/HTTP to the pinned Jaeger v2 with the configuration docs/traces.md shows, and read back
+through Jaeger's query API, as its UI reads them: support.jaeger). Its DAGs:
 the retried tasks of the traces test (``resumes``: try 1 writes and fails, try 2 reads it back;
 ``starts_over``: both tries find nothing) and the three asset watchers of the triggerer tests, whose
-events start their consumer DAGs. Read back from the wire:
+events start their consumer DAGs. Read back from Jaeger:
 
 * each try's ``worker.<task_id>`` span and, under it, its state store calls (the task process's
   CLIENT spans, or under ``count_at = api_server`` the API server's route spans); the retry's
@@ -26,13 +27,15 @@ import pytest
 
 from support.airflow import Standalone
 from support.deploy import EXECUTOR_DAGS, MODULES
+from support.jaeger import Jaeger, JaegerSpan
 from support.watchers import CONSUMERS, DAG_FILE
-from testbed.otlp import TRACES_PATH, OtlpReceiver, OtlpSpan
 from testbed.ports import free_port
 from testbed.repository import python_path
 from testbed.waiting import poll
 
-pytestmark = [pytest.mark.airflow, pytest.mark.slow]
+pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.peers]
+
+SERVICE = "airflow"  # every component's spans, as docs/traces.md sets OTEL_SERVICE_NAME
 
 RETRIED = "store_metrics_traces"
 CLIENT = 3  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_CLIENT
@@ -66,15 +69,25 @@ def at_api_server(airflow: Standalone) -> bool:
     return airflow.env["AIRFLOW__STORE_METRICS__COUNT_AT"] == "api_server"
 
 
-def ours(spans: list[OtlpSpan]) -> list[OtlpSpan]:
+class Spans:
+    """What Jaeger holds of the service's traces, read again on each call."""
+
+    def __init__(self, jaeger: Jaeger) -> None:
+        self.jaeger = jaeger
+
+    def spans(self) -> list[JaegerSpan]:
+        return self.jaeger.spans(SERVICE)
+
+
+def ours(spans: list[JaegerSpan]) -> list[JaegerSpan]:
     return [s for s in spans if s.scope == "store_metrics"]
 
 
 @pytest.fixture(scope="module", params=["tasks", "api_server"])
 def standalone(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Standalone, OtlpReceiver]]:
-    receiver = OtlpReceiver()
+) -> Iterator[tuple[Standalone, Spans]]:
+    jaeger = Jaeger(tmp_path_factory.mktemp(f"jaeger-{request.param}"))
     airflow = Standalone(
         tmp_path_factory.mktemp(f"traces-standalone-{request.param}"),
         free_port(),
@@ -82,7 +95,8 @@ def standalone(
             "AIRFLOW__STORE_METRICS__COUNT_AT": request.param,
             "AIRFLOW__TRACES__OTEL_ON": "True",
             "OTEL_TRACES_EXPORTER": "otlp_proto_http",
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{receiver.port}{TRACES_PATH}",
+            "OTEL_SERVICE_NAME": SERVICE,
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": jaeger.traces_endpoint,
             "OTEL_BSP_SCHEDULE_DELAY": "200",
             "AIRFLOW__STORE_METRICS__BACKEND": "none",
             # The watchers' trigger module, which the triggerer imports.
@@ -99,38 +113,36 @@ def standalone(
         assert airflow.wait_for_runs(RETRIED, 1) == ["success"], airflow.log_tail()
         for dag_id in CONSUMERS:
             assert airflow.wait_for_runs(dag_id, 1) == ["success"], airflow.log_tail()
-        yield airflow, receiver
+        yield airflow, Spans(jaeger)
     finally:
         airflow.stop()
-        receiver.close()
+        jaeger.stop()
 
 
-def children(receiver: OtlpReceiver, parent: OtlpSpan) -> list[tuple[str, int, dict[str, Any]]]:
-    found = sorted(
-        (s for s in ours(receiver.spans()) if s.parent_id == parent.span_id), key=lambda s: s.start_ns
-    )
+def children(held: Spans, parent: JaegerSpan) -> list[tuple[str, int, dict[str, Any]]]:
+    found = sorted((s for s in ours(held.spans()) if s.parent_id == parent.span_id), key=lambda s: s.start_ns)
     assert {s.trace_id for s in found} <= {parent.trace_id}
     return [(s.name, s.kind, s.attributes) for s in found]
 
 
 def test_a_retrys_trace_shows_try_one_writing_failing_and_try_two_reading_found(
-    standalone: tuple[Standalone, OtlpReceiver],
+    standalone: tuple[Standalone, Spans],
 ) -> None:
-    airflow, receiver = standalone
+    airflow, held = standalone
 
-    def workers() -> dict[tuple[str, int], OtlpSpan]:
+    def workers() -> dict[tuple[str, int], JaegerSpan]:
         return {
             (s.attributes["airflow.task_id"], s.attributes["airflow.task_instance.try_number"]): s
-            for s in receiver.spans()
+            for s in held.spans()
             if s.name in ("worker.resumes", "worker.starts_over")
         }
 
     poll(
-        lambda: len(workers()) == 4 and sum(DECIDED in s.attributes for s in ours(receiver.spans())) == 2,
+        lambda: len(workers()) == 4 and sum(DECIDED in s.attributes for s in ours(held.spans())) == 2,
         60,
-        0.2,
+        1.0,
     )
-    tree = {key: children(receiver, worker) for key, worker in workers().items()}
+    tree = {key: children(held, worker) for key, worker in workers().items()}
     # count_at = tasks: the task process's CLIENT spans; api_server: the API server's route spans, in
     # the task's trace through the traceparent the supervisor sends on (the task makes none).
     span = route if at_api_server(airflow) else call
@@ -162,21 +174,21 @@ def test_a_retrys_trace_shows_try_one_writing_failing_and_try_two_reading_found(
 
 
 def test_asset_watchers_calls_are_spans_under_their_trigger_span_in_the_triggerer(
-    standalone: tuple[Standalone, OtlpReceiver],
+    standalone: tuple[Standalone, Spans],
 ) -> None:
-    _, receiver = standalone
+    _, held = standalone
 
-    def watchers() -> dict[str, list[OtlpSpan]]:
+    def watchers() -> dict[str, list[JaegerSpan]]:
         """The triggerer's spans of ours, by parent: Airflow's ``trigger.<name>`` span of each watcher.
         A watcher keeps running, so its span is still open (not exported) while its calls' are."""
-        tasks = {s.span_id for s in receiver.spans() if s.name.startswith("worker.")}
-        out: dict[str, list[OtlpSpan]] = {}
-        for span in sorted(ours(receiver.spans()), key=lambda s: s.start_ns):
+        tasks = {s.span_id for s in held.spans() if s.name.startswith("worker.")}
+        out: dict[str, list[JaegerSpan]] = {}
+        for span in sorted(ours(held.spans()), key=lambda s: s.start_ns):
             if span.parent_id not in tasks:
                 out.setdefault(span.parent_id, []).append(span)
         return out
 
-    poll(lambda: sum(map(len, watchers().values())) == 8, 60, 0.2)
+    poll(lambda: sum(map(len, watchers().values())) == 8, 60, 1.0)
     failing = [
         call(ASSET, "get", "error", **{"error.type": "airflow.sdk.exceptions.AirflowRuntimeError"}),
         call(ASSET, "set", "error", **{"error.type": "ValueError"}),
@@ -188,17 +200,17 @@ def test_asset_watchers_calls_are_spans_under_their_trigger_span_in_the_triggere
     assert trees == sorted([watermark, watermark, failing], key=repr)
     # Each watcher's calls are under one span (its trigger's), in a trace of its own: a watcher belongs
     # to no task, so none of its calls is in a task's trace.
-    task_traces = {s.trace_id for s in receiver.spans() if s.name.startswith("worker.")}
+    task_traces = {s.trace_id for s in held.spans() if s.name.startswith("worker.")}
     for parent, spans in watchers().items():
         assert parent and len({s.trace_id for s in spans}) == 1 and spans[0].trace_id not in task_traces
     # The failing calls' spans are ERROR and hold the exception, which the trigger still got.
-    errors = [s for s in ours(receiver.spans()) if s.attributes.get("store_metrics.outcome") == "error"]
+    errors = [s for s in ours(held.spans()) if s.attributes.get("store_metrics.outcome") == "error"]
     assert [(s.status_code, [name for name, _ in s.events]) for s in errors] == [(2, ["exception"])] * 2
     # Each consumer task's read of the watermark is a span under its own task's span (the API
     # server's route span under count_at = api_server; the triggerer counts and traces either way).
     reads = Counter(
         (s.name, s.attributes["store_metrics.outcome"])
-        for s in ours(receiver.spans())
-        if s.parent_id in {w.span_id for w in receiver.spans() if w.name.startswith("worker.read_")}
+        for s in ours(held.spans())
+        if s.parent_id in {w.span_id for w in held.spans() if w.name.startswith("worker.read_")}
     )
     assert reads == {("get asset_state_store", "found"): 2}

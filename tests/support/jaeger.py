@@ -11,6 +11,7 @@ one (``/api/traces`` by service and tag) and read back whole through the API v3
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import socket
@@ -59,6 +60,7 @@ class JaegerSpan:
     service: str
     status_code: int  # 2 is ERROR
     start_ns: int
+    events: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
 
 
 def _value(value: dict[str, Any]) -> Any:
@@ -96,6 +98,10 @@ def spans_of(answer: dict[str, Any]) -> list[JaegerSpan]:
                         service=service,
                         status_code=int(span.get("status", {}).get("code", 0)),
                         start_ns=int(span.get("startTimeUnixNano", 0)),
+                        events=[
+                            (event["name"], _attributes(event.get("attributes")))
+                            for event in span.get("events", ())
+                        ],
                     )
                 )
     return found
@@ -147,6 +153,11 @@ class Jaeger(ServerProcess):
         UI searches (the last hour, 20 at most)."""
         answer = self.get("/api/traces", service=service, tags=json.dumps(tags), lookback="1h", limit="20")
         return [str(trace["traceID"]) for trace in answer.get("data") or ()]
+
+    def spans(self, service: str) -> list[JaegerSpan]:
+        """Every span of every trace of ``service`` Jaeger holds (the last hour, 500 traces at most)."""
+        answer = self.get("/api/traces", service=service, lookback="1h", limit="500")
+        return [span for trace in answer.get("data") or () for span in self.trace(str(trace["traceID"]))]
 
     def trace(self, trace_id: str) -> list[JaegerSpan]:
         """Every span of one trace, through the API v3 (empty while Jaeger has none of it)."""
