@@ -113,6 +113,33 @@ def test_nothing_counted_is_an_empty_page_on_both(both: Any) -> None:
     assert fetch(native_url)[1] == fetch(otel_url)[1] == b""
 
 
+def test_a_scrape_makes_again_only_what_moved_since_the_last(both: Any) -> None:
+    """Between two scrapes one task counted again: the second scrape reuses every block of lines it
+    wrote before but the one that holds that series (a block of 1,000 series joined once, kept), and
+    still writes what the OpenTelemetry exporter writes."""
+    (native, native_url), (otel, otel_url) = both
+    for emitter in (native, otel):
+        worker_day(emitter, dags=250)  # 2,500 series per counter: 3 blocks each
+    endpoint = native.backend.native  # type: ignore[attr-defined]
+    first: list[bytes] = []
+    endpoint.render(first.append)
+    tags = catalogue.task_tags(
+        dag_id="dag_120", task_id="task_3", run_type="scheduled", operator="PythonOperator"
+    )
+    for emitter in (native, otel):
+        emitter.counter(READ_FOUND, tags).add(5)
+    second: list[bytes] = []
+    endpoint.render(second.append)
+
+    blocks = [piece for piece in first if piece.count(b"\n") >= 500]
+    assert len(blocks) == 9
+    kept = [piece for piece in second if any(piece is block for block in blocks)]
+    assert len(kept) == 8
+    (remade,) = [piece for piece in second if piece.count(b"\n") >= 500 and piece not in kept]
+    assert b'airflow_task_state_store_read_found_total{dag_id="dag_120",operator="PythonOperator",' in remade
+    assert b"".join(second) == fetch(native_url)[1] == fetch(otel_url)[1]
+
+
 class Watched:
     """Instruments one endpoint's rendering: which thread writes, how many series lines each
     stretch between two pauses holds, and how far a loop's ticker got meanwhile."""
