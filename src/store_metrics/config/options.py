@@ -484,7 +484,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option(
         "max_series",
         validate.positive_int,
-        50_000,
+        160_000,
         "an integer >= 1",
         "series kept before new tag sets are counted as `<overflow>`",
         in_config=False,
