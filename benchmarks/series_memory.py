@@ -28,12 +28,14 @@ from typing import Any, TypedDict
 from .common import REPO_ROOT, log, rss_bytes, subprocess_env
 
 SERIES, QUICK_SERIES = 150_000, 15_000
-#: (backend, the scrape endpoint for otel): every backend the cap applies to.
+#: (backend, the scrape endpoint for otel): every backend the cap applies to, each as an API server
+#: worker runs it. (The OpenTelemetry SDK's own exporter, ``server_exposition = otel``, is measured
+#: beside the native endpoint in :mod:`benchmarks.exposition`: at 150,000 series on a loaded machine
+#: its collection outruns the SDK's own 10 s callback timeout.)
 ARMS: tuple[tuple[str, str], ...] = (
     ("statsd", ""),
     ("dogstatsd", ""),
     ("otel", "native"),
-    ("otel", "otel"),
 )
 
 
