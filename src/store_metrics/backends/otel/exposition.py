@@ -7,16 +7,21 @@ holding the interpreter (150,000 series: 6.9 s a scrape, an asyncio loop in the 
 up to 1.3 s, 4.9 KiB per series). Here:
 
 * the counter series' lines are kept, in blocks of :data:`CHUNK` series in the order the emitter
-  made them; a scrape reads a block's totals and compares them with the ones its lines show in C
-  (``map``, ``list.__ne__``), makes again only the lines whose value changed (the label part kept,
-  a slice of the old line), joins the block and writes it: a scrape costs a plain join of the
-  lines plus a C pass over the totals, plus the changed lines;
+  made them, each block's lines joined and kept until one of them changes;
+* a counter series puts itself on a list at its first add after a scrape (one attribute test on
+  the hot path: :attr:`CounterSeries.watch <store_metrics.emitter.series.CounterSeries.watch>`), so
+  a scrape reads the totals of those series only, makes again only their lines (the label part
+  kept, a slice of the old line), joins again only the blocks that hold one and writes the others
+  as they were: a scrape costs what moved, not every series (reading 150,000 scattered totals
+  alone cost more than a plain join of the text). The first scrape, or one on a source that does
+  not report what moved, reads every block's totals and compares them in C (``map``,
+  ``list.__ne__``);
 * the text is written block by block (``Transfer-Encoding: chunked``), with a short sleep after
   every :data:`BLOCKS_PER_PAUSE` blocks or :data:`BUDGET` of work, whichever comes first, on the
   endpoint's own thread: no long C call (a 30 MB join, a 30 MB encode) and no long stretch of
   Python holds the interpreter, so a thread waiting for it (the API server's event loop) gets it
   within a few milliseconds, not after the whole scrape;
-* a scrape allocates a few lists per block and nothing per unchanged series: the cyclic garbage
+* a scrape allocates nothing per unchanged series or block: the cyclic garbage
   collector, whose full passes over a worker's millions of objects are part of what held the loop
   for hundreds of milliseconds, has next to nothing new to look at.
 
