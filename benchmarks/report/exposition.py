@@ -185,8 +185,9 @@ MEMORY_METHOD = (
     "series costs is what the default cap lets a process hold. Method (`benchmarks/series_memory.py`): "
     "one fresh process per backend, its emitter built as the product builds it (`statsd` and "
     "`dogstatsd` to a UDP port on 127.0.0.1 that a thread reads and discards; `otel` as an API server "
-    "worker with `otel_exporter = prometheus`, its endpoint `native` or the OpenTelemetry SDK's "
-    "exporter), {series:,} task-side counter series (DAGs x 10 tasks x `write`, `read_found`, "
+    "worker with `otel_exporter = prometheus` and its `native` endpoint; the OpenTelemetry SDK's "
+    "exporter, `server_exposition = otel`, is measured in section 16), {series:,} task-side counter "
+    "series (DAGs x 10 tasks x `write`, `read_found`, "
     "`delete`) counted once each, then delivered once (StatsD: one flush, paced, to its end; otel: "
     "one scrape by `curl`); RSS from before the emitter was made to after the delivery, per series."
 )
