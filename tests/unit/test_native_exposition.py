@@ -122,7 +122,7 @@ def test_a_scrape_makes_again_only_what_moved_since_the_last(both: Any) -> None:
     (native, native_url), (otel, otel_url) = both
     for emitter in (native, otel):
         worker_day(emitter, dags=250)  # 2,500 series per counter: 3 blocks each
-    endpoint = native.backend.native  # type: ignore[attr-defined]
+    endpoint = native.backend.native
     first: list[bytes] = []
     endpoint.render(first.append)
     tags = catalogue.task_tags(
