@@ -70,8 +70,10 @@ floatToGoString: Callable[[float], str] = _float_to_go
 #: Series per block: a block's totals are compared, its changed lines made, and it is joined and
 #: sent as one piece.
 CHUNK: Final = 1_000
-#: Blocks written between two pauses at most (unchanged, a block is 0.1-0.2 ms of work).
-BLOCKS_PER_PAUSE: Final = 8
+#: Blocks written between two pauses at most. A block joined again is about 0.1 ms of work, one
+#: kept is a write that releases the interpreter: :data:`BUDGET` is what usually calls the pause
+#: (each pause costs a sleep and a wake, more than the work between two of them on an idle machine).
+BLOCKS_PER_PAUSE: Final = 32
 #: Seconds of rendering at most between two pauses, whatever the blocks hold.
 BUDGET: Final = 0.002
 #: Seconds the rendering thread sleeps between chunks, so a thread waiting for the interpreter gets
