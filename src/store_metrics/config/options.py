@@ -301,10 +301,11 @@ OPTIONS: Final[tuple[Option, ...]] = (
         "how a scrape endpoint of `otel_exporter = prometheus` (each API server worker's) is served: "
         "`native` writes the OpenTelemetry exporter's text itself, reading only the series counted "
         "since the last scrape and making again only their lines, on the endpoint's own thread with a "
-        "pause every few milliseconds of work (150,000 series: 0.24 s a scrape on 2 cores under a load "
-        "of 25, the worker's event loop not held beyond its idle floor); `otel` is the "
+        "pause every few milliseconds of work (150,000 series: 0.16 s a scrape on 2 cores under a load "
+        "of 15, the worker's event loop not held beyond its idle floor); `otel` is the "
         "OpenTelemetry SDK's Prometheus exporter (OpenMetrics and gzip on request; at 50,000 series 2 s a "
-        "scrape on a quiet machine, the loop held about 0.2 s). A `MeterProvider` that is not the "
+        "scrape on a quiet machine, 11 s under that load, the loop held 0.2 s and 1.5 s). A "
+        "`MeterProvider` that is not the "
         "plugin's own is always "
         "read by the SDK ([Count at the API server](count-at-api-server.md#the-scrape-endpoint))",
         backends={_OTEL: "exposition"},
