@@ -33,7 +33,7 @@ from testbed.waiting import poll
 from .common import REPO_ROOT
 
 #: The sizes a full run measures (DAGs), and a quick run's.
-SIZES: tuple[int, ...] = (500, 1_000, 2_000, 5_000)
+SIZES: tuple[int, ...] = (500, 1_000, 2_000, 5_000, 10_000)
 QUICK_SIZES: tuple[int, ...] = (20, 50)
 TASKS = 10
 #: What each task's three calls count as: ``get`` (found), ``set``, ``delete``.

@@ -2,7 +2,7 @@
 
 ``count_at = api_server`` with ``backend = otel`` and ``otel_exporter = prometheus`` (the recommended
 Prometheus path, docs/count-at-api-server.md): every worker keeps a cumulative series per task and
-outcome and serves them on its own ``/metrics``, capped at ``max_series`` (50,000) per process.
+outcome and serves them on its own ``/metrics``, capped at ``max_series`` (its default) per process.
 
 A throwaway Airflow home (SQLite) holds the deployment's task instances and tokens
 (:mod:`benchmarks.scale_setup`). Two arms read the same figures at each size (cumulative):
@@ -40,7 +40,7 @@ from . import scale
 from .common import REPO_ROOT, log
 from .load_airflow import JWT_SECRET, ApiServer
 
-REAL_SIZES: tuple[int, ...] = (100, 250)
+REAL_SIZES: tuple[int, ...] = (100, 250, 1_000)
 PROBE_SIZES: tuple[int, ...] = (100, 250, 500, 1_000, 2_000, 5_000)
 QUICK_REAL: tuple[int, ...] = (20,)
 QUICK_PROBE: tuple[int, ...] = (20, 50)

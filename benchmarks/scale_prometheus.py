@@ -211,7 +211,10 @@ def evaluate(rules: Path, text: str, dags: int, work: Path, config_interval: flo
                 fill_scrapes=replay.scrapes,
                 per_scrape=per_scrape,
                 durations=durations,
-                recorded_series=int(prometheus.query("count(task:store_metrics_calls:increase)")),
+                # The recorded name carries the export's prefix (task:airflow_store_metrics_calls:...).
+                recorded_series=int(
+                    prometheus.query(f"count(task:{scale.PREFIX}_store_metrics_calls:increase)")
+                ),
                 head_series=int(scale.total(own, "prometheus_tsdb_head_series")),
                 rss=scale.rss_of(prometheus.pid),
             )

@@ -24,6 +24,7 @@ from typing import TypedDict
 
 from store_metrics.backends.statsd_lines import pack_lines
 from store_metrics.catalogue import Outcome, Store, metric_for
+from store_metrics.config.options import default
 from store_metrics.counting.runtime import create_emitter
 from testbed.peers import binary
 from testbed.ports import free_port
@@ -70,6 +71,7 @@ class Burst(TypedDict):
     datagrams_sent: int
     flush_seconds: float
     counts: ExporterCounts
+    max_udp_rate: int  # the emitter's pace (bytes/s after the first 64 KiB; 0: one burst)
 
 
 class Exporter(Peer):
@@ -216,4 +218,5 @@ def burst(mappings: Path, logs: Path, dags: int, read_buffer: int) -> Burst:
             datagrams_sent=len(pack_lines(lines, DATAGRAM)),
             flush_seconds=round(flushed, 4),
             counts=exporter.settled(),
+            max_udp_rate=int(default("max_udp_rate")),
         )

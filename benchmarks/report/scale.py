@@ -138,7 +138,55 @@ def _largest_whole(bursts: list[Burst], buffer_set: bool) -> str:
     return f"a flush whole up to {best['lines_sent']:,} lines ({best['dags']:,} DAGs)"
 
 
-def _loss_advice(r: ScalePeers) -> str:
+def _pace(b: Burst) -> str:
+    rate = b.get("max_udp_rate", 0)
+    return f"paced at {rate:,} bytes/s" if rate else "one unpaced burst"
+
+
+def _native_scrape(results: Results) -> tuple[int, float] | None:
+    """Section 16's native endpoint at its largest size: (series, median scrape seconds)."""
+    if "exposition" not in results["sections"]:
+        return None
+    arms = [a for a in data_of(results, "exposition")["arms"] if a["mode"] == "native"]
+    if not arms:
+        return None
+    top = max(arms, key=lambda a: a["series"])
+    return top["series"], statistics.median(s["seconds"] for s in top["scrapes"])
+
+
+def _backend_advice(r: ScalePeers, results: Results) -> str:
+    """Which backend fits `count_at = api_server` at this size, from the flush and scrape figures."""
+    recommended = [b for b in r["bursts"] if b["read_buffer"]]
+    whole = [b for b in recommended if b["counts"]["lines"] >= b["lines_sent"]]
+    top = max(recommended, key=lambda b: b["dags"])
+    native = _native_scrape(results)
+    scrape = (
+        f"`backend = otel` with the native scrape endpoint served {native[0]:,} series in {native[1]:.3f} s "
+        "a scrape (section 16)"
+        if native
+        else "`backend = otel` serves the series on each worker's scrape endpoint (section 16)"
+    )
+    if top in whole:
+        return (
+            f"With `count_at = api_server`, both backends fit up to {top['dags']:,} DAGs "
+            f"({top['lines_sent']:,} series) on these figures: `backend = statsd` delivered one flush of "
+            f"every series whole ({_pace(top)}, the default `max_udp_rate`) into statsd_exporter with "
+            f"`--statsd.read-buffer={r['rmem_max']}`, in {top['flush_seconds']:.1f} s (keep "
+            "`flush_interval` above that: what a flush has not sent when its wait is over goes with the next "
+            f"one); {scrape}. Without the larger read buffer the exporter counted "
+            f"{_largest_whole(r['bursts'], False)}."
+        )
+    lost = 1 - top["counts"]["lines"] / max(1, top["lines_sent"])
+    upto = max(whole, key=lambda b: b["dags"]) if whole else None
+    fits = f"up to {upto['dags']:,} DAGs ({upto['lines_sent']:,} series)" if upto else "at no size measured"
+    return (
+        f"With `count_at = api_server`, `backend = statsd` ({_pace(top)}) delivered one flush of every "
+        f"series whole with `--statsd.read-buffer={r['rmem_max']}` {fits}; at {top['dags']:,} DAGs it "
+        f"lost {lost:.0%}. Past that size use `backend = otel`: {scrape}."
+    )
+
+
+def _loss_advice(r: ScalePeers, results: Results) -> str:
     lost = [p for p in r["paced"] if p["counts"]["lines"] < p["lines_sent"]]
     if lost:
         first = lost[0]
@@ -152,20 +200,11 @@ def _loss_advice(r: ScalePeers) -> str:
         )
     else:
         paced = f"the paced feed ({r['rate']:,.0f} lines/s) arrived whole at every size"
-    top = max(r["bursts"], key=lambda b: (b["dags"], b["read_buffer"]))
-    top_lost = 1 - top["counts"]["lines"] / max(1, top["lines_sent"])
     return (
         "**Lines lost on the way in** are what nothing upstream reports: "
-        f"{paced}. One flush of many series at once (what an API server worker with `count_at = api_server` "
-        "and `backend = statsd` sends every `flush_interval`) is another matter: with the socket's default "
-        f"receive buffer ({r['rmem_default']:,} bytes here) the exporter counted "
-        f"{_largest_whole(r['bursts'], False)}; with `--statsd.read-buffer={r['rmem_max']}` (the kernel's "
-        f"`net.core.rmem_max` here) {_largest_whole(r['bursts'], True)}, and at {top['dags']:,} "
-        f"DAGs it still lost {top_lost:.0%}. So: give statsd_exporter `--statsd.read-buffer` (raise "
-        "`net.core.rmem_max` on the node to allow more), alert on `statsd_exporter_udp_packet_drops_total` "
-        "and the node's UDP receive errors, and with `count_at = api_server` past a few hundred DAGs use "
-        "`backend = otel` rather than `statsd` (each task process under `count_at = tasks` sends its own "
-        "few lines, the paced case)."
+        f"{paced}. Give statsd_exporter `--statsd.read-buffer` (raise `net.core.rmem_max` on the node to "
+        "allow more) and alert on `statsd_exporter_udp_packet_drops_total` and the node's UDP receive "
+        "errors. " + _backend_advice(r, results)
     )
 
 
@@ -238,7 +277,7 @@ def _peers_noise(r: ScalePeers) -> str:
     )
 
 
-def _peers_advice(r: ScalePeers) -> str:
+def _peers_advice(r: ScalePeers, results: Results) -> str:
     rss_per, bytes_per = _per_series(r)
     top = r["paced"][-1]
     return join(
@@ -249,7 +288,7 @@ def _peers_advice(r: ScalePeers) -> str:
         "`scrape_timeout` above the scrape time in the table. The exporter drops a series nothing updated "
         "for the mappings' `ttl` (export setting `statsd_ttl`, 25 h by default, so a daily DAG keeps its "
         "series): `/metrics` holds the DAGs that ran within that time, not every DAG ever seen.",
-        _loss_advice(r),
+        _loss_advice(r, results),
         _prometheus_advice(r),
     )
 
@@ -299,8 +338,9 @@ def peers(results: Results) -> Rendered:
             "rrrrrrrrr",
         ),
         f"Idle exporter: {mib(r['exporter_idle_rss'])} MiB RSS.",
-        "One flush of every series (the product's emitter, `statsd` backend, at its own speed) into a fresh "
-        "exporter:",
+        "One flush of every series (the product's emitter, `statsd` backend, "
+        + (_pace(r["bursts"][0]) if r["bursts"] else "")
+        + ") into a fresh exporter:",
         table(
             [
                 "DAGs",
@@ -317,7 +357,7 @@ def peers(results: Results) -> Rendered:
         "load average when the evaluations were read):",
         _evaluated_table(r),
         _peers_noise(r),
-        _peers_advice(r),
+        _peers_advice(r, results),
     )
     return Rendered(text)
 
@@ -409,12 +449,20 @@ def _api_noise(r: ScaleApi) -> str:
     )
 
 
-def _slow(r: ScaleApi) -> str:
-    """The first size whose median scrape took more than a second."""
+def _slow_advice(r: ScaleApi) -> str:
+    """Where a scrape took more than a second (computed: the first such size, or none)."""
     slow = next((s for s in r["probe"] if statistics.median(s["scrape_seconds"]) > 1.0), None)
     if slow is None:
-        return "a size beyond those measured"
-    return f"about {slow['dags']:,} DAGs ({slow['named_series']:,} series) on this machine"
+        top = r["probe"][-1]
+        return (
+            f"No size measured, up to {top['dags']:,} DAGs, had a scrape of more than a second, so none "
+            "calls for `count_at = tasks` on the scrape's account."
+        )
+    return (
+        f"From about {slow['dags']:,} DAGs ({slow['named_series']:,} series) on this machine, where a scrape "
+        "takes more than a second and stalls the worker's requests, prefer `count_at = tasks` (each task "
+        "process sends its own few series, and statsd_exporter or the Collector holds them: section 11)."
+    )
 
 
 def _api_advice(r: ScaleApi) -> str:
@@ -430,20 +478,20 @@ def _api_advice(r: ScaleApi) -> str:
         f"How it grows: about {per_rss / 1024:.1f} KiB of worker memory and {per_bytes:.0f} bytes of "
         f"`/metrics` per series (from {lo['named_series']:,} to {hi['named_series']:,} series), in every "
         "API server worker that has served those task instances (each worker counts what it serves; "
-        "Prometheus sums the workers). A scrape is the cost that grows fastest: the OTel SDK builds the "
-        f"whole text on each scrape, {statistics.median(real['scrape_seconds']):.2f} s for the real worker "
+        "Prometheus sums the workers). A scrape (the worker's endpoint as configured by default, "
+        "`server_exposition = native`: section 16) took "
+        f"{statistics.median(real['scrape_seconds']):.2f} s for the real worker "
         f"at {real['named_series']:,} series and {statistics.median(top['scrape_seconds']):.2f} s for the "
-        f"probe at {top['named_series'] + top['overflow_series']:,}, holding the interpreter meanwhile "
-        f"(the real worker's health request waited up to {max(real['wait_during_scrape_ms']):.0f} ms "
+        f"probe at {top['named_series'] + top['overflow_series']:,} (the real worker's health request "
+        f"waited up to {max(real['wait_during_scrape_ms']):.0f} ms "
         f"during a scrape against {real['wait_idle_ms']:.1f} ms idle; the probe's event loop was "
         f"blocked up to {max(top['stall_ms']):,.0f} ms per scrape).",
         f"What to set: `max_series` (default {r['max_series']:,} per process) at least the series your "
         "deployment makes (DAGs x tasks per DAG x the operations they use, 30 per DAG here, plus a few of "
         "the API server's own), else the rest are counted under `dag_id=\"overflow\"`; the worker's memory "
         "limit raised by the figure above per series; Prometheus' `scrape_timeout` above the scrape time. "
-        f"From {_slow(r)}, where a scrape takes more than a second and stalls the worker's requests, prefer "
-        "`count_at = tasks` (each task process sends its own few series, and statsd_exporter or the "
-        "Collector holds them: section 11). The attribution cache holds "
+        + _slow_advice(r)
+        + " The attribution cache holds "
         f"{r['cache_size']:,} task instances per worker: a task instance's first call after eviction costs "
         "one metadata query again.",
     )

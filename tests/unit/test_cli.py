@@ -202,7 +202,7 @@ def test_check_shows_the_options_of_the_process_it_checks(udp_receiver: UdpRecei
     assert "  stall_tick_ms " in server and "  inventory_top " not in server
     assert "  inventory_top " in inventory and "  backend " not in inventory  # inventory_export = prometheus
     for out in (task, server, inventory):
-        assert "series cap: 50,000 series per process" in out and "'<overflow>'" in out
+        assert "series cap: 160,000 series per process" in out and "'<overflow>'" in out
         assert "native counting: none in this Airflow" in out
     assert "sent means handed to the kernel as a UDP datagram: not proof that a receiver got it" in task
 

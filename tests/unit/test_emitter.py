@@ -218,6 +218,29 @@ def test_too_many_tag_sets_are_counted_under_overflow_and_said_once(
     assert "holds 2 series, its limit" in warnings[0].getMessage()
 
 
+def test_by_default_an_api_server_worker_names_every_task_of_5000_dags(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """5,000 DAGs x 10 tasks, each task's write, read and delete counted where the calls arrive, beside
+    the API server's own series: with the default series cap every one keeps its own tags."""
+    logs.forget()
+    emitter = store_metrics.configure("none")
+    caplog.set_level(logging.WARNING, logger="store_metrics")
+    operations = [catalogue.get(f"task_state_store.{o}") for o in ("write", "read_found", "delete")]
+    for i in range(5_000 * 10):
+        tags = catalogue.task_tags(
+            dag_id=f"dag_{i // 10}", task_id=f"task_{i % 10}", run_type="scheduled", operator="PythonOperator"
+        )
+        for metric in operations:
+            emitter.counter(metric, tags).add(1)
+    for route in range(20):
+        emitter.counter(catalogue.SERVER_REQUESTS, {"store": "task", "operation": f"op{route}"}).add(1)
+    counted = emitter.snapshot()
+    assert len(counted) == 150_020
+    assert not [key for key in counted if OVERFLOW_TAG_VALUE in dict(key[1]).values()]
+    assert not [r for r in caplog.records if "its limit" in r.getMessage()]
+
+
 def test_flush_waits_at_most_its_timeout_for_a_busy_worker(udp_receiver: UdpReceiver) -> None:
     emitter = statsd(udp_receiver)
     gate = threading.Event()

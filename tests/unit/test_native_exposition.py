@@ -8,6 +8,7 @@ Everything goes over real sockets: each emitter serves its endpoint on 127.0.0.1
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import store_metrics
 from store_metrics import catalogue
 from store_metrics.backends.otel import exposition
 from store_metrics.catalogue import LOOP_STALL, LOOP_STALL_MAX, SERVER_DURATION, SERVER_REQUESTS
@@ -113,6 +115,33 @@ def test_nothing_counted_is_an_empty_page_on_both(both: Any) -> None:
     assert fetch(native_url)[1] == fetch(otel_url)[1] == b""
 
 
+def test_a_scrape_makes_again_only_what_moved_since_the_last(both: Any) -> None:
+    """Between two scrapes one task counted again: the second scrape reuses every block of lines it
+    wrote before but the one that holds that series (a block of 1,000 series joined once, kept), and
+    still writes what the OpenTelemetry exporter writes."""
+    (native, native_url), (otel, otel_url) = both
+    for emitter in (native, otel):
+        worker_day(emitter, dags=250)  # 2,500 series per counter: 3 blocks each
+    endpoint = native.backend.native
+    first: list[bytes] = []
+    endpoint.render(first.append)
+    tags = catalogue.task_tags(
+        dag_id="dag_120", task_id="task_3", run_type="scheduled", operator="PythonOperator"
+    )
+    for emitter in (native, otel):
+        emitter.counter(READ_FOUND, tags).add(5)
+    second: list[bytes] = []
+    endpoint.render(second.append)
+
+    blocks = [piece for piece in first if piece.count(b"\n") >= 500]
+    assert len(blocks) == 9
+    kept = [piece for piece in second if any(piece is block for block in blocks)]
+    assert len(kept) == 8
+    (remade,) = [piece for piece in second if piece.count(b"\n") >= 500 and piece not in kept]
+    assert b'airflow_task_state_store_read_found_total{dag_id="dag_120",operator="PythonOperator",' in remade
+    assert b"".join(second) == fetch(native_url)[1] == fetch(otel_url)[1]
+
+
 class Watched:
     """Instruments one endpoint's rendering: which thread writes, how many series lines each
     stretch between two pauses holds, and how far a loop's ticker got meanwhile."""
@@ -192,3 +221,41 @@ def test_a_bad_exposition_is_refused_naming_the_option() -> None:
 
     with pytest.raises(ConfigError, match="server_exposition"):
         serving("fast")
+
+
+def test_a_forked_worker_serves_its_own_counts_not_its_parents() -> None:
+    """A worker forked after the parent's endpoint was scraped serves an endpoint of its own, which
+    shows only what the child counted (the series' totals started again from zero, without an add)."""
+    emitter, _ = serving("native")
+    try:
+        worker_day(emitter, dags=2)
+        parent: list[bytes] = []
+        emitter.backend.native.render(parent.append)  # type: ignore[attr-defined]
+        assert b'dag_id="dag_1"' in b"".join(parent)
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report the scrape's text through the pipe, then leave at once
+            try:
+                tags = catalogue.task_tags(
+                    dag_id="dag_0", task_id="task_2", run_type="scheduled", operator="PythonOperator"
+                )
+                emitter.counter(WRITE, tags).add(4)
+                emitter.flush(5.0)  # the child's backend opens: an endpoint of its own
+                child: list[bytes] = []
+                emitter.backend.native.render(child.append)  # type: ignore[attr-defined]
+                os.write(write, b"".join(child))
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read, "rb") as pipe:
+            text = pipe.read()
+        assert os.waitpid(pid, 0)[1] == 0
+    finally:
+        emitter.close(2.0)
+    counted = [line for line in text.splitlines() if line.startswith(b"airflow_task_state_store_")]
+    assert counted == [
+        b'airflow_task_state_store_write_total{dag_id="dag_0",operator="PythonOperator",'
+        b'otel_scope_name="store_metrics",otel_scope_schema_url="",otel_scope_version="'
+        + store_metrics.__version__.encode()
+        + b'",run_type="scheduled",task_id="task_2"} 4.0'
+    ]

@@ -119,6 +119,15 @@ class AggregatingEmitter:
         scrape endpoint reads (counters' ``total``, and its cached line on each counter series)."""
         return self._registry.series_of(metric)
 
+    def watch_counters(self, moved: list[CounterSeries]) -> None:
+        """Every counter series puts itself on ``moved`` when it moves (the native scrape endpoint
+        then reads only those): see :meth:`SeriesRegistry.watch_counters`."""
+        self._registry.watch_counters(moved)
+
+    def counted_series(self, metric: Metric) -> int:
+        """How many series of ``metric`` exist in this process."""
+        return self._registry.counted_series(metric)
+
     def snapshot(self) -> dict[tuple[str, TagTuple], int]:
         """Every non-zero counter and histogram count, keyed by (unprefixed name, tags)."""
         return self._registry.snapshot()

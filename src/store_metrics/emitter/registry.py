@@ -32,6 +32,8 @@ class SeriesRegistry:
         self._series: dict[tuple[str, TagTuple], Series] = {}
         self._by_metric: dict[str, list[Series]] = {}
         self._lock = threading.Lock()
+        #: Where counter series report that they moved (:meth:`watch_counters`), or ``None``.
+        self._watch: list[CounterSeries] | None = None
         self._factories: dict[Kind, Callable[[Metric, TagTuple], Series]] = {
             Kind.COUNTER: CounterSeries,
             Kind.HISTOGRAM: lambda metric, tags: HistogramSeries(metric, tags, self._live),
@@ -65,7 +67,11 @@ class SeriesRegistry:
             if series is None:
                 series = self._factories[metric.kind](metric, key_tags)
                 self._series[key] = series
-                self._by_metric.setdefault(metric.name, []).append(series)
+                same = self._by_metric.setdefault(metric.name, [])
+                if isinstance(series, CounterSeries):
+                    series.place = len(same)
+                    series.watch = self._watch
+                same.append(series)
         return series
 
     def _all(self) -> list[Series]:
@@ -92,6 +98,21 @@ class SeriesRegistry:
                 s.exemplar = None  # type: ignore[attr-defined]
                 taken.append((s.tags, exemplar))
         return taken
+
+    def watch_counters(self, moved: list[CounterSeries]) -> None:
+        """From now on every counter series puts itself on ``moved`` at its next add after it was
+        taken off (see :attr:`CounterSeries.watch`); those that exist go on it at once."""
+        with self._lock:
+            self._watch = moved
+            for series in self._series.values():
+                if isinstance(series, CounterSeries):
+                    series.watch = None
+                    moved.append(series)
+
+    def counted_series(self, metric: Metric) -> int:
+        """How many series of ``metric`` exist (their ``place`` is below that)."""
+        with self._lock:
+            return len(self._by_metric.get(metric.name, ()))
 
     def series_of(self, metric: Metric) -> list[Series]:
         """Every series of ``metric``, in the order they were made (a copy of the list)."""

@@ -55,15 +55,22 @@ class CounterSeries:
     backend's next collection as that point's exemplar. The hot path never touches it.
     """
 
-    __slots__ = ("_lock", "exemplar", "metric", "sent", "tags", "total")
+    __slots__ = ("_lock", "exemplar", "metric", "place", "sent", "tags", "total", "watch")
 
-    def __init__(self, metric: Metric, tags: TagTuple) -> None:
+    def __init__(self, metric: Metric, tags: TagTuple, watch: list[CounterSeries] | None = None) -> None:
         self.metric = metric
         self.tags = tags
         self.total = 0
         self.sent = 0
         self.exemplar: object | None = None
         self._lock = threading.Lock()
+        #: The series' index among its metric's series (the registry sets it).
+        self.place = 0
+        #: While a reader of totals watches (the native scrape endpoint), the list this series puts
+        #: itself on at its next add, once: the reader takes it off, puts ``watch`` back, then reads
+        #: ``total``. So a scrape reads only what moved, not every series (``None``: nobody watches,
+        #: or the series is already on the list).
+        self.watch = watch
 
     def add(self, amount: int = 1) -> None:
         # The hot path: one locked add. Explicit acquire/try/finally costs about 2/3 of a
@@ -72,6 +79,12 @@ class CounterSeries:
         lock.acquire()
         try:
             self.total += amount
+            # After the add: a reader that put `watch` back before reading `total` sees this add,
+            # or hears of it again at its next read.
+            watch = self.watch
+            if watch is not None:
+                self.watch = None
+                watch.append(self)
         finally:
             lock.release()
 

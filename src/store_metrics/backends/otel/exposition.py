@@ -7,16 +7,21 @@ holding the interpreter (150,000 series: 6.9 s a scrape, an asyncio loop in the 
 up to 1.3 s, 4.9 KiB per series). Here:
 
 * the counter series' lines are kept, in blocks of :data:`CHUNK` series in the order the emitter
-  made them; a scrape reads a block's totals and compares them with the ones its lines show in C
-  (``map``, ``list.__ne__``), makes again only the lines whose value changed (the label part kept,
-  a slice of the old line), joins the block and writes it: a scrape costs a plain join of the
-  lines plus a C pass over the totals, plus the changed lines;
+  made them, each block's lines joined and kept until one of them changes;
+* a counter series puts itself on a list at its first add after a scrape (one attribute test on
+  the hot path: :attr:`CounterSeries.watch <store_metrics.emitter.series.CounterSeries.watch>`), so
+  a scrape reads the totals of those series only, makes again only their lines (the label part
+  kept, a slice of the old line), joins again only the blocks that hold one and writes the others
+  as they were: a scrape costs what moved, not every series (reading 150,000 scattered totals
+  alone cost more than a plain join of the text). The first scrape, or one on a source that does
+  not report what moved, reads every block's totals and compares them in C (``map``,
+  ``list.__ne__``);
 * the text is written block by block (``Transfer-Encoding: chunked``), with a short sleep after
   every :data:`BLOCKS_PER_PAUSE` blocks or :data:`BUDGET` of work, whichever comes first, on the
   endpoint's own thread: no long C call (a 30 MB join, a 30 MB encode) and no long stretch of
   Python holds the interpreter, so a thread waiting for it (the API server's event loop) gets it
   within a few milliseconds, not after the whole scrape;
-* a scrape allocates a few lists per block and nothing per unchanged series: the cyclic garbage
+* a scrape allocates nothing per unchanged series or block: the cyclic garbage
   collector, whose full passes over a worker's millions of objects are part of what held the loop
   for hundreds of milliseconds, has next to nothing new to look at.
 
@@ -41,7 +46,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import compress
 from operator import attrgetter, ne
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 from opentelemetry.exporter.prometheus._mapping import map_unit, sanitize_attribute, sanitize_full_name
 from prometheus_client.core import (
@@ -65,8 +70,10 @@ floatToGoString: Callable[[float], str] = _float_to_go
 #: Series per block: a block's totals are compared, its changed lines made, and it is joined and
 #: sent as one piece.
 CHUNK: Final = 1_000
-#: Blocks written between two pauses at most (unchanged, a block is 0.1-0.2 ms of work).
-BLOCKS_PER_PAUSE: Final = 8
+#: Blocks written between two pauses at most. A block joined again is about 0.1 ms of work, one
+#: kept is a write that releases the interpreter: :data:`BUDGET` is what usually calls the pause
+#: (each pause costs a sleep and a wake, more than the work between two of them on an idle machine).
+BLOCKS_PER_PAUSE: Final = 32
 #: Seconds of rendering at most between two pauses, whatever the blocks hold.
 BUDGET: Final = 0.002
 #: Seconds the rendering thread sleeps between chunks, so a thread waiting for the interpreter gets
@@ -80,6 +87,16 @@ class SeriesSource(Protocol):
     """What the endpoint reads counters from: the emitter's own series (made in this order)."""
 
     def series_of(self, metric: Metric) -> Sequence[Any]: ...
+
+
+@runtime_checkable
+class WatchedSource(SeriesSource, Protocol):
+    """A source whose counter series report that they moved (the product's emitter): a scrape then
+    reads the totals of those only, each series found by its ``place`` among its metric's."""
+
+    def watch_counters(self, moved: list[Any]) -> None: ...
+
+    def counted_series(self, metric: Metric) -> int: ...
 
 
 def _label_value(value: Any) -> str:
@@ -162,11 +179,41 @@ class _Block:
     """The exposition lines of up to :data:`CHUNK` counter series (``b""`` while a series is 0) and
     the totals they show."""
 
-    __slots__ = ("lines", "values")
+    __slots__ = ("body", "lines", "values")
 
     def __init__(self) -> None:
         self.lines: list[bytes] = []
         self.values: list[int] = []
+        #: The lines joined, kept until one of them changes (``None`` then).
+        self.body: bytes | None = None
+
+
+class _Pacer:
+    """Calls ``pause`` after :data:`BLOCKS_PER_PAUSE` blocks or :data:`BUDGET` seconds of work,
+    whichever comes first (the clock read every 64 lines made, and after every block)."""
+
+    __slots__ = ("_blocks", "_deadline", "_lines", "_pause")
+
+    def __init__(self, pause: Callable[[], None]) -> None:
+        self._pause = pause
+        self._blocks = 0
+        self._lines = 0
+        self._deadline = time.perf_counter() + BUDGET
+
+    def _now(self) -> None:
+        self._pause()
+        self._blocks = 0
+        self._deadline = time.perf_counter() + BUDGET
+
+    def line(self) -> None:
+        self._lines += 1
+        if not self._lines & 63 and time.perf_counter() > self._deadline:
+            self._now()
+
+    def block(self) -> None:
+        self._blocks += 1
+        if self._blocks >= BLOCKS_PER_PAUSE or time.perf_counter() > self._deadline:
+            self._now()
 
 
 class NativeExposition:
@@ -185,6 +232,10 @@ class NativeExposition:
         info.add_metric(labels=list(attributes.keys()), value=attributes)
         self._target_info = "".join(_text([info]))
         self._source: SeriesSource | None = None
+        #: The counter series that moved since the last scrape, as they report it (``None`` until
+        #: the source is watched); ``_full``: read every series' total at the next scrape.
+        self._moved: list[Any] | None = None
+        self._full = True
         #: Per tag key order: the label part's items in sorted order, the scope's already written
         #: (str) and each tag's as (written name, its index in the tag tuple).
         self._plans: dict[tuple[str, ...], list[str | tuple[str, int]]] = {}
@@ -199,6 +250,8 @@ class NativeExposition:
     # -- what is counted ----------------------------------------------------------------------
 
     def attach(self, source: SeriesSource) -> None:
+        if source is not self._source:
+            self._moved = None
         self._source = source
 
     def _family(self, metric: Metric) -> Family:
@@ -276,10 +329,9 @@ class NativeExposition:
 
     def _render(self, write: Callable[[bytes], None], pause: Callable[[], None]) -> None:
         source = self._source
+        pacer = _Pacer(pause)
         if source is not None:
-            for metric in catalogue.all_counters():
-                if metric.name not in self._families and any(s.total for s in source.series_of(metric)):
-                    self._family(metric)
+            self._take_moved(source, pacer)
         with self._lock:
             families = list(self._families.values())
         if not families:
@@ -290,13 +342,128 @@ class NativeExposition:
             if family.metric.kind is Kind.COUNTER:
                 write("".join(out).encode("utf-8"))
                 out.clear()
-                if source is not None:
-                    self._counter_lines(family, source.series_of(family.metric), write, pause)
+                self._write_blocks(family, write, pacer)
             elif family.metric.kind is Kind.HISTOGRAM:
                 self._histogram_lines(family, out)
             else:
                 self._gauge_lines(family, out)
         write("".join(out).encode("utf-8"))
+
+    def _take_moved(self, source: SeriesSource, pacer: _Pacer) -> None:
+        """Bring the counter blocks up to date: only the series that moved since the last scrape
+        when the source reports them (:class:`WatchedSource`), else every series."""
+        watching = self._moved is not None or self._watch(source)
+        taken = self._drain()
+        if not watching or self._full:
+            self._full = False
+            for metric in catalogue.all_counters():
+                if metric.name not in self._families and any(s.total for s in source.series_of(metric)):
+                    self._family(metric)
+            for family in self._counter_families():
+                self._compare_all(family, source.series_of(family.metric), pacer)
+            return
+        by_metric: dict[str, list[Any]] = {}
+        for series in taken:
+            by_metric.setdefault(series.metric.name, []).append(series)
+        for metric in catalogue.all_counters():
+            # Made in the catalogue's order, at the first scrape that finds the metric counted.
+            moved = by_metric.get(metric.name)
+            if moved and metric.name not in self._families and any(s.total for s in moved):
+                self._family(metric)
+        assert isinstance(source, WatchedSource)
+        for name, moved in by_metric.items():
+            counted = self._families.get(name)
+            if counted is not None:
+                self._apply(counted, moved, source.counted_series(counted.metric), pacer)
+
+    def _drain(self) -> list[Any]:
+        """The series that reported a move since the last scrape, each put back on watch."""
+        moved = self._moved
+        if moved is None:
+            return []
+        # Appends go to the end while this runs: take the first n, as many as were there.
+        n = len(moved)
+        taken = moved[:n]
+        del moved[:n]
+        for series in taken:
+            # Back on watch before its total is read: an add from now on reports it again.
+            series.watch = moved
+        return taken
+
+    def _watch(self, source: SeriesSource) -> bool:
+        if not isinstance(source, WatchedSource):
+            return False
+        self._moved = []
+        self._full = True
+        source.watch_counters(self._moved)
+        return True
+
+    def _counter_families(self) -> list[Family]:
+        with self._lock:
+            return [f for f in self._families.values() if f.metric.kind is Kind.COUNTER]
+
+    def _grow(self, family: Family, count: int) -> None:
+        """Blocks for ``count`` series (the new ones' lines empty until they count)."""
+        chunk = self.chunk
+        blocks = family.blocks
+        while len(blocks) * chunk < count:
+            blocks.append(_Block())
+        for k in range(len(blocks)):
+            block = blocks[k]
+            want = min(chunk, count - k * chunk)
+            grown = want - len(block.values)
+            if grown > 0:
+                block.values.extend([0] * grown)
+                block.lines.extend([b""] * grown)
+
+    def _line(self, family: Family, block: _Block, i: int, series: Any, total: int) -> None:
+        if not total:
+            block.lines[i] = b""
+        else:
+            line = block.lines[i]
+            # The value has no space: the label part ends at the line's last one.
+            head = line[: line.rindex(b" ") + 1] if line else self._head(family, series.tags)
+            block.lines[i] = head + floatToGoString(total).encode() + b"\n"
+        block.values[i] = total
+        block.body = None
+
+    def _apply(self, family: Family, moved: list[Any], count: int, pacer: _Pacer) -> None:
+        """The lines of the series that moved, made again (their totals read once, here)."""
+        chunk = self.chunk
+        self._grow(family, count)
+        blocks = family.blocks
+        for series in moved:
+            k, i = divmod(series.place, chunk)
+            block = blocks[k]
+            total = series.total
+            if total != block.values[i]:
+                self._line(family, block, i, series, total)
+                pacer.line()
+
+    def _compare_all(self, family: Family, series: Sequence[Any], pacer: _Pacer) -> None:
+        """Every block's totals read and compared in C, the lines of the ones that changed made
+        again (the first scrape, after a fork, or a source that does not report what moved)."""
+        chunk = self.chunk
+        self._grow(family, len(series))
+        for k, block in enumerate(family.blocks):
+            part = series[k * chunk : (k + 1) * chunk]
+            now = list(map(_total, part))
+            if now != block.values:
+                for i in compress(range(len(now)), map(ne, now, block.values)):
+                    self._line(family, block, i, part[i], now[i])
+                    # A first scrape makes every label part (~10 us each): hand over mid-block.
+                    pacer.line()
+            pacer.block()
+
+    def _write_blocks(self, family: Family, write: Callable[[bytes], None], pacer: _Pacer) -> None:
+        """Every block of ``family``: joined again if a line changed, else as joined before; written,
+        with a pause after at most :data:`BLOCKS_PER_PAUSE` blocks or :data:`BUDGET` of work."""
+        for block in family.blocks:
+            body = block.body
+            if body is None:
+                body = block.body = b"".join(block.lines)
+            write(body)
+            pacer.block()
 
     def _histogram_lines(self, family: Family, out: list[str]) -> None:
         with self._lock:
@@ -317,51 +484,6 @@ class NativeExposition:
             gauges = [(labels, value) for labels, value in family.series.values()]
         for labels, value in gauges:
             out.append(f"{family.sample}{{{labels}}} {floatToGoString(value)}\n")
-
-    def _counter_lines(
-        self,
-        family: Family,
-        series: Sequence[Any],
-        write: Callable[[bytes], None],
-        pause: Callable[[], None],
-    ) -> None:
-        """Every block of ``family``'s series: the totals read and compared in C, the lines of the
-        ones that changed made again, the block's lines joined and written, then a pause."""
-        chunk = self.chunk
-        blocks = family.blocks
-        clock = time.perf_counter
-        since, deadline = 0, clock() + BUDGET
-        for k, start in enumerate(range(0, len(series), chunk)):
-            part = series[start : start + chunk]
-            if k == len(blocks):
-                blocks.append(_Block())
-            block = blocks[k]
-            now = list(map(_total, part))
-            grown = len(now) - len(block.values)
-            if grown > 0:
-                block.values.extend([0] * grown)
-                block.lines.extend([b""] * grown)
-            if now != block.values:
-                lines = block.lines
-                for n, i in enumerate(compress(range(len(now)), map(ne, now, block.values))):
-                    total = now[i]
-                    if not total:
-                        lines[i] = b""
-                        continue
-                    line = lines[i]
-                    # The value has no space: the label part ends at the line's last one.
-                    head = line[: line.rindex(b" ") + 1] if line else self._head(family, part[i].tags)
-                    lines[i] = head + floatToGoString(total).encode() + b"\n"
-                    if not n & 63 and clock() > deadline:
-                        # A first scrape makes every label part (~10 us each): hand over mid-block.
-                        pause()
-                        since, deadline = 0, clock() + BUDGET
-                block.values = now
-            write(b"".join(block.lines))
-            since += 1
-            if since >= BLOCKS_PER_PAUSE or clock() > deadline:
-                pause()
-                since, deadline = 0, clock() + BUDGET
 
     def _head(self, family: Family, tags: TagTuple) -> bytes:
         return f"{family.sample}{{{self._label_text(tags)}}} ".encode()
@@ -425,6 +547,8 @@ class NativeExposition:
         self._render_lock = threading.Lock()
         self._lock = threading.Lock()
         self._families = {}
+        # The series' totals start again from zero without an add: read them all once.
+        self._full = True
 
 
 class _Server(http.server.ThreadingHTTPServer):
