@@ -71,6 +71,7 @@ from .load_airflow import (
     prepare_clients,
     problem_kinds,
     problem_lines,
+    worker_label,
 )
 
 WORKERS = 2
@@ -662,7 +663,7 @@ def kill_a_worker(server: ApiServer, record: dict[str, Any]) -> Callable[[], Non
         pids = sorted(server.worker_pids())
         offset = server.log_size()
         victim = pids[-1]
-        worker = server.worker_label(victim)  # read before the kill: its slot file is then released
+        worker = worker_label(victim)  # read before the kill: its slot file is then released
         os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
         record.update({"killed_pid": victim, "workers_before": pids, "worker": worker})

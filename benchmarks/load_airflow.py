@@ -158,20 +158,6 @@ class ApiServer:
                 continue
         return pids
 
-    def worker_label(self, pid: int) -> str:
-        """The ``worker`` tag of the worker ``pid``: ``<host>-<slot>`` of the slot file it holds
-        locked (:mod:`store_metrics.server.worker_slot`), or ``<host>-p<pid>`` without one."""
-        from store_metrics.server.worker_slot import host
-
-        try:
-            for f in psutil.Process(pid).open_files():
-                m = _SLOT_FILE.search(f.path)
-                if m:
-                    return f"{host()}-{m.group(1)}"
-        except psutil.Error:
-            pass
-        return f"{host()}-p{pid}"
-
     def rss(self) -> int:
         total = 0
         for p in self.processes():
@@ -233,6 +219,22 @@ class ApiServer:
 
 #: The file a worker holds locked for its slot (``slot-<n>.lock``).
 _SLOT_FILE = re.compile(r"/slot-([0-9]+)\.lock$")
+
+
+def worker_label(pid: int) -> str:
+    """The ``worker`` tag of the worker ``pid``: ``<host>-<slot>`` of the slot file it holds
+    locked (:mod:`store_metrics.server.worker_slot`), or ``<host>-p<pid>`` without one."""
+    from store_metrics.server.worker_slot import host
+
+    try:
+        for f in psutil.Process(pid).open_files():
+            m = _SLOT_FILE.search(f.path)
+            if m:
+                return f"{host()}-{m.group(1)}"
+    except psutil.Error:
+        pass
+    return f"{host()}-p{pid}"
+
 
 #: store-metrics' own log lines in a server log (the structlog renderer names the logger).
 _OURS = re.compile(r"^\S+\s+\[(warning|error|critical)\s*\].*\[store_metrics\]", re.MULTILINE)
