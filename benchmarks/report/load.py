@@ -571,8 +571,9 @@ def _kill_cause(lo: Load, kills: Kills) -> str:
         else f"more than the {kills.aa_spread:.3f}x the two identical off arms differ by"
     )
     return (
-        f"**What a kill costs, and what the plugin adds.** On / off: {ratio:.3f} ({reading}). A kill costs "
-        "the same with and without the plugin: half the workers until uvicorn's supervisor has started a "
+        f"**What a kill costs, and what the plugin adds.** On / off: {ratio:.3f} ({reading}). "
+        + ("A kill costs the same with and without the plugin" if within or ratio >= 1.0 else "A kill costs")
+        + ": half the workers until uvicorn's supervisor has started a "
         f"successor, which imports Airflow and builds the app again (up after {up_on:.1f} s with the plugin, "
         f"{up_off:.1f} s without, medians; the State store views and the root middleware are built in both "
         f"servers), and the requests in flight on the killed worker (median {cut['on']:.0f} cut off with "
