@@ -497,7 +497,7 @@ def _kill_row(f: KillBlock) -> list[str]:
         else f"{f['server_total']:,} / {f['client_total']:,} (lost {f['lost_total']}, bound {f['bound']}, "
         f"twice {f['doubled_total']})"
     )
-    replaced = f"{f['replaced_after_s']:.1f}" if f["replaced_after_s"] is not None else "never"
+    replaced = f"{f['replaced_after_s']:.1f}" if f["replaced_after_s"] is not None else "not seen"
     return [
         str(f["order"] + 1),
         {"on": "on", "off": "off", "aa": "off (A/A)"}[f["arm"]],
@@ -554,6 +554,17 @@ def _kills(lo: Load) -> str:
     )
 
 
+def _seen(kills: Kills) -> str:
+    """In how many blocks the successor's start was seen in the server log within the bench's wait."""
+    seen = [f for f in kills.blocks if f["replaced_after_s"] is not None]
+    note = (
+        ""
+        if len(seen) == len(kills.blocks)
+        else " (*not seen*: the watcher did not find its start-up line in the log within its 120 s wait)"
+    )
+    return f"{len(seen)} of {len(kills.blocks)}{note}"
+
+
 def _kill_cause(lo: Load, kills: Kills) -> str:
     """What a kill costs with and without the plugin, from this run's figures."""
     ratio = kills.median("on") / kills.median("off")
@@ -575,7 +586,8 @@ def _kill_cause(lo: Load, kills: Kills) -> str:
         + ("A kill costs the same with and without the plugin" if within or ratio >= 1.0 else "A kill costs")
         + ": half the workers until uvicorn's supervisor has started a "
         f"successor, which imports Airflow and builds the app again (up after {up_on:.1f} s with the plugin, "
-        f"{up_off:.1f} s without, medians; the State store views and the root middleware are built in both "
+        f"{up_off:.1f} s without, medians of the blocks where the watcher saw it: {_seen(kills)}; the State "
+        "store views and the root middleware are built in both "
         f"servers), and the requests in flight on the killed worker (median {cut['on']:.0f} cut off with "
         f"the plugin, {cut['off']:.0f} without). What the plugin adds to a successor's start is its set-up, "
         f"{setup:.0f} ms in a fresh process here, taken once; it holds no lock across the fork (uvicorn "
