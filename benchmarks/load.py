@@ -22,14 +22,18 @@ both stores (the async-routes proposal's value sizes).
   ``api_server.state_store.requests`` received by the DogStatsD receiver, per (store, operation,
   outcome), against the load generator's own counts of what it sent and what came back.
 * **Faults under load** (8 clients; before / during / after, equal phases): the DogStatsD
-  receiver's port closed and reopened; one API server worker killed with SIGKILL (uvicorn's
-  supervisor starts a new one), on the *on* and on the *off* server; an OTLP endpoint that
-  refuses and one that accepts and never answers (a third server with ``backend = otel``,
-  OTLP/HTTP to a receiver in this process that decodes every export). Throughput and latency per
-  phase, store-metrics' warning and error lines in the server log, and the counts delivered
-  once everything has settled.
+  receiver's port closed and reopened; an OTLP endpoint that refuses and one that accepts and
+  never answers (a third server with ``backend = otel``, OTLP/HTTP to a receiver in this process
+  that decodes every export). Throughput and latency per phase, store-metrics' warning and error
+  lines in the server log, and the counts delivered once everything has settled.
+* **A worker killed, interleaved** (:func:`kill_blocks`): one API server worker SIGKILLed under
+  load (uvicorn's supervisor starts a new one), in ``kill_rounds`` rounds of three blocks: on the
+  *on* server, on the *off* server, and on the *off* server again (the A/A arm: what two identical
+  arms of this run differ by). The order rotates each round; each block waits for the successor
+  and warms the server up again. Throughput during / before per block, when the successor was up,
+  and the plugin's own set-up in a fresh worker process (:func:`plugin_setup_ms`).
 
-Run with ``python -m benchmarks --only load`` (about 12 min; ``--quick``: about 1.5 min).
+Run with ``python -m benchmarks --only load`` (about 20 min; ``--quick``: about 2 min).
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ from .load_airflow import (
     prepare_clients,
     problem_kinds,
     problem_lines,
+    worker_label,
 )
 
 WORKERS = 2
@@ -85,6 +90,7 @@ class Config:
     flush_interval: float  # [store_metrics] flush_interval of the servers
     settle: float  # no new count for this long: the server has flushed everything
     wait_for_replacement: bool  # after killing a worker, wait until its successor serves
+    kill_rounds: int  # rounds of interleaved worker-kill blocks, each: plugin on, off, off again (A/A)
 
 
 FULL = Config(
@@ -99,6 +105,7 @@ FULL = Config(
     flush_interval=1.0,
     settle=2.5,
     wait_for_replacement=True,
+    kill_rounds=3,
 )
 QUICK = Config(
     seconds=2.5,
@@ -112,6 +119,7 @@ QUICK = Config(
     flush_interval=0.5,
     settle=1.0,
     wait_for_replacement=False,
+    kill_rounds=1,
 )
 
 Key = tuple[str, str, str]  # store, operation, outcome
@@ -183,6 +191,15 @@ class FaultResult(Compared):
     replaced_after_s: float | None  # when the killed worker's successor served
 
 
+class KillBlock(FaultResult):
+    """One block of the interleaved worker kills."""
+
+    arm: str  # "on", "off", or "aa": the off server again, the A/A arm
+    round: int
+    order: int  # position in the run, from 0
+    worker: str  # the killed worker's ``worker`` tag
+
+
 class Measured(TypedDict):
     setup_s: float
     others_at_start: list[str]  # the busiest other processes
@@ -192,6 +209,10 @@ class Measured(TypedDict):
     rss_after_blocks: dict[str, int]
     blocks: list[Block]
     faults: list[FaultResult]
+    kills: list[KillBlock]
+    #: The plugin's set-up in a fresh worker process (import of its server side, the worker's
+    #: metrics, the stall monitor started), ms, with the *on* server's settings, per try.
+    plugin_setup_ms: list[float]
     plugin_in_tracebacks: int  # server log lines naming store_metrics/ code
 
 
@@ -588,7 +609,7 @@ def _loss_bound(dep: Deployment, run: ClientRun, kill: dict[str, Any], killed_at
     last flush drained its counts after the one before it had arrived; a request is counted
     before its answer reaches the client).
     """
-    flushes = [t for t in dep.dogstatsd.flushes_of(kill["killed_pid"]) if t <= killed_at]
+    flushes = [t for t in dep.dogstatsd.flushes_of(kill["worker"]) if t <= killed_at]
     if len(flushes) < 2:
         return {"bound": 0, "estimate": 0, "since_last_flush_s": None}
     return {
@@ -642,9 +663,10 @@ def kill_a_worker(server: ApiServer, record: dict[str, Any]) -> Callable[[], Non
         pids = sorted(server.worker_pids())
         offset = server.log_size()
         victim = pids[-1]
+        worker = worker_label(victim)  # read before the kill: its slot file is then released
         os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
-        record.update({"killed_pid": victim, "workers_before": pids})
+        record.update({"killed_pid": victim, "workers_before": pids, "worker": worker})
 
         def watch() -> None:
             # uvicorn's supervisor notices the dead worker and starts a new one, which logs this
@@ -668,13 +690,41 @@ def faults(dep: Deployment) -> list[FaultResult]:
         "each worker's first flush after the close is lost (the kernel takes it, then learns of the "
         "closed port); every later one is refused, kept and sent once the port is back",
     )
-    out = [fault_block(dep, udp)]
-    for arm in ("on", "off"):
+    return [fault_block(dep, udp)]
+
+
+#: The worker-kill blocks' arms: the plugin on, off, and the off server again (the A/A arm).
+KILL_ARMS = ("on", "off", "aa")
+KILL_NAMES = {
+    "on": "one API server worker killed (SIGKILL), plugin on",
+    "off": "one API server worker killed (SIGKILL), plugin off",
+    "aa": "one API server worker killed (SIGKILL), plugin off, A/A",
+}
+
+
+def kill_schedule(cfg: Config) -> list[tuple[int, str]]:
+    """(round, arm) per kill block: every round runs each arm once, the order rotated by one each
+    round (on, off, aa; off, aa, on; aa, on, off; ...), so no arm always comes first or last."""
+    out = []
+    for r in range(cfg.kill_rounds):
+        out += [(r, KILL_ARMS[(r + i) % len(KILL_ARMS)]) for i in range(len(KILL_ARMS))]
+    return out
+
+
+def kill_blocks(dep: Deployment) -> list[KillBlock]:
+    """One API server worker SIGKILLed under load, interleaved: plugin on, off and off again.
+
+    Each block waits for the killed worker's successor to serve (bounded) and then warms the
+    server up, unmeasured, so every block kills a warm worker of a server with both workers up.
+    """
+    out = []
+    for order, (round_, arm) in enumerate(kill_schedule(dep.cfg)):
+        name = "on" if arm == "on" else "off"
         record: dict[str, Any] = {}
         kill = Fault(
-            f"one API server worker killed (SIGKILL), plugin {arm}",
-            arm,
-            kill_a_worker(dep.servers[arm], record),
+            KILL_NAMES[arm],
+            name,
+            kill_a_worker(dep.servers[name], record),
             lambda: None,
             "dogstatsd" if arm == "on" else "none",
             "a killed worker loses what it counted since its last flush (about one flush interval)"
@@ -683,11 +733,45 @@ def faults(dep: Deployment) -> list[FaultResult]:
             kill=record,
         )
         result = fault_block(dep, kill)
-        if dep.cfg.wait_for_replacement:
-            poll(functools.partial(dict.__contains__, record, "replaced_after_s"), 120, 0.2)
+        # Bounded: a successor that never serves leaves replaced_after_s None on the page.
+        poll(functools.partial(dict.__contains__, record, "replaced_after_s"), 120, 0.2)
         result["killed_pid"] = record.get("killed_pid")
         result["replaced_after_s"] = record.get("replaced_after_s")
-        out.append(result)
+        warm(dep, [name], together=False)
+        out.append(KillBlock(**result, arm=arm, round=round_, order=order, worker=record.get("worker", "")))
+    return out
+
+
+#: The plugin's set-up in a fresh API server worker: its server side imported (the root
+#: middleware's module), the worker's metrics made from ``[store_metrics]`` and the stall monitor
+#: started on a running loop: what a respawned worker runs for the plugin before it serves.
+_SETUP_PROBE = """
+import asyncio, time
+import airflow.configuration  # Airflow's own, imported by every worker before the plugin
+t0 = time.perf_counter()
+from store_metrics.server import server_metrics
+metrics = server_metrics()
+async def watch():
+    metrics.watch(asyncio.get_running_loop())
+asyncio.run(watch())
+print((time.perf_counter() - t0) * 1000.0)
+"""
+
+
+def plugin_setup_ms(dep: Deployment, tries: int) -> list[float]:
+    """:data:`_SETUP_PROBE` in a fresh process with the *on* server's settings, ``tries`` times."""
+    out = []
+    for _ in range(tries):
+        proc = subprocess.run(
+            [sys.executable, "-c", _SETUP_PROBE],
+            cwd=REPO_ROOT,
+            env=dep.servers["on"].env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        out.append(float(proc.stdout.split()[-1]))
     return out
 
 
@@ -776,6 +860,8 @@ def _measure(dep: Deployment, quick: bool) -> Measured:
     blocks = [main_block(dep, arm, c, i) for i, (arm, c) in enumerate(schedule(dep.cfg))]
     rss_after_blocks = {"on": on.rss(), "off": off.rss()}
     results = faults(dep)
+    kills = kill_blocks(dep)
+    setup_ms = plugin_setup_ms(dep, 3 if quick else 7)
     off.stop()
     on.stop()
     tracebacks = sum(s.log_text().count("store_metrics/") for s in (on, off))
@@ -794,6 +880,8 @@ def _measure(dep: Deployment, quick: bool) -> Measured:
         rss_after_blocks=rss_after_blocks,
         blocks=blocks,
         faults=results,
+        kills=kills,
+        plugin_setup_ms=setup_ms,
         plugin_in_tracebacks=tracebacks,
     )
 

@@ -217,6 +217,25 @@ class ApiServer:
             proc.wait(10)
 
 
+#: The file a worker holds locked for its slot (``slot-<n>.lock``).
+_SLOT_FILE = re.compile(r"/slot-([0-9]+)\.lock$")
+
+
+def worker_label(pid: int) -> str:
+    """The ``worker`` tag of the worker ``pid``: ``<host>-<slot>`` of the slot file it holds
+    locked (:mod:`store_metrics.server.worker_slot`), or ``<host>-p<pid>`` without one."""
+    from store_metrics.server.worker_slot import host
+
+    try:
+        for f in psutil.Process(pid).open_files():
+            m = _SLOT_FILE.search(f.path)
+            if m:
+                return f"{host()}-{m.group(1)}"
+    except psutil.Error:
+        pass
+    return f"{host()}-p{pid}"
+
+
 #: store-metrics' own log lines in a server log (the structlog renderer names the logger).
 _OURS = re.compile(r"^\S+\s+\[(warning|error|critical)\s*\].*\[store_metrics\]", re.MULTILINE)
 
@@ -320,10 +339,11 @@ class DogStatsdReceiver:
             self.flushes.setdefault(worker, []).append(now)
         self._last_line[worker] = now
 
-    def flushes_of(self, pid: int) -> list[float]:
-        """When each flush of the worker with this pid began to arrive, oldest first."""
+    def flushes_of(self, worker: str) -> list[float]:
+        """When each flush of the worker tagged ``worker`` (:meth:`ApiServer.worker_label`) began to
+        arrive, oldest first (a killed worker's successor has the same tag: its flushes come later)."""
         with self.lock:
-            return sorted(t for worker, ts in self.flushes.items() if worker.endswith(f"-{pid}") for t in ts)
+            return sorted(self.flushes.get(worker, []))
 
     def reset_stall_max(self) -> None:
         with self.lock:
