@@ -49,12 +49,8 @@ from store_metrics import catalogue
 from . import records, templating
 
 __all__ = [
-    "COUNTED_IN_FULL",
-    "EVALUATED",
-    "EVALUATION_GAP",
     "GENERATED_RECORDS",
     "SERIES_COUNT",
-    "absent_records",
     "call_recording_rules",
     "counter_expr",
     "grouping",
@@ -64,40 +60,12 @@ __all__ = [
 #: Series of the recorded counters per deployment, job and instance: what the "counts stopped
 #: arriving" alert (StateStoreMetricsMissing) and the inventory's per-deployment absence read.
 SERIES_COUNT = "instance:store_metrics_series:count"
-#: Helper: the time of each evaluation of the recording group (one series).
-EVALUATED = "group:store_metrics_calls:evaluated"
-#: Helper: 1 at an evaluation that follows a gap in the group's evaluations (Prometheus was down or
-#: the group missed an interval) with scrapes before it, so the helpers below may lack a series.
-EVALUATION_GAP = "group:store_metrics_calls:evaluation_gap"
-#: Helper: the targets (per deployment and instance) whose counters not seen before count in full.
-COUNTED_IN_FULL = "instance:store_metrics_calls:counted_in_full"
-_RULE_INDENT = "  "
-_EXPR_INDENT = " " * 6
-
-
-def absent_records(metric: catalogue.Metric) -> tuple[str, str]:
-    """A counter's two helper series: per series absent at the read, the newest value it had within
-    ``counter_lookback`` before the read, and that sample's time (the value expires with it)."""
-    stem = metric.name.replace(".", "_")
-    return f"series:store_metrics_{stem}:absent_last", f"series:store_metrics_{stem}:absent_at"
-
-
-def _helper_records() -> frozenset[str]:
-    return frozenset(
-        {EVALUATED, EVALUATION_GAP, COUNTED_IN_FULL}
-        | {name for m in catalogue.recorded_counters() for name in absent_records(m)}
-    )
-
-
 #: The recorded series this module's rules write (the templates write the others' ``- record:``).
 GENERATED_RECORDS: frozenset[str] = frozenset(
     {*(m.recording.series for m in catalogue.recorded_counters() if m.recording), SERIES_COUNT}
-    | _helper_records()
 )
-
-
-def _token(record: str) -> str:
-    return f"@{records.TOKEN}{record}@"
+_RULE_INDENT = "  "
+_EXPR_INDENT = " " * 6
 
 
 def grouping(metric: catalogue.Metric) -> tuple[str, ...]:
@@ -107,16 +75,17 @@ def grouping(metric: catalogue.Metric) -> tuple[str, ...]:
 
 
 def counter_expr(metric: catalogue.Metric) -> str:
-    """A counter's calls of one rule interval, as a template (tokens for the prefix and settings).
-
-    Only instant reads of the counter (now and at the previous read); the value a series absent at
-    the previous read had last comes from its helper, recorded by the previous evaluation."""
+    """A counter's calls of one rule interval, as a template (tokens for the prefix and settings)."""
     series = f"@{metric.name}@{{@selector@}}"
     now = f"{series} offset @rule_offset@"
     at_previous = f"{series} offset @rule_previous_offset@"
-    absent_last, _ = absent_records(metric)
-    previous = f"{_token(absent_last)} offset @rule_interval@"
+    previous = f"last_over_time({series}[@counter_lookback@] offset @rule_previous_offset@)"
     scraped_then = "up offset @rule_previous_offset@ == 1"
+    up = "max_over_time(up[@counter_lookback@] offset @rule_previous_offset@)"
+    job_up = "max_over_time(up[@counter_lookback@] offset @rule_job_offset@)"
+    new_target = (
+        "up offset @rule_offset@ == 1 unless on (@cluster_label@, instance) up offset @rule_lookback_offset@"
+    )
     lines = [
         f"sum by ({', '.join(grouping(metric))}) (",
         "  (",
@@ -131,82 +100,21 @@ def counter_expr(metric: catalogue.Metric) -> str:
         "  (",
         f"    {now}",
         "    and on (@cluster_label@, instance)",
-        f"    {_token(COUNTED_IN_FULL)}",
+        "    (",
+        f"      max by (@cluster_label@, instance) ({up}) == 1",
+        "      or",
+        f"      (max by (@cluster_label@, job) ({job_up}) == 1)",
+        "      * on (@cluster_label@, job) group_right ()",
+        f"      max by (@cluster_label@, job, instance) ({new_target})",
+        "    )",
         "  )",
         ")",
     ]
     return "\n".join(lines)
 
 
-def _absent_at_expr(metric: catalogue.Metric) -> str:
-    """The time of the newest sample of each series absent at this read, within the lookback: its
-    sample at the previous read (it went away since), or the previous evaluation's, until too old."""
-    series = f"@{metric.name}@{{@selector@}}"
-    _, absent_at = absent_records(metric)
-    return "\n".join(
-        [
-            "(",
-            f"  (timestamp({series} offset @rule_previous_offset@) or {_token(absent_at)} offset @rule_interval@)",
-            f"  unless {series} offset @rule_offset@",
-            ") > time() - @rule_offset_seconds@ - @counter_lookback_seconds@",
-        ]
-    )
-
-
-def _absent_last_expr(metric: catalogue.Metric) -> str:
-    """The newest value of each series absent at this read (what ``last_over_time`` over the
-    lookback gives), for the series :func:`_absent_at_expr` keeps."""
-    series = f"@{metric.name}@{{@selector@}}"
-    absent_last, absent_at = absent_records(metric)
-    return "\n".join(
-        [
-            "(",
-            f"  ({series} offset @rule_previous_offset@ or {_token(absent_last)} offset @rule_interval@)",
-            f"  unless {series} offset @rule_offset@",
-            f") and {_token(absent_at)}",
-        ]
-    )
-
-
-def _evaluation_gap() -> str:
-    return "\n".join(
-        [
-            f"vector(1) unless on () ({_token(EVALUATED)} offset @rule_interval@ > time() - 1.5 * @rule_interval_seconds@)",
-            "and on () count(max_over_time(up[@counter_lookback@] offset @rule_interval@))",
-        ]
-    )
-
-
-def _counted_in_full() -> str:
-    up = "max_over_time(up[@counter_lookback@] offset @rule_previous_offset@)"
-    job_up = "max_over_time(up[@counter_lookback@] offset @rule_job_offset@)"
-    new_target = (
-        "up offset @rule_offset@ == 1 unless on (@cluster_label@, instance) up offset @rule_lookback_offset@"
-    )
-    not_up_then = (
-        "group by (@cluster_label@, instance) (up offset @rule_offset@)"
-        " unless on (@cluster_label@, instance) (up offset @rule_previous_offset@ == 1)"
-    )
-    return "\n".join(
-        [
-            "(",
-            f"  max by (@cluster_label@, instance) ({up}) == 1",
-            "  or",
-            f"  (max by (@cluster_label@, job) ({job_up}) == 1)",
-            "  * on (@cluster_label@, job) group_right ()",
-            f"  max by (@cluster_label@, job, instance) ({new_target})",
-            ")",
-            "unless on (@cluster_label@, instance)",
-            "(",
-            f"  ({not_up_then})",
-            f"  and on () last_over_time({_token(EVALUATION_GAP)}[@rule_lookback_offset@])",
-            ")",
-        ]
-    )
-
-
 def _rule(record: str, expr: str, labels: tuple[tuple[str, str], ...] = ()) -> list[str]:
-    lines = [f"{_RULE_INDENT}- record: {_token(record)}", f"{_RULE_INDENT}  expr: |-"]
+    lines = [f"{_RULE_INDENT}- record: @{records.TOKEN}{record}@", f"{_RULE_INDENT}  expr: |-"]
     lines += [f"{_EXPR_INDENT}{line}" if line else "" for line in expr.splitlines()]
     if labels:
         lines.append(f"{_RULE_INDENT}  labels:")
@@ -220,21 +128,11 @@ def _series_count() -> str:
 
 
 def call_recording_rules() -> str:
-    """The recording group's rules (YAML, indented for the group's ``rules:``), as a template.
-
-    In order, as the group evaluates them: the evaluation's own time and whether it follows a gap,
-    the targets whose new series count in full (read by every counter's rule), then per counter its
-    rule and its two helpers (read by the next evaluation), and the series count."""
+    """The recording group's rules (YAML, indented for the group's ``rules:``), as a template."""
     lines: list[str] = []
-    lines += _rule(EVALUATION_GAP, _evaluation_gap())
-    lines += _rule(EVALUATED, "vector(time())")
-    lines += _rule(COUNTED_IN_FULL, _counted_in_full())
     for metric in catalogue.recorded_counters():
         assert metric.recording is not None
         lines += _rule(metric.recording.series, counter_expr(metric), metric.recording.labels)
-        absent_last, absent_at = absent_records(metric)
-        lines += _rule(absent_at, _absent_at_expr(metric))
-        lines += _rule(absent_last, _absent_last_expr(metric))
     lines += _rule(SERIES_COUNT, _series_count())
     return "\n".join(lines)
 
