@@ -52,6 +52,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("ui_threads", "benchmarks.ui_threads:run", "benchmarks.report.ui_threads:render"),
     Section("traces", "benchmarks.traces:run", title="15. Traces: per-call cost with spans off and on"),
     Section("exposition", "benchmarks.exposition:run", "benchmarks.report.exposition:render", plain_quick=False),  # noqa: E501
+    Section("rules_cost", "benchmarks.rules_cost:run", "benchmarks.report.rules_cost:render", plain_quick=False),  # noqa: E501
 )
 # fmt: on
 
