@@ -38,6 +38,14 @@ One rule records a counter's calls of each rule interval (setting ``rule_interva
 
 Summed over a range, the recorded series is the calls made in it, exactly, in steady state and
 across restarts of the exporter, the Collector or an API server worker, and across rollouts.
+
+Cost: each rule reads every series of its counter at two instants and over ``counter_lookback``, so
+an evaluation grows with the series (docs/performance.md section 17). The hour scan is about half of
+a rule; the other half (the instant reads and the vector operations on every series) is a floor no
+rewrite of the rule goes below. A variant with helper series in place of the scan (the last value of
+a series absent at the read, recorded by one evaluation for the next; commit bbd642d) was exact on
+every promtool test but cost more: its helpers find the series that went away by reading every
+series at an instant again. So the scan stays.
 """
 
 from __future__ import annotations
