@@ -106,9 +106,9 @@ def floor_rules(values: dict[str, str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: The write counter's rule and its two helpers as they were in the helper-series variant (commit
-#: bbd642d: the hour scan replaced by per-series helpers the previous evaluation records), at the
-#: default settings (``W``: the counter, ``H``: its helpers' stem). Queried with the helpers empty:
+#: The write counter's rule and its two helpers as they were in the helper-series variant (the
+#: hour scan replaced by per-series helpers the previous evaluation records; tried and not kept), at
+#: the default settings (``W``: the counter, ``H``: its helpers' stem). Queried with the helpers empty:
 #: what they cost is their reads of every counter series.
 _HELPER_VARIANT = {
     "helper variant: the counter's rule": (
