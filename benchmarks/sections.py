@@ -53,6 +53,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("traces", "benchmarks.traces:run", title="15. Traces: per-call cost with spans off and on"),
     Section("exposition", "benchmarks.exposition:run", "benchmarks.report.exposition:render", plain_quick=False),  # noqa: E501
     Section("series_memory", "benchmarks.series_memory:run", "benchmarks.report.exposition:memory", plain_quick=False),  # noqa: E501
+    Section("rules_cost", "benchmarks.rules_cost:run", "benchmarks.report.rules_cost:render", plain_quick=False),  # noqa: E501
 )
 # fmt: on
 

@@ -1,0 +1,307 @@
+"""What one evaluation of the recording group costs at 150,000 input series, in one Prometheus
+(the newest pin) over the same hour, beside the cheapest rule of the same shape.
+
+The input is 5,000 DAGs of :mod:`benchmarks.scale`'s deployment (10 tasks, three counters each:
+150,000 series, one target, job ``store-metrics-statsd-exporter``), every series carrying the task
+side's tags. An hour of 15 s samples is filled first the way :mod:`benchmarks.scale_prometheus` does
+(a replay answering each scrape with the next samples of the history, ``honor_timestamps``), then
+Prometheus scrapes every 15 s as shipped.
+
+Prometheus loads two rule files: the exported ``rules.yml`` (its recording group
+``store-metrics.rules``: per counter, three instant reads, ``last_over_time(...[counter_lookback])``
+and ``max_over_time(up[counter_lookback])``) and a floor group, ``store-metrics.rules.floor``
+(:func:`floor_rules`: per counter only its growth between the two reads, summed by the same labels,
+recording under names of its own): what any rule that reads every counter at two instants costs at
+least. Both run in the same process on the same samples. What each took is Prometheus' own
+``prometheus_rule_group_last_duration_seconds``, read after each of :data:`EVALUATIONS` evaluations
+(after one to settle); the verdict is on the shipped group's slowest, the floor beside it (the two
+groups share the machine's cores with each other and the scrapes, as in a real Prometheus).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+from typing import TypedDict
+
+from store_metrics import catalogue
+from store_metrics.pipeline import settings, templating
+from testbed.peers import pin_for
+from testbed.waiting import poll
+
+from . import scale, scale_prometheus
+from .common import log
+from .scale_prometheus import HISTORY, STEP, Prometheus, Replay
+
+#: 5,000 DAGs x 10 tasks x 3 counters: the issue's 150,000 input series; a quick run's size.
+DAGS = 5_000
+QUICK_DAGS = 100
+#: Evaluations of both groups read (a quick run reads fewer).
+EVALUATIONS = 5
+QUICK_EVALUATIONS = 2
+SHIPPED_GROUP = "store-metrics.rules"
+FLOOR_GROUP = "store-metrics.rules.floor"
+FLOOR_FILE = "rules-floor.yml"
+#: Samples per replayed scrape while filling (lines per scrape at most), and the scrapes' interval
+#: (and timeout) then: 150,000 series take 125 scrapes.
+LINES_PER_SCRAPE = 300_000
+FILL_INTERVAL = 4.0
+
+
+class GroupCost(TypedDict):
+    group: str
+    rules: int
+    durations_s: list[float]  # prometheus_rule_group_last_duration_seconds after each evaluation
+    recorded_series: int  # the recorded calls' series after the last evaluation
+
+
+class Probe(TypedDict):
+    name: str
+    expr: str
+    seconds: list[float]  # the query's evalTotalTime (stats=all), each run
+
+
+class RulesCost(TypedDict):
+    quick: bool
+    prometheus: str
+    dags: int
+    series: int
+    samples_in_window: int  # one input series' samples in the rules' [1h] window at the end
+    fill_seconds: float
+    rule_interval: str
+    counter_lookback: str
+    shipped: GroupCost
+    floor: GroupCost
+    probes: list[Probe]  # one counter's expressions, each run as an instant query
+    head_series: int
+    load_average: list[float]
+
+
+def _floor_counter_expr(metric: catalogue.Metric) -> str:
+    """The cheapest rule of the same shape: a counter's growth between the two reads, summed by the
+    same labels -- two instant reads and one subtraction, nothing bridged, not exact."""
+    series = f"@{metric.name}@{{@selector@}}"
+    tags = ", ".join(("@cluster_label@", "job", *metric.all_tags))
+    return f"sum by ({tags}) ({series} offset @rule_offset@ - {series} offset @rule_previous_offset@)"
+
+
+FLOOR_CALLS = "task:store_metrics_calls_floor:increase"
+FLOOR_RETRIES = "task:store_metrics_retries_floor:increase"
+
+
+def floor_rules(values: dict[str, str]) -> str:
+    """The floor group (:func:`_floor_counter_expr` per counter) for ``values``, as a rule file."""
+    lines = [f"groups:\n- name: {FLOOR_GROUP}\n  interval: {values['rule_interval']}\n  rules:"]
+    for metric in catalogue.recorded_counters():
+        assert metric.recording is not None
+        base = FLOOR_CALLS if metric.recording.series == catalogue.CALLS_RECORDING else FLOOR_RETRIES
+        expr = templating.fill(_floor_counter_expr(metric), scale.PREFIX, values, "the floor rules")
+        labels = "".join(f"\n      {name}: {value}" for name, value in metric.recording.labels)
+        lines.append(f"  - record: {templating.fill(f'@record:{base}@', scale.PREFIX, values)}")
+        lines.append(f"    expr: |-\n      {expr}\n    labels:{labels}")
+    return "\n".join(lines) + "\n"
+
+
+#: The write counter's rule and its two helpers as they were in the helper-series variant (the
+#: hour scan replaced by per-series helpers the previous evaluation records; tried and not kept), at
+#: the default settings (``W``: the counter, ``H``: its helpers' stem). Queried with the helpers empty:
+#: what they cost is their reads of every counter series.
+_HELPER_VARIANT = {
+    "helper variant: the counter's rule": (
+        "sum by (cluster, job, dag_id, task_id, run_type, operator, team_name) ("
+        "(W offset 30s - (W offset 90s or (H:absent_last offset 1m"
+        " unless on (cluster, instance) (up offset 90s == 1)))) >= 0"
+        " or (W offset 30s and on (cluster, instance) instance:airflow_store_metrics_calls:counted_in_full))"
+    ),
+    "helper variant: absent_at helper": (
+        "((timestamp(W offset 90s) or H:absent_at offset 1m) unless W offset 30s) > time() - 30 - 3600"
+    ),
+    "helper variant: absent_last helper": (
+        "((W offset 90s or H:absent_last offset 1m) unless W offset 30s) and H:absent_at"
+    ),
+}
+#: How often each probe runs.
+PROBE_RUNS = 3
+
+
+def _probes(shipped_rule: str) -> dict[str, str]:
+    """One counter's expressions (the write counter's, 50,000 of the series): the shipped rule, it
+    without the hour scan, its reads alone, the floor, and the helper variant's three rules."""
+    counter = f'{scale.PREFIX}_task_state_store_write_total{{job!=""}}'
+    hour = f"last_over_time({counter}[1h] offset 90s)"
+    flat = " ".join(shipped_rule.split())
+    assert hour in flat, flat
+    tags = "cluster, job, dag_id, task_id, run_type, operator, team_name"
+    probes = {
+        "shipped rule": flat,
+        "shipped rule, the hour scan replaced by the instant read at 90s": flat.replace(
+            hour, f"{counter} offset 90s"
+        ),
+        "the hour scan alone": hour,
+        "one instant read": f"{counter} offset 30s",
+        "floor: sum of the growth between the two reads": (
+            f"sum by ({tags}) ({counter} offset 30s - {counter} offset 90s)"
+        ),
+    }
+    helper = "series:airflow_store_metrics_task_state_store_write"
+    probes.update(
+        {
+            name: expr.replace("W ", f"{counter} ").replace("H:", f"{helper}:")
+            for name, expr in _HELPER_VARIANT.items()
+        }
+    )
+    return {name: f"count({expr})" for name, expr in probes.items()}
+
+
+def _timed(prometheus: Prometheus, expr: str) -> float:
+    """``expr``'s evaluation time (s) as Prometheus reports it (``stats=all``)."""
+    query = urllib.parse.urlencode({"query": expr, "stats": "all"})
+    answer = json.loads(
+        scale.fetch(f"http://127.0.0.1:{prometheus.port}/api/v1/query?{query}", timeout=600)[0]
+    )
+    seconds: float = answer["data"]["stats"]["timings"]["evalTotalTime"]
+    return seconds
+
+
+def exposition(dags: int) -> str:
+    """The deployment's counters as a Prometheus text exposition (every series at 1)."""
+    out = []
+    for dag in range(dags):
+        for task in range(scale.TASKS):
+            labels = ",".join(f'{k}="{v}"' for k, v in scale.tags(dag, task).items())
+            for outcome in scale.OUTCOMES:
+                out.append(f"{scale.PREFIX}_task_state_store_{outcome}_total{{{labels}}} 1")
+    return "\n".join(out) + "\n"
+
+
+def _config(path: Path, rules: list[Path], target: str, interval: str) -> None:
+    files = "".join(f"  - {p}\n" for p in rules)
+    path.write_text(
+        "global:\n"
+        f"  scrape_interval: {interval}\n"
+        f"  scrape_timeout: {interval}\n"
+        "  evaluation_interval: 15s\n"
+        f"rule_files:\n{files}"
+        "scrape_configs:\n"
+        f"  - job_name: {scale_prometheus.JOB}\n"
+        "    static_configs:\n"
+        f"      - targets: ['{target}']\n",
+        encoding="utf-8",
+    )
+
+
+def _stamps(prometheus: Prometheus) -> dict[str, float]:
+    return prometheus.group_values("prometheus_rule_group_last_evaluation_timestamp_seconds")
+
+
+def _next_durations(prometheus: Prometheus, after: dict[str, float], timeout: float) -> dict[str, float]:
+    """Both groups' last durations once each has evaluated again since ``after`` (their stamps)."""
+
+    def done() -> dict[str, float] | None:
+        stamps = _stamps(prometheus)
+        if all(stamps.get(g, 0.0) > after.get(g, 0.0) for g in (SHIPPED_GROUP, FLOOR_GROUP)):
+            return prometheus.group_values("prometheus_rule_group_last_duration_seconds")
+        return None
+
+    found = poll(done, timeout, 1.0)
+    if not found:
+        raise RuntimeError(f"the recording groups did not both evaluate within {timeout:.0f} s")
+    return found
+
+
+def run(quick: bool) -> RulesCost:
+    dags = QUICK_DAGS if quick else DAGS
+    evaluations = QUICK_EVALUATIONS if quick else EVALUATIONS
+    values = settings.values()
+    interval = settings.seconds(values["rule_interval"])
+    with tempfile.TemporaryDirectory(prefix="store-metrics-bench-rules-") as tmp:
+        work = Path(tmp)
+        collector = scale.exported(work / "export")
+        floor = work / FLOOR_FILE
+        floor.write_text(floor_rules(values), encoding="utf-8")
+        rules = [collector / "rules.yml", floor]
+        series = dags * scale.SERIES_PER_DAG
+        log(f"  rules_cost: {series:,} series, filling the rules' hour")
+        config = work / "prometheus.yml"
+        per_scrape = max(1, min(40, LINES_PER_SCRAPE // series))
+        with Replay(exposition(dags), per_scrape) as replay:
+            _config(config, rules, replay.target, f"{FILL_INTERVAL:.0f}s")
+            with Prometheus(config, work / "tsdb", work / "prometheus.log") as prometheus:
+                started = time.monotonic()
+                bound = 120.0 + 3.0 * HISTORY / STEP / per_scrape * FILL_INTERVAL
+                if not poll(lambda: replay.caught_up() or not prometheus.alive(), bound, 1.0):
+                    raise RuntimeError(f"the replay did not catch up in {bound:.0f} s")
+                fill = time.monotonic() - started
+                log(f"  rules_cost: filled in {fill:.0f} s ({replay.scrapes} scrapes)")
+                _config(config, rules, replay.target, f"{STEP:.0f}s")
+                prometheus.signal(1)  # SIGHUP: scrape every 15 s as shipped
+                # The groups' helpers and hour reads settle over the first evaluations after the fill.
+                after = _next_durations(prometheus, _stamps(prometheus), 3 * interval + 120)
+                after = _stamps(prometheus)
+                durations: dict[str, list[float]] = {SHIPPED_GROUP: [], FLOOR_GROUP: []}
+                for i in range(evaluations):
+                    last = _next_durations(prometheus, after, 3 * interval + 120)
+                    after = _stamps(prometheus)
+                    for group, seconds in durations.items():
+                        seconds.append(round(last[group], 4))
+                    log(
+                        f"  rules_cost: evaluation {i + 1}: shipped {last[SHIPPED_GROUP]:.3f} s, "
+                        f"floor {last[FLOOR_GROUP]:.3f} s"
+                    )
+                calls = templating.fill(f"@record:{catalogue.CALLS_RECORDING}@", scale.PREFIX, values)
+                floor_calls = templating.fill(f"@record:{FLOOR_CALLS}@", scale.PREFIX, values)
+                first = f'{{dag_id="{scale.dag_id(0)}",task_id="{scale.task_id(0)}"}}'
+                window = prometheus.query(
+                    f"count_over_time({scale_prometheus.WINDOWED}{first}[1h] offset 90s)"
+                )
+                own = prometheus.own()
+                shipped_group = _group_rules(collector / "rules.yml", SHIPPED_GROUP)
+                shipped_rules = len(shipped_group)
+                (write_rule,) = [
+                    str(rule["expr"])  # type: ignore[index]
+                    for rule in shipped_group
+                    if rule.get("labels", {}) == {"store": "task", "outcome": "write"}  # type: ignore[attr-defined]
+                ]
+                probes: list[Probe] = []
+                for name, expr in _probes(write_rule).items():
+                    seconds = [round(_timed(prometheus, expr), 4) for _ in range(PROBE_RUNS)]
+                    probes.append(Probe(name=name, expr=expr, seconds=seconds))
+                    log(f"  rules_cost: {name}: {', '.join(f'{x:.2f}' for x in seconds)} s")
+                return RulesCost(
+                    quick=quick,
+                    prometheus=pin_for("prometheus", "newest").version,
+                    dags=dags,
+                    series=series,
+                    samples_in_window=int(window),
+                    fill_seconds=round(fill, 1),
+                    rule_interval=values["rule_interval"],
+                    counter_lookback=values["counter_lookback"],
+                    shipped=GroupCost(
+                        group=SHIPPED_GROUP,
+                        rules=shipped_rules,
+                        durations_s=durations[SHIPPED_GROUP],
+                        recorded_series=int(prometheus.query(f"count({calls})")),
+                    ),
+                    floor=GroupCost(
+                        group=FLOOR_GROUP,
+                        rules=len(catalogue.recorded_counters()),
+                        durations_s=durations[FLOOR_GROUP],
+                        recorded_series=int(prometheus.query(f"count({floor_calls})")),
+                    ),
+                    probes=probes,
+                    head_series=int(scale.total(own, "prometheus_tsdb_head_series")),
+                    load_average=list(os.getloadavg()),
+                )
+
+
+def _group_rules(path: Path, group: str) -> list[object]:
+    import yaml
+
+    groups = yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]
+    (found,) = [g for g in groups if g["name"] == group]
+    rules: list[object] = found["rules"]
+    return rules
