@@ -61,6 +61,9 @@ class JaegerSpan:
     status_code: int  # 2 is ERROR
     start_ns: int
     events: list[tuple[str, dict[str, Any]]] = dataclasses.field(default_factory=list)
+    #: What Jaeger itself adds to a span it read back (``@jaeger@warnings``: e.g. a parent span not in
+    #: the trace, as an asset watcher's still-open trigger span is), kept apart from the span's own.
+    jaeger: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _value(value: dict[str, Any]) -> Any:
@@ -86,6 +89,8 @@ def spans_of(answer: dict[str, Any]) -> list[JaegerSpan]:
         for scope_spans in resource_spans.get("scopeSpans", ()):
             scope = scope_spans.get("scope", {}).get("name", "")
             for span in scope_spans.get("spans", ()):
+                attributes = _attributes(span.get("attributes"))
+                added = {key: attributes.pop(key) for key in list(attributes) if key.startswith("@jaeger@")}
                 found.append(
                     JaegerSpan(
                         name=span["name"],
@@ -93,7 +98,7 @@ def spans_of(answer: dict[str, Any]) -> list[JaegerSpan]:
                         trace_id=span["traceId"],
                         span_id=span["spanId"],
                         parent_id=span.get("parentSpanId", ""),
-                        attributes=_attributes(span.get("attributes")),
+                        attributes=attributes,
                         scope=scope,
                         service=service,
                         status_code=int(span.get("status", {}).get("code", 0)),
@@ -102,6 +107,7 @@ def spans_of(answer: dict[str, Any]) -> list[JaegerSpan]:
                             (event["name"], _attributes(event.get("attributes")))
                             for event in span.get("events", ())
                         ],
+                        jaeger=added,
                     )
                 )
     return found
