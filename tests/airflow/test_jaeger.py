@@ -20,7 +20,7 @@ import pytest
 
 from support.cluster import Cluster
 from support.jaeger import Jaeger, JaegerSpan
-from support.traced_airflow import CLIENT, DAG_ID, SERVER, TASKS, call, route, traced_cluster
+from support.traced_airflow import CLIENT, DAG_ID, SERVER, TASKS, call, retry_tree, route, traced_cluster
 
 pytestmark = [pytest.mark.airflow, pytest.mark.peers, pytest.mark.slow]
 
@@ -115,15 +115,7 @@ def test_a_retried_tasks_trace_in_jaeger_shows_its_state_store_calls_and_the_res
 ) -> None:
     spans = run_and_read_back(cluster, jaeger, "traced", decisions=2)
     # One DAG run, one trace: every try of both tasks, each with its state store calls under it.
-    assert tree(spans) == {
-        ("resumes", 1): [call("set", "written")],
-        ("resumes", 2): [call("get", "found", **{"store_metrics.retry": "resumed"})],
-        ("starts_over", 1): [call("get", "absent")],
-        ("starts_over", 2): [
-            call("get", "absent", **{"store_metrics.retry": "started_over"}),
-            call("set", "written"),
-        ],
-    }
+    assert tree(spans) == retry_tree(call)
     assert {s.kind for s in ours(spans)} == {CLIENT}
     # The retried try's own span says whether it resumed, so a trace search finds it ...
     retry = {key: span.attributes.get("store_metrics.retry") for key, span in workers(spans).items()}
@@ -142,14 +134,6 @@ def test_under_count_at_api_server_jaeger_shows_the_route_spans_in_the_tasks_tra
     cluster: Cluster, jaeger: Jaeger
 ) -> None:
     spans = run_and_read_back(cluster, jaeger, "served", decisions=2)
-    assert tree(spans) == {
-        ("resumes", 1): [route("set", "written")],
-        ("resumes", 2): [route("get", "found", **{"store_metrics.retry": "resumed"})],
-        ("starts_over", 1): [route("get", "absent")],
-        ("starts_over", 2): [
-            route("get", "absent", **{"store_metrics.retry": "started_over"}),
-            route("set", "written"),
-        ],
-    }
+    assert tree(spans) == retry_tree(route)
     # The task processes made no span of ours: under count_at = api_server they count nothing.
     assert {s.kind for s in ours(spans)} == {SERVER}

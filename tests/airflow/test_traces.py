@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from support.cluster import Cluster
-from support.traced_airflow import DAG_ID, SERVER, call, route, traced_cluster, traces_env
+from support.traced_airflow import DAG_ID, SERVER, call, retry_tree, route, traced_cluster, traces_env
 from testbed.airflow import AirflowHome
 from testbed.otlp import TRACES_PATH, OtlpReceiver, OtlpSpan
 
@@ -74,15 +74,7 @@ def test_a_retrys_state_store_calls_are_spans_under_each_tries_task_span(
         )
         assert {s.trace_id for s in children} <= {worker.trace_id}
         tree[(task_id, try_number)] = [(s.name, s.kind, s.attributes) for s in children]
-    assert tree == {
-        ("resumes", 1): [call("set", "written")],
-        ("resumes", 2): [call("get", "found", **{"store_metrics.retry": "resumed"})],
-        ("starts_over", 1): [call("get", "absent")],
-        ("starts_over", 2): [
-            call("get", "absent", **{"store_metrics.retry": "started_over"}),
-            call("set", "written"),
-        ],
-    }
+    assert tree == retry_tree(call)
     # Every span of ours is one of those (none orphaned, none under anything else) ...
     assert all(by_id[s.parent_id].name.startswith("worker.") for s in ours(receiver.spans()))
     # ... and the decision is on the task's own span of the retried try, so a trace search finds it.
@@ -149,15 +141,7 @@ def test_under_count_at_api_server_the_route_spans_are_in_each_tries_trace(
         )
         assert {s.trace_id for s in children} <= {worker.trace_id}
         tree[(task_id, try_number)] = [(s.name, s.kind, s.attributes) for s in children]
-    assert tree == {
-        ("resumes", 1): [route("set", "written")],
-        ("resumes", 2): [route("get", "found", **{"store_metrics.retry": "resumed"})],
-        ("starts_over", 1): [route("get", "absent")],
-        ("starts_over", 2): [
-            route("get", "absent", **{"store_metrics.retry": "started_over"}),
-            route("set", "written"),
-        ],
-    }
+    assert tree == retry_tree(route)
     # The task processes made no span of ours: they count nothing under count_at = api_server.
     assert {s.kind for s in ours(receiver.spans())} == {SERVER}
 

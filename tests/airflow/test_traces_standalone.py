@@ -28,6 +28,7 @@ import pytest
 from support.airflow import Standalone
 from support.deploy import EXECUTOR_DAGS, MODULES
 from support.jaeger import Jaeger, JaegerSpan
+from support.traced_airflow import ASSET, DAG_ID, DECIDED, call, retry_tree, route
 from support.watchers import CONSUMERS, DAG_FILE
 from testbed.ports import free_port
 from testbed.repository import python_path
@@ -37,32 +38,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.peers]
 
 SERVICE = "airflow"  # every component's spans, as docs/traces.md sets OTEL_SERVICE_NAME
 
-RETRIED = "store_metrics_traces"
-CLIENT = 3  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_CLIENT
-TASK = {"db.system.name": "airflow.state_store", "db.collection.name": "task_state_store"}
-ASSET = {"db.system.name": "airflow.state_store", "db.collection.name": "asset_state_store"}
-DECIDED = "store_metrics.retry"
-
-
-def call(store: dict[str, str], operation: str, outcome: str, **more: str) -> tuple[str, int, dict[str, Any]]:
-    name = f"{operation} {store['db.collection.name']}"
-    return (name, CLIENT, {**store, "db.operation.name": operation, "store_metrics.outcome": outcome, **more})
-
-
-SERVER = 2  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER
-STATUSES = {"found": 200, "absent": 404, "written": 204}
-
-
-def route(
-    store: dict[str, str], operation: str, outcome: str, **more: str
-) -> tuple[str, int, dict[str, Any]]:
-    """A state store call as the API server's route span has it (``count_at = api_server``)."""
-    name, _, attributes = call(store, operation, outcome, **more)
-    http = {
-        "http.request.method": {"get": "GET", "set": "PUT"}[operation],
-        "http.response.status_code": STATUSES[outcome],
-    }
-    return (name, SERVER, {**attributes, **http})
+RETRIED = DAG_ID
 
 
 def at_api_server(airflow: Standalone) -> bool:
@@ -151,15 +127,7 @@ def test_a_retrys_trace_shows_try_one_writing_failing_and_try_two_reading_found(
     # count_at = tasks: the task process's CLIENT spans; api_server: the API server's route spans, in
     # the task's trace through the traceparent the supervisor sends on (the task makes none).
     span = route if at_api_server(airflow) else call
-    assert tree == {
-        ("resumes", 1): [span(TASK, "set", "written")],
-        ("resumes", 2): [span(TASK, "get", "found", **{DECIDED: "resumed"})],
-        ("starts_over", 1): [span(TASK, "get", "absent")],
-        ("starts_over", 2): [
-            span(TASK, "get", "absent", **{DECIDED: "started_over"}),
-            span(TASK, "set", "written"),
-        ],
-    }
+    assert tree == retry_tree(span)
     # Both tasks needed their retry (try 1 raised after its calls); both tries of a task are one
     # trace, and the decision is on the retried try's own span too.
     tries = airflow.home.query(
@@ -195,10 +163,10 @@ def test_asset_watchers_calls_are_spans_under_their_trigger_span_in_the_triggere
 
     poll(lambda: sum(map(len, watchers().values())) == 8, 60, 1.0)
     failing = [
-        call(ASSET, "get", "error", **{"error.type": "airflow.sdk.exceptions.AirflowRuntimeError"}),
-        call(ASSET, "set", "error", **{"error.type": "ValueError"}),
+        call("get", "error", ASSET, **{"error.type": "airflow.sdk.exceptions.AirflowRuntimeError"}),
+        call("set", "error", ASSET, **{"error.type": "ValueError"}),
     ]
-    watermark = [call(ASSET, "get", "absent"), call(ASSET, "set", "written"), call(ASSET, "get", "found")]
+    watermark = [call("get", "absent", ASSET), call("set", "written", ASSET), call("get", "found", ASSET)]
     trees = sorted(
         ([(s.name, s.kind, s.attributes) for s in spans] for spans in watchers().values()), key=canonical
     )

@@ -45,7 +45,7 @@ from store_metrics import catalogue
 from store_metrics.pipeline import export
 from support import e2e
 from support.peer_servers import Collector, scrape
-from support.prometheus import PrometheusServer
+from support.prometheus import PrometheusServer, scraping_job
 from support.servers import ServerProcess
 from testbed import peers
 from testbed.ports import free_port
@@ -243,21 +243,8 @@ class RoundRobin:
 def prometheus(tmp: Path, exported: Path, targets: Sequence[str]) -> PrometheusServer:
     """Prometheus 3 (newest) with the exported Collector job aimed at each backend, the exported
     task-side rules, scraping and evaluating every second."""
-    collector = exported / "collector"
-    base = yaml.safe_load((collector / "prometheus.yml").read_text())
-    (job,) = [j for j in base["scrape_configs"] if j["job_name"] == JOB]
-    config = {
-        "global": {
-            **base["global"],
-            "scrape_interval": "1s",
-            "scrape_timeout": "900ms",
-            "evaluation_interval": "1s",
-        },
-        "rule_files": [str(collector / "rules.yml")],
-        "scrape_configs": [{**job, "static_configs": [{"targets": list(targets)}]}],
-    }
     (tmp / "prometheus").mkdir()
-    return PrometheusServer(tmp / "prometheus", config, "--storage.tsdb.retention.time=1h", role="newest")
+    return scraping_job(tmp / "prometheus", exported, JOB, list(targets), role="newest")
 
 
 def recorded(prom: PrometheusServer, since: float) -> dict[str, float]:

@@ -10,7 +10,7 @@ DAG ``store_metrics_traces`` (one retry that resumes, one that starts over), cou
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +23,27 @@ TASKS = ("resumes", "starts_over")
 SERVER = 2  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER
 CLIENT = 3  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_CLIENT
 TASK = {"db.system.name": "airflow.state_store", "db.collection.name": "task_state_store"}
+ASSET = {"db.system.name": "airflow.state_store", "db.collection.name": "asset_state_store"}
+#: The attribute that says whether a retried try resumed (``resumed``) or started over.
+DECIDED = "store_metrics.retry"
 METHODS = {"get": "GET", "set": "PUT"}
 STATUSES = {"found": 200, "absent": 404, "written": 204}
 
 
-def call(operation: str, outcome: str, **more: str) -> tuple[str, int, dict[str, Any]]:
-    """A task-side span of a task store call, as (name, kind, attributes) (docs/traces.md)."""
+Span = tuple[str, int, dict[str, Any]]
+
+
+def call(operation: str, outcome: str, store: dict[str, str] = TASK, **more: str) -> Span:
+    """A span of a state store call made in a task or triggerer process (``store``: :data:`TASK`
+    or :data:`ASSET`), as (name, kind, attributes) (docs/traces.md)."""
     return (
-        f"{operation} task_state_store",
+        f"{operation} {store['db.collection.name']}",
         CLIENT,
-        {**TASK, "db.operation.name": operation, "store_metrics.outcome": outcome, **more},
+        {**store, "db.operation.name": operation, "store_metrics.outcome": outcome, **more},
     )
 
 
-def route(operation: str, outcome: str, **more: str) -> tuple[str, int, dict[str, Any]]:
+def route(operation: str, outcome: str, **more: str) -> Span:
     """An API server route span of a task store request under ``count_at = api_server``."""
     return (
         f"{operation} task_state_store",
@@ -50,6 +57,19 @@ def route(operation: str, outcome: str, **more: str) -> tuple[str, int, dict[str
             **more,
         },
     )
+
+
+def retry_tree(span: Callable[..., Span]) -> dict[tuple[str, int], list[Span]]:
+    """The spans under each try's ``worker.<task_id>`` span of :data:`DAG_ID`'s run, by (task, try),
+    made by ``span`` (:func:`call` for the task processes', :func:`route` for the API server's):
+    try 1 of ``resumes`` writes and fails, try 2 reads it back; both tries of ``starts_over`` find
+    nothing. The decision is on the retried try's first read."""
+    return {
+        ("resumes", 1): [span("set", "written")],
+        ("resumes", 2): [span("get", "found", **{DECIDED: "resumed"})],
+        ("starts_over", 1): [span("get", "absent")],
+        ("starts_over", 2): [span("get", "absent", **{DECIDED: "started_over"}), span("set", "written")],
+    }
 
 
 def traces_env(endpoint: str, otel_on: bool, **more: str) -> dict[str, str]:
