@@ -38,8 +38,6 @@ class _Active:
 
     flushed: bool = True  # False from a task's start (its store instrumented) to its flush
     counts_tasks: bool | None = None  # [store_metrics] count_at; None: not read yet in this process
-    #: ([store_metrics] traces resolved, traces_keys); None: not decided yet in this process.
-    tracing: tuple[bool, bool] | None = None
 
 
 _state = _Active()
@@ -95,47 +93,6 @@ def starts_a_retried_attempt(task_instance: Any, context: Any) -> bool:
     return not reschedules
 
 
-def traces_wanted() -> tuple[bool, bool]:
-    """Whether this process's state store calls are spans, and with their keys; decided once.
-
-    ``[store_metrics] traces``: ``off`` never; ``auto`` where Airflow's ``[traces] otel_on`` is on;
-    ``on`` also without it. Either way only where a tracer provider is set (Airflow sets its own when
-    ``otel_on`` is): without one a span would go nowhere, so ``on`` says so once and makes none.
-    """
-    if _state.tracing is None:
-        _state.tracing = (False, False)
-        try:
-            _state.tracing = _decide_traces()
-        except Exception:  # the calls are still counted, only not traced
-            logs.once("traces", logging.ERROR, "store-metrics could not set up traces", exc_info=True)
-    return _state.tracing
-
-
-def _decide_traces() -> tuple[bool, bool]:
-    from ..config.options import TRACES_AUTO, TRACES_OFF
-    from ..config.reader import read_options
-
-    options = read_options()  # read (and checked) by ensure_emitter before this
-    if options.traces == TRACES_OFF:
-        return (False, False)
-    if options.traces == TRACES_AUTO:
-        from airflow.sdk.configuration import conf
-
-        if not conf.getboolean("traces", "otel_on", fallback=False):
-            return (False, False)
-    from ..counting import tracing
-
-    if not tracing.has_provider():
-        logs.once(
-            "traces",
-            logging.WARNING,
-            "store-metrics: [store_metrics] traces = on, but no OpenTelemetry tracer provider is set "
-            "in this process ([traces] otel_on is off): state store calls are not traced",
-        )
-        return (False, False)
-    return (True, options.traces_keys)
-
-
 def instrument_context(task_instance: Any, context: Any) -> bool:
     """Replace the context's accessors with instrumented ones; return whether anything was wrapped."""
     from ..counting import runtime
@@ -143,6 +100,8 @@ def instrument_context(task_instance: Any, context: Any) -> bool:
 
     emitter = runtime.get_emitter()
     tags = tags_for(task_instance, context)
+    from .traces_choice import traces_wanted
+
     traced, keys = traces_wanted()
     tracer: Any = None
     task_span: Any = None

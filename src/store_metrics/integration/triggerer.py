@@ -190,10 +190,10 @@ def instrument_trigger(trigger: Any, context: Any = None) -> int:
 
 def _tracer() -> tuple[Any, bool]:
     """This process's tracer and ``traces_keys`` where its calls are spans (decided once, as in a
-    task: :func:`.task_listener.traces_wanted`), else ``(None, False)``. A trigger's calls are then
+    task: :func:`.traces_choice.traces_wanted`), else ``(None, False)``. A trigger's calls are then
     spans under the span current while it runs: Airflow's ``trigger.<name>`` (a watcher's is a
     root span: it belongs to no task's trace; a deferred task's continues the task's trace)."""
-    from .task_listener import traces_wanted
+    from .traces_choice import traces_wanted
 
     traced, keys = traces_wanted()
     if not traced:
