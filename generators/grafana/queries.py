@@ -86,8 +86,13 @@ class Measure:
         return promql.per_second(self.selector, self.by)
 
     def raw_expr(self) -> str:
-        """The same calls per second read off the raw counters (the series that carry exemplars):
-        the dashboard's deployment, job and filters, ``only`` and ``exclude``; the counters by name."""
+        """The raw counters of these calls (the series that carry exemplars), summed by group: the
+        dashboard's deployment, job and filters, ``only`` and ``exclude``; the counters by name.
+
+        Its lines are hidden: what matters is its selector, which picks the series whose exemplars
+        Grafana asks ``query_exemplars`` for. No ``rate()``: it drops ``__name__``, and two counters
+        of one task (its reads and its writes) would then be one label set twice, which Prometheus
+        refuses ("vector cannot contain metrics with the same labelset")."""
         scope = promql.WATCHER_SCOPE if WATCHER in self.only else promql.SCOPE
         names = "|".join(
             catalogue.metric_for(s, o).prometheus_name(SENTINEL) for s in self.stores for o in self.outcomes
@@ -95,7 +100,7 @@ class Measure:
         matchers = [f'__name__=~"{names}"', scope, *FILTER_MATCHERS]
         matchers += [f'{label}="{value}"' for label, value in self.only]
         matchers += [f'{label}!="{value}"' for label, value in self.exclude]
-        return f"sum {promql.by(self.by)}(rate({{{','.join(matchers)}}}[$__rate_interval]))"
+        return f"sum {promql.by(self.by)}({{{','.join(matchers)}}})"
 
 
 @dataclass(frozen=True)

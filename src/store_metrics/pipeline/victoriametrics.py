@@ -24,13 +24,13 @@ Prometheus export unchanged.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
 from pathlib import PurePosixPath
+from types import ModuleType
 from typing import Any
-
-import yaml
 
 __all__ = ["NATIVE_FUNCTIONS", "TARGETS", "adapt", "go_round", "native_records", "without_native"]
 
@@ -44,20 +44,44 @@ _NATIVE_CALL = re.compile(r"\bhistogram_(?:count|fraction|sum)\(")
 _RULE_TESTS = re.compile(r"^(?P<rules>[\w-]+)\.test\.yml$")
 
 
-class _Dumper(yaml.SafeDumper):
-    """Block style for multi-line strings (the expressions), as the hand-written files have them."""
+@functools.cache
+def _yaml() -> ModuleType:
+    """PyYAML, imported only for this target: the Prometheus export loads no library beyond the
+    standard one (Airflow installs PyYAML, so beside Airflow it is there)."""
+    try:
+        import yaml
+    except ImportError:
+        raise ValueError(
+            "store-metrics export --target victoriametrics needs PyYAML (pip install pyyaml); "
+            "--target prometheus does not"
+        ) from None
+    return yaml
 
 
-def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+@functools.cache
+def _dumper() -> type:
+    """A YAML dumper with block style for multi-line strings (the expressions), as the hand-written
+    files have them."""
+    yaml = _yaml()
+
+    class Dumper(yaml.SafeDumper):  # type: ignore[name-defined,misc]
+        pass
+
+    def text(dumper: Any, value: str) -> Any:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+    Dumper.add_representer(str, text)
+    return Dumper
 
 
-_Dumper.add_representer(str, _text)
+def _load(text: str) -> Any:
+    return _yaml().safe_load(text)
 
 
 def _dump(document: Any) -> str:
-    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, width=100000, allow_unicode=True)
+    dumped: str = _yaml().dump(document, Dumper=_dumper(), sort_keys=False, width=100000, allow_unicode=True)
+    return dumped
 
 
 def _header(text: str) -> str:
@@ -134,18 +158,18 @@ def _number(value: Any) -> float:
 def _alert_groups(rule_files: Mapping[str, str], names: list[str]) -> dict[str, str]:
     groups = {}
     for name in names:
-        for group in yaml.safe_load(rule_files[name])["groups"]:
+        for group in _load(rule_files[name])["groups"]:
             groups.update({rule["alert"]: group["name"] for rule in group["rules"] if "alert" in rule})
     return groups
 
 
 def adapt_tests(text: str, rule_files: Mapping[str, str]) -> str:
     """A promtool test file as vmalert-tool reads it (see the module's docstring)."""
-    document = yaml.safe_load(text)
+    document = _load(text)
     groups = _alert_groups(rule_files, document["rule_files"])
     native: set[str] = set()
     for name in document["rule_files"]:
-        native |= native_records(yaml.safe_load(rule_files[name]))
+        native |= native_records(_load(rule_files[name]))
     for test in document["tests"]:
         external = test.get("external_labels", {})
         queries = []
@@ -187,7 +211,7 @@ def adapt(files: Mapping[PurePosixPath, str], collector: PurePosixPath) -> dict[
                 + "# MetricsQL has no native-histogram functions and VictoriaMetrics stores no native\n"
                 "# histograms: the records of native histograms and the branches that read them are left\n"
                 "# out; the classic series (_bucket, _sum, _count) are recorded as on Prometheus.\n"
-                + _dump(without_native(yaml.safe_load(text)))
+                + _dump(without_native(_load(text)))
             )
         else:
             adapted = text.replace("promtool test rules", "vmalert-tool unittest --files")
