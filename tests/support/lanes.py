@@ -30,7 +30,6 @@ DEPLOYMENTS: tuple[str, ...] = (
     "tests/airflow/test_server_airflow.py",
     "tests/airflow/test_task_faults.py",
     "tests/airflow/test_through_the_peers.py",
-    "tests/airflow/test_traces.py",
     "tests/airflow/test_triggerer_standalone.py",
     "tests/airflow/test_ui_deployment.py",
     "tests/bench/test_load_bench.py",

@@ -1,10 +1,10 @@
 """Airflow with its traces on, exported over OTLP/HTTP: the set-up every traces test shares.
 
-The traces tests read the same DAG run's spans in two places: off the wire, from a receiver that
-decodes Airflow's own exports (``tests/airflow/test_traces.py``), and back from a real Jaeger
-through its query API (``tests/airflow/test_jaeger.py``). Both start Airflow here, so what they
-see comes from one set-up: the LocalExecutor (each try in the Task SDK's own task process), the
-DAG ``store_metrics_traces`` (one retry that resumes, one that starts over), counts sent nowhere.
+The traces tests read a DAG run's spans back from a real Jaeger through its query API: under the
+LocalExecutor (``tests/airflow/test_jaeger.py``, started here: each try in the Task SDK's own task
+process) and under ``airflow standalone`` (``tests/airflow/test_traces_standalone.py``). Both run
+the DAG ``store_metrics_traces`` (one retry that resumes, one that starts over), counts sent
+nowhere, and expect the trees :func:`retry_tree` makes.
 """
 
 from __future__ import annotations
