@@ -170,7 +170,8 @@ def _data_source_scrape_interval() -> str:
     provisioned = yaml.safe_load(
         (DASHBOARDS / "provisioning" / "datasources" / "store-metrics.yml").read_text()
     )
-    (source,) = provisioned["datasources"]
+    # Beside it, the trace data source its exemplars link to.
+    (source,) = [s for s in provisioned["datasources"] if s["type"] == "prometheus"]
     return str(source["jsonData"]["timeInterval"])
 
 
