@@ -35,7 +35,7 @@ from testbed.waiting import poll
 
 from . import scale, scale_prometheus
 from .common import log
-from .scale_prometheus import HISTORY, STEP, Prometheus, Replay
+from .scale_prometheus import HISTORY, STEP, Prometheus, Replay, write_config
 
 #: 5,000 DAGs x 10 tasks x 3 counters: the issue's 150,000 input series; a quick run's size.
 DAGS = 5_000
@@ -178,22 +178,6 @@ def exposition(dags: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def _config(path: Path, rules: list[Path], target: str, interval: str) -> None:
-    files = "".join(f"  - {p}\n" for p in rules)
-    path.write_text(
-        "global:\n"
-        f"  scrape_interval: {interval}\n"
-        f"  scrape_timeout: {interval}\n"
-        "  evaluation_interval: 15s\n"
-        f"rule_files:\n{files}"
-        "scrape_configs:\n"
-        f"  - job_name: {scale_prometheus.JOB}\n"
-        "    static_configs:\n"
-        f"      - targets: ['{target}']\n",
-        encoding="utf-8",
-    )
-
-
 def _stamps(prometheus: Prometheus) -> dict[str, float]:
     return prometheus.group_values("prometheus_rule_group_last_evaluation_timestamp_seconds")
 
@@ -229,7 +213,7 @@ def run(quick: bool) -> RulesCost:
         config = work / "prometheus.yml"
         per_scrape = max(1, min(40, LINES_PER_SCRAPE // series))
         with Replay(exposition(dags), per_scrape) as replay:
-            _config(config, rules, replay.target, f"{FILL_INTERVAL:.0f}s")
+            write_config(config, rules, replay.target, f"{FILL_INTERVAL:.0f}s")
             with Prometheus(config, work / "tsdb", work / "prometheus.log") as prometheus:
                 started = time.monotonic()
                 bound = 120.0 + 3.0 * HISTORY / STEP / per_scrape * FILL_INTERVAL
@@ -237,7 +221,7 @@ def run(quick: bool) -> RulesCost:
                     raise RuntimeError(f"the replay did not catch up in {bound:.0f} s")
                 fill = time.monotonic() - started
                 log(f"  rules_cost: filled in {fill:.0f} s ({replay.scrapes} scrapes)")
-                _config(config, rules, replay.target, f"{STEP:.0f}s")
+                write_config(config, rules, replay.target, f"{STEP:.0f}s")
                 prometheus.signal(1)  # SIGHUP: scrape every 15 s as shipped
                 # The groups' helpers and hour reads settle over the first evaluations after the fill.
                 after = _next_durations(prometheus, _stamps(prometheus), 3 * interval + 120)

@@ -116,8 +116,9 @@ class Replay:
         self.server.server_close()
 
 
-def _config(path: Path, rules: Path, target: str, interval: str) -> None:
-    files = "".join(f"  - {rules / name}\n" for name in RULE_FILES)
+def write_config(path: Path, rules: list[Path], target: str, interval: str) -> None:
+    """A Prometheus configuration at ``path``: ``rules`` loaded, the one job scraping ``target``."""
+    files = "".join(f"  - {p}\n" for p in rules)
     path.write_text(
         "global:\n"
         f"  scrape_interval: {interval}\n"
@@ -184,14 +185,14 @@ def evaluate(rules: Path, text: str, dags: int, work: Path, config_interval: flo
     per_scrape = max(1, min(40, LINES_PER_SCRAPE // max(1, series)))
     config = work / "prometheus.yml"
     with Replay(text, per_scrape) as replay:
-        _config(config, rules, replay.target, FILL_INTERVAL)
+        write_config(config, [rules / name for name in RULE_FILES], replay.target, FILL_INTERVAL)
         with Prometheus(config, work / f"tsdb-{dags}", work / f"prometheus-{dags}.log") as prometheus:
             started = time.monotonic()
             bound = 60.0 + 4.0 * HISTORY / STEP / per_scrape
             if not poll(lambda: replay.caught_up() or not prometheus.alive(), bound, 0.5):
                 raise RuntimeError(f"the replay did not catch up in {bound:.0f} s")
             fill = time.monotonic() - started
-            _config(config, rules, replay.target, f"{STEP:.0f}s")
+            write_config(config, [rules / name for name in RULE_FILES], replay.target, f"{STEP:.0f}s")
             prometheus.signal(1)  # SIGHUP: reload, scrape every 15 s as shipped
             durations: dict[str, list[float]] = {}
             after = time.time()
