@@ -138,18 +138,10 @@ def recorded(prom: PrometheusServer, cluster: str, since: float) -> dict[Any, fl
     rng = f"{int(time.time() - since) + 2}s"
     out: dict[Any, float] = {}
     for sample in prom.query(f'sum_over_time({e2e.CALLS}{{cluster="{cluster}"}}[{rng}])'):
-        labels = sample["metric"]
-        tags = frozenset(
-            (k, v) for k, v in labels.items() if v and k not in ("job", "cluster", "store", "outcome")
-        )
         value = float(sample["value"][1])
         if value:
-            out[(e2e._series_name(labels["store"], labels["outcome"]), tags)] = value
+            out[e2e.model_key(sample["metric"], ("job", "cluster"))] = value
     return out
-
-
-def passes(n: int) -> dict[Any, float]:
-    return {k: v for k, v in e2e.feeder_pass_model().scaled(n).counts.items() if v}
 
 
 def held(prom: PrometheusServer, cluster: str) -> float:
@@ -225,7 +217,7 @@ def peers(tmp_path_factory: pytest.TempPathFactory, e2e_export: Path) -> Iterato
 
 
 def test_each_restart_counts_the_calls_once_and_history_never(peers: Peers, e2e_export: Path) -> None:
-    per_pass = sum(passes(1).values())
+    per_pass = sum(e2e.feeder_passes(1).values())
     serving = dict.fromkeys(CLUSTERS, 0.0)  # what each peer's counters hold
     done = 0
 
@@ -241,7 +233,7 @@ def test_each_restart_counts_the_calls_once_and_history_never(peers: Peers, e2e_
             prom, lambda: all(held(prom, c) == serving[c] for c in CLUSTERS), f"pass {done} scraped"
         )
         for cluster in CLUSTERS:
-            assert recorded(prom, cluster, since) == passes(calls), (cluster, done)
+            assert recorded(prom, cluster, since) == e2e.feeder_passes(calls), (cluster, done)
 
     prom = prometheus(peers.tmp / "prometheus", e2e_export, peers)
     try:
@@ -336,14 +328,14 @@ def test_a_new_worker_on_a_new_address_counts_in_full(tmp_path: Path, e2e_export
     prom = PrometheusServer(
         tmp_path / "prometheus", config, "--storage.tsdb.retention.time=1h", role="newest"
     )
-    per_pass = sum(passes(1).values())
+    per_pass = sum(e2e.feeder_passes(1).values())
     try:
         e2e.wait_for(
             lambda: prom.scalar(f'up{{instance="127.0.0.1:{old_port}"}}') == 1, WAIT, "the old worker scraped"
         )
         assert old.command("pass") == "done"
         read_by_the_rules(prom, lambda: held(prom, ROLLOUT) == per_pass, "the old worker's pass scraped")
-        assert recorded(prom, ROLLOUT, prom.started) == passes(1)
+        assert recorded(prom, ROLLOUT, prom.started) == e2e.feeder_passes(1)
 
         # The new worker starts and makes its pass before Prometheus knows it; then the rollout
         # swaps the targets and the old worker stops.
@@ -361,12 +353,12 @@ def test_a_new_worker_on_a_new_address_counts_in_full(tmp_path: Path, e2e_export
             "the new worker scraped, the old one gone",
         )
         # Its first scrape already held its pass (made before it was discovered): counted in full.
-        assert recorded(prom, ROLLOUT, prom.started) == passes(2)
+        assert recorded(prom, ROLLOUT, prom.started) == e2e.feeder_passes(2)
 
         # And its growth after, once.
         assert new.command("pass") == "done"
         read_by_the_rules(prom, lambda: held(prom, ROLLOUT) == 2 * per_pass, "the new worker's second pass")
-        assert recorded(prom, ROLLOUT, prom.started) == passes(3)
+        assert recorded(prom, ROLLOUT, prom.started) == e2e.feeder_passes(3)
         assert_only_pending(alerts_over(prom, prom.started))
     finally:
         prom.stop()

@@ -199,16 +199,10 @@ def recorded(vm: VictoriaMetrics, since: float, cluster: str | None) -> dict[Any
     by = ",".join(("store", "outcome", "dag_id", "task_id", "run_type", "operator", "team_name", "operation"))
     out: dict[Any, float] = {}
     for sample in vm.query(f"sum by ({by}) (sum_over_time({e2e.CALLS}{where}[{rng}]))"):
-        labels = sample["metric"]
-        tags = frozenset((k, v) for k, v in labels.items() if v and k not in ("store", "outcome"))
         value = float(sample["value"][1])
         if value:
-            out[(e2e._series_name(labels["store"], labels["outcome"]), tags)] = value
+            out[e2e.model_key(sample["metric"])] = value
     return out
-
-
-def passes(n: int) -> dict[Any, float]:
-    return {k: v for k, v in e2e.feeder_pass_model().scaled(n).counts.items() if v}
 
 
 def firing(alertmanager: Alertmanager) -> set[tuple[str, str]]:
@@ -244,7 +238,7 @@ def test_each_cluster_s_calls_are_recorded_exactly_and_alert_at_alertmanager(top
         for _ in range(n):
             assert topology.clusters[name].feeder.command("pass") == "done"
 
-    total = {name: sum(passes(n).values()) for name, n in CLUSTERS.items()}
+    total = {name: sum(e2e.feeder_passes(n).values()) for name, n in CLUSTERS.items()}
     for name in CLUSTERS:
         with contextlib.suppress(AssertionError):  # compared exactly below, whatever was recorded
             e2e.wait_for(
@@ -253,8 +247,8 @@ def test_each_cluster_s_calls_are_recorded_exactly_and_alert_at_alertmanager(top
                 f"the calls of {name} recorded by vmalert",
             )
     for name, n in CLUSTERS.items():
-        assert recorded(topology.vm, since, name) == passes(n), name
-    assert recorded(topology.vm, since, None) == passes(sum(CLUSTERS.values()))
+        assert recorded(topology.vm, since, name) == e2e.feeder_passes(n), name
+    assert recorded(topology.vm, since, None) == e2e.feeder_passes(sum(CLUSTERS.values()))
 
     # the failing DAG's calls: the alert fires for each cluster, at Alertmanager
     wanted = {(name, e2e.ERRORS_DAG) for name in CLUSTERS}
@@ -266,7 +260,7 @@ def test_each_cluster_s_calls_are_recorded_exactly_and_alert_at_alertmanager(top
     )
     # nothing recorded twice meanwhile
     for name, n in CLUSTERS.items():
-        assert recorded(topology.vm, since, name) == passes(n), name
+        assert recorded(topology.vm, since, name) == e2e.feeder_passes(n), name
 
 
 def test_every_dashboard_query_returns_what_each_cluster_s_prometheus_returns(topology: Topology) -> None:

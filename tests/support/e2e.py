@@ -166,6 +166,21 @@ def feeder_pass_model() -> Model:
     return model
 
 
+def feeder_passes(n: int) -> dict[Any, float]:
+    """The calls ``n`` feeder passes make, per series keyed as the model is (none of zero)."""
+    return {k: v for k, v in feeder_pass_model().scaled(n).counts.items() if v}
+
+
+def model_key(
+    labels: Mapping[str, str], left_out: tuple[str, ...] = ()
+) -> tuple[str, frozenset[tuple[str, str]]]:
+    """A recorded sample's labels keyed as the model is: the counter's series name (from ``store`` and
+    ``outcome``) and its tags, empty ones and ``left_out`` dropped."""
+    dropped = ("store", "outcome", *left_out)
+    tags = frozenset((k, v) for k, v in labels.items() if v and k not in dropped)
+    return (_series_name(labels["store"], labels["outcome"]), tags)
+
+
 # -- expected values of a dashboard query spec ---------------------------------------------------
 
 Groups = dict[tuple[str, ...], float]
