@@ -93,7 +93,7 @@ def _count_hit_ns(calls: Any, ti: uuid.UUID, quick: bool) -> float:
 
 async def _queries(calls: Any, instances: list[tuple[uuid.UUID, str, str]], quick: bool) -> dict[str, Any]:
     """The metadata query, on its thread, for each task instance (cold cache each time)."""
-    from store_metrics.server import lookup_task_instance
+    from store_metrics.api_server import lookup_task_instance
 
     query_ms = []
     loop = asyncio.get_running_loop()
@@ -191,10 +191,10 @@ def _cache_memory() -> dict[str, Any]:
     """Memory of a full cache: 10,000 task instances of 100 tasks."""
     import tracemalloc
 
+    from store_metrics.api_server import StoreCalls
+    from store_metrics.api_server.caller import Attempt
+    from store_metrics.api_server.store_calls import CACHE_SIZE
     from store_metrics.counting.runtime import create_emitter
-    from store_metrics.server import StoreCalls
-    from store_metrics.server.caller import Attempt
-    from store_metrics.server.store_calls import CACHE_SIZE
 
     emitter = create_emitter("none", flush_interval=60)
     store = StoreCalls(emitter, lookup=lambda ti: None)
@@ -216,7 +216,7 @@ def _cache_memory() -> dict[str, Any]:
 def measure(out: Path, quick: bool) -> None:
     from airflow.api_fastapi.app import create_app
 
-    from store_metrics.server import server_metrics
+    from store_metrics.api_server import server_metrics
 
     instances = _instances()
     assert len(instances) >= 8, instances

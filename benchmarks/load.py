@@ -623,7 +623,7 @@ def _udp_loss_bound(dep: Deployment, run: ClientRun, closed_at: float) -> int:
     """What closing the receiver's port can lose: each worker's first flush after the close.
 
     The kernel takes that datagram and learns of the closed port only from the ICMP answer; every
-    later flush is refused (its probe is) and kept (``store_metrics.backends.udp``). That flush
+    later flush is refused (its probe is) and kept (``store_metrics.backends.line_backend``). That flush
     carries what the worker counted since its last flush that arrived, so the loss is at most
     what was answered (both workers) from the earliest of the workers' last arrived flushes to
     two flush intervals after the close (one interval until the lost flush, one for a late one).
@@ -749,7 +749,7 @@ _SETUP_PROBE = """
 import asyncio, time
 import airflow.configuration  # Airflow's own, imported by every worker before the plugin
 t0 = time.perf_counter()
-from store_metrics.server import server_metrics
+from store_metrics.api_server import server_metrics
 metrics = server_metrics()
 async def watch():
     metrics.watch(asyncio.get_running_loop())

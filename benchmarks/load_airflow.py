@@ -223,8 +223,8 @@ _SLOT_FILE = re.compile(r"/slot-([0-9]+)\.lock$")
 
 def worker_label(pid: int) -> str:
     """The ``worker`` tag of the worker ``pid``: ``<host>-<slot>`` of the slot file it holds
-    locked (:mod:`store_metrics.server.worker_slot`), or ``<host>-p<pid>`` without one."""
-    from store_metrics.server.worker_slot import host
+    locked (:mod:`store_metrics.api_server.worker_slot`), or ``<host>-p<pid>`` without one."""
+    from store_metrics.api_server.worker_slot import host
 
     try:
         for f in psutil.Process(pid).open_files():

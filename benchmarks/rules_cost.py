@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from store_metrics import catalogue
-from store_metrics.pipeline import settings, templating
+from store_metrics.shipped import settings, templating
 from testbed.peers import pin_for
 from testbed.waiting import poll
 

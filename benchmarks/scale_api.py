@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
+from store_metrics.api_server.store_calls import CACHE_SIZE
 from store_metrics.config.options import default
-from store_metrics.server.store_calls import CACHE_SIZE
 from testbed.airflow import AirflowHome
 from testbed.ports import free_port
 from testbed.waiting import settle

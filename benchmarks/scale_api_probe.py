@@ -130,9 +130,9 @@ async def _measure(metrics: Any, url: str, dags: int, warnings: Warnings) -> dic
 
 async def _run(tokens: list[list[str]], sizes: list[int]) -> dict[str, Any]:
     from store_metrics import logs
-    from store_metrics.server.attribution import lookup_task_instance
-    from store_metrics.server.middleware import StateStoreRouteMetrics
-    from store_metrics.server.worker_metrics import server_metrics
+    from store_metrics.api_server.attribution import lookup_task_instance
+    from store_metrics.api_server.middleware import StateStoreRouteMetrics
+    from store_metrics.api_server.worker_metrics import server_metrics
 
     warnings = Warnings()
     logs.logger.addHandler(warnings)

@@ -3,7 +3,7 @@
 Three measurements:
 
 * **In process** (no network): an ASGI app that answers at once, driven directly; blocks of
-  requests through the bare app and through :class:`~store_metrics.server.StateStoreRouteMetrics`
+  requests through the bare app and through :class:`~store_metrics.api_server.StateStoreRouteMetrics`
   (emitter with backend ``none``), interleaved, medians over rounds. What the middleware adds to a
   request that is not a state store request (one substring test), and to one that is.
 * **Over HTTP, the proposal's method** (the stall harness of apache/airflow#75381): a FastAPI app
@@ -89,8 +89,8 @@ class Server(TypedDict):
 
 
 def _metrics(tick_ms: float = 10.0) -> Any:
+    from store_metrics.api_server import ServerMetrics
     from store_metrics.counting.runtime import create_emitter
-    from store_metrics.server import ServerMetrics
 
     emitter = create_emitter("none", flush_interval=60)
     return ServerMetrics(emitter, "bench-1", tick_ms=tick_ms, threshold_ms=100)
@@ -107,7 +107,7 @@ async def _instant_app(scope: Any, receive: Any, send: Any) -> None:
 
 
 def in_process(quick: bool) -> InProcess:
-    from store_metrics.server import StateStoreRouteMetrics
+    from store_metrics.api_server import StateStoreRouteMetrics
 
     metrics = _metrics()
     wrapped = StateStoreRouteMetrics(_instant_app, metrics=metrics)
@@ -200,7 +200,7 @@ class _Server:
     def __init__(self) -> None:
         import uvicorn
 
-        from store_metrics.server import StateStoreRouteMetrics
+        from store_metrics.api_server import StateStoreRouteMetrics
 
         inner = _store_app()
         self.metrics = _metrics()
@@ -328,8 +328,8 @@ def summarise(case: dict[str, list[tuple[float, float]]]) -> HttpCase:
 
 
 def monitor(quick: bool) -> Monitor:
+    from store_metrics.api_server import LoopMonitor
     from store_metrics.config.options import default
-    from store_metrics.server import LoopMonitor
 
     seconds, reps = (0.5, 1) if quick else (2.0, 3)
 

@@ -9,7 +9,7 @@ series moved in one flush interval: 150,000 lines (5,000 DAGs x 10 tasks x 3 cal
 * **paced**: the default ``max_udp_rate``, statsd_exporter with ``--statsd.read-buffer`` at the
   size the docs recommend (:data:`READ_BUFFER`, capped by the kernel's ``net.core.rmem_max``);
 * **unpaced, one burst**: ``max_udp_rate = 0`` and every line formatted before the first is sent
-  (:data:`store_metrics.backends.udp.CHUNK` raised past the flush's size): what every release
+  (:data:`store_metrics.backends.line_backend.CHUNK` raised past the flush's size): what every release
   before the pace sent, the same buffer;
 * **paced, default buffer**: no ``--statsd.read-buffer``, to show what the buffer is for.
 
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import TypedDict
 
-from store_metrics.backends import udp
+from store_metrics.backends import line_backend
 from store_metrics.catalogue import Outcome, Store, metric_for
 from store_metrics.config.options import default
 from store_metrics.counting.runtime import create_emitter
@@ -134,14 +134,14 @@ def trial(
     name = arm.replace(" ", "").replace(",", "")
     with Exporter("chart", mappings, logs / f"flush-{name}-{buffer}.log", buffer) as exporter:
         emitter = _counted_emitter(exporter.udp, dags, rate)
-        chunk = udp.CHUNK
-        udp.CHUNK = 10**9 if burst else chunk
+        chunk = line_backend.CHUNK
+        line_backend.CHUNK = 10**9 if burst else chunk
         try:
             started = time.perf_counter()
             ok = emitter.flush(120.0)
             seconds = time.perf_counter() - started
         finally:
-            udp.CHUNK = chunk
+            line_backend.CHUNK = chunk
             emitter.close(5.0)
         counts, _ = _after_marker(exporter)
     return Trial(
@@ -161,13 +161,13 @@ def task_end(mappings: Path, logs: Path, dags: int) -> TaskEnd:
     timeout = float(default("flush_timeout"))
     with Exporter("chart", mappings, logs / "flush-task-end-burst.log", READ_BUFFER) as exporter:
         emitter = _counted_emitter(exporter.udp, dags, 0)
-        chunk, udp.CHUNK = udp.CHUNK, 10**9
+        chunk, line_backend.CHUNK = line_backend.CHUNK, 10**9
         try:
             started = time.perf_counter()
             emitter.flush(timeout)
             burst_seconds = time.perf_counter() - started
         finally:
-            udp.CHUNK = chunk
+            line_backend.CHUNK = chunk
             emitter.close(5.0)
     with Exporter("chart", mappings, logs / "flush-task-end.log", READ_BUFFER) as exporter:
         emitter = _counted_emitter(exporter.udp, dags, None, interval=TASK_END_INTERVAL)

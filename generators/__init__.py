@@ -3,7 +3,7 @@
 
 The Grafana dashboard and the Datadog dashboard and monitors are hundreds of queries derived from
 the metric catalogue: they are built here, in the repository, and shipped as templates
-(``src/store_metrics/pipeline/templates/``) that ``store-metrics export`` fills in for a prefix.
+(``src/store_metrics/shipped/templates/``) that ``store-metrics export`` fills in for a prefix.
 
     scripts/dashboards           # rewrite the dashboard templates
     scripts/dashboards --check   # exit 1 if a template is not what the generators build

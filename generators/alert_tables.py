@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from store_metrics.pipeline import export, settings
+from store_metrics.shipped import export, settings
 
 RULE_FILES = ("rules.yml", "watcher-rules.yml", "server-rules.yml", "footprint-rules.yml")
 
@@ -47,7 +47,12 @@ def _alerts(changes: dict[str, str] | None = None) -> dict[str, tuple[str, dict[
 
 
 #: The kinds of setting an alert's expression, ``for`` or text may follow.
-_NUMERIC = (settings.Kind.DURATION, settings.Kind.RATIO, settings.Kind.COUNT, settings.Kind.NUMBER)
+_NUMERIC = (
+    settings.ValueType.DURATION,
+    settings.ValueType.RATIO,
+    settings.ValueType.COUNT,
+    settings.ValueType.NUMBER,
+)
 _THRESHOLDS = [s for s in settings.SETTINGS if s.kind in _NUMERIC and s.name != "rule_interval"]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
-from store_metrics.pipeline import DASHBOARD_UID
+from store_metrics.shipped import DASHBOARD_UID
 
 __all__ = [
     "ALL_OUTCOMES",

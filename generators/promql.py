@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from store_metrics.catalogue import Outcome, Store
-from store_metrics.pipeline import records
+from store_metrics.shipped import records
 
 from .facts import ALL_OUTCOMES, BOTH, store_word
 from .tokens import record, setting

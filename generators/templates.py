@@ -15,7 +15,7 @@ from .tokens import SENTINEL, tokenize
 __all__ = ["GENERATED", "TEMPLATES", "build", "main"]
 
 #: The package's template folder.
-TEMPLATES = Path(__file__).resolve().parent.parent / "src" / "store_metrics" / "pipeline" / "templates"
+TEMPLATES = Path(__file__).resolve().parent.parent / "src" / "store_metrics" / "shipped" / "templates"
 
 
 def _monitor(name: str) -> Callable[[str], str]:

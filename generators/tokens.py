@@ -2,11 +2,11 @@
 
 The generators build their files for :data:`SENTINEL`, a prefix no other text contains, so each
 metric name in the output is found exactly (no guessing which ``airflow`` is a prefix) and
-replaced by the token :mod:`store_metrics.pipeline.templating` fills in for any prefix:
+replaced by the token :mod:`store_metrics.shipped.templating` fills in for any prefix:
 ``@<metric>@`` for the Prometheus series name, ``@full:<metric>@`` for the dotted name, and
 ``@record:<base name>@`` for a recorded series (:func:`record`: its name carries the prefix).
 
-An export setting (:mod:`store_metrics.pipeline.settings`) is written ``@name@`` inside a string
+An export setting (:mod:`store_metrics.shipped.settings`) is written ``@name@`` inside a string
 (:func:`setting`), and as a bare JSON value with :class:`Value` and :func:`dumps`: the template is
 then JSON once filled in.
 """
@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from store_metrics import catalogue
-from store_metrics.pipeline import records, settings, templating
+from store_metrics.shipped import records, settings, templating
 
 __all__ = ["SENTINEL", "Value", "dumps", "fill", "record", "setting", "tokenize"]
 

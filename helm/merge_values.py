@@ -1,4 +1,4 @@
-# Written by `store-metrics export --prefix airflow` from store_metrics/pipeline/templates/helm/merge_values.py: change the template and re-export, not this file.
+# Written by `store-metrics export --prefix airflow` from store_metrics/shipped/templates/helm/merge_values.py: change the template and re-export, not this file.
 """Merge Helm values files as Helm does, except that a list is joined instead of replaced.
 
     python merge_values.py values-store-metrics.yaml my-values.yaml > merged.yaml

@@ -17,13 +17,13 @@ from pathlib import Path
 
 from benchmarks.load import FULL, QUICK, kill_schedule
 from benchmarks.load_airflow import DogStatsdReceiver, worker_label
-from store_metrics.server.worker_slot import host
+from store_metrics.api_server.worker_slot import host
 from testbed.waiting import poll
 
 HOLD_A_SLOT = """
 import sys
 from pathlib import Path
-from store_metrics.server.worker_slot import claim
+from store_metrics.api_server.worker_slot import claim
 print(claim(Path(sys.argv[1])), flush=True)
 sys.stdin.read()  # holds the slot until the test closes stdin
 """

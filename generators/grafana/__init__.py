@@ -17,6 +17,6 @@ uses, but two things keep these plain dicts: the SDK has no model for the import
 epoch (``<build time>!<Grafana version>``): a plain ``pip install grafana-foundation-sdk`` resolves
 to the Grafana 10.1 build (schema 36) because that build has the highest epoch, while this
 dashboard targets Grafana 11.0 (schema 39). The dicts are checked against Grafana's model by
-tests/pipeline/test_dashboards.py and evaluated against a real Prometheus by
-tests/pipeline/test_prometheus_demo.py and test_prometheus_feeder.py.
+tests/shipped/test_dashboards.py and evaluated against a real Prometheus by
+tests/shipped/test_prometheus_demo.py and test_prometheus_feeder.py.
 """

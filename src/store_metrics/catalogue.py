@@ -14,7 +14,7 @@ Airflow proposal produces.
 (:data:`STATE_STORE_METRICS`), and one per retried attempt saying whether its first read found what
 an earlier attempt saved (:data:`RETRY_METRICS`). :data:`SERVER_METRICS` is what the API server's
 workers emit about the Execution API's state store routes and their own event loop
-(:mod:`store_metrics.server`): counters, histograms (fixed bucket boundaries in ms and bytes)
+(:mod:`store_metrics.api_server`): counters, histograms (fixed bucket boundaries in ms and bytes)
 and one gauge, tagged by store, operation and status class, never by id or key.
 :data:`INVENTORY_METRICS` is what ``store-metrics inventory`` reads from the metadata database
 (:mod:`store_metrics.inventory`): gauges of what each DAG and task, and each asset, keeps in the
@@ -131,7 +131,7 @@ class Recording:
     """How the shipped rules record a task-side counter: exactly, per rule interval.
 
     ``series`` is the recorded series' base name (``level:store_metrics_...:increase``; the exported
-    name carries the metric prefix, ``store_metrics.pipeline.records``), ``labels`` the labels its
+    name carries the metric prefix, ``store_metrics.shipped.records``), ``labels`` the labels its
     samples get besides the counter's own tags. Several counters may share one series when their
     labels tell them apart (every state store counter is ``task:store_metrics_calls:increase`` with
     its ``store`` and ``outcome``). A counter with a recording gets its rule, its promtool cases and

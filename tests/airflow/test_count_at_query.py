@@ -9,8 +9,8 @@ fails here. The two DAG runs share one ``run_id``, so a join on ``run_id`` alone
 the other run's ``run_type``.
 
 A fresh process with that home's configuration (``[core] multi_team`` on, and one with it off)
-counts one state store request per task instance through :class:`~store_metrics.server.StoreCalls`
-and its real lookup (:func:`~store_metrics.server.lookup_task_instance`), and reports the series it
+counts one state store request per task instance through :class:`~store_metrics.api_server.StoreCalls`
+and its real lookup (:func:`~store_metrics.api_server.lookup_task_instance`), and reports the series it
 counted. The same query under the real API server app and ``airflow standalone`` is in
 ``test_count_at_cost.py`` and ``test_count_at_standalone.py`` (slow); this one is quick.
 """
@@ -100,7 +100,7 @@ _COUNT = textwrap.dedent(
     from pathlib import Path
     from types import SimpleNamespace
     from store_metrics.counting.runtime import create_emitter
-    from store_metrics.server import StoreCalls, lookup_task_instance
+    from store_metrics.api_server import StoreCalls, lookup_task_instance
 
     if sys.argv[1] == "migrate":
         db, ready, statements, *ids = sys.argv[2:]

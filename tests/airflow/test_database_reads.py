@@ -49,7 +49,7 @@ def test_count_at_api_server_reads_the_attempt_and_its_run(monkeypatch: pytest.M
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.taskinstancehistory import TaskInstanceHistory
 
-    from store_metrics.server import attribution
+    from store_metrics.api_server import attribution
 
     assert tables(attribution._attempt_statement(TaskInstance, TaskInstance.id)) == {
         "task_instance",

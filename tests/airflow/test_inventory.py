@@ -189,7 +189,8 @@ def test_neither_the_plugin_nor_the_api_server_side_loads_the_inventory(tmp_path
     # not query the tables (each would report the same totals).
     script = (
         "import sys\n"
-        "import store_metrics.integration.plugin, store_metrics.server, store_metrics.server.metrics\n"
+        "import store_metrics.integration.plugin, store_metrics.api_server\n"
+        "import store_metrics.api_server.metrics\n"
         "print(sorted(m for m in sys.modules if m.startswith('store_metrics.inventory')))\n"
     )
     env = {**clean_environ(), "AIRFLOW_HOME": str(tmp_path)}

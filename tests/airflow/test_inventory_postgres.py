@@ -199,7 +199,7 @@ def test_the_helm_pages_read_only_role_reads_the_footprint_and_nothing_more(
 #: The API server's task instance lookup, in a fresh process with the world's configuration.
 LOOKUP = """
 import json, sys, uuid
-from store_metrics.server.attribution import lookup_attempt
+from store_metrics.api_server.attribution import lookup_attempt
 try:
     attempt = lookup_attempt(uuid.UUID(sys.argv[1]))
     print(json.dumps({"found": dict(attempt.tags) if attempt else None}))

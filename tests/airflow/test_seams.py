@@ -76,12 +76,12 @@ def test_a_task_loads_one_backend_and_never_the_server_the_ui_or_the_pipeline() 
     assert backends == [
         "store_metrics.backends.statsd",
         "store_metrics.backends.statsd_lines",
-        "store_metrics.backends.udp",
+        "store_metrics.backends.line_backend",
     ]
     for never in (
-        "store_metrics.server",
+        "store_metrics.api_server",
         "store_metrics.ui",
-        "store_metrics.pipeline",
+        "store_metrics.shipped",
         "store_metrics.integration.triggerer",
     ):
         assert not [m for m in modules if m == never or m.startswith(f"{never}.")], never

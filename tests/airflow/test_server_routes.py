@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from store_metrics.server.routes import ROUTES, outcome_of, route_of, route_path, status_class, value_size
+from store_metrics.api_server.routes import ROUTES, outcome_of, route_of, route_path, status_class, value_size
 
 UUID = "01a227c4-7477-73da-8ac2-9f0094c7c3ef"
 

@@ -27,7 +27,7 @@ from store_metrics import logs
 from store_metrics.config.reader import OptionValues, environment_reader, read_options
 from store_metrics.errors import ConfigError
 from store_metrics.inventory.footprint import Group
-from store_metrics.pipeline import export, records
+from store_metrics.shipped import export, records
 from store_metrics.ui.cache import TtlCache
 from store_metrics.ui.calls import COUNTERS, calls_expr, dag_selector, found_ratio
 from store_metrics.ui.payload import NO_PROMETHEUS, deployment_payload, grafana_link

@@ -7,7 +7,7 @@ import re
 
 import yaml
 
-from store_metrics.pipeline import settings
+from store_metrics.shipped import settings
 from testbed.repository import ROOT
 
 RUNBOOKS = ROOT / "docs" / "runbooks"

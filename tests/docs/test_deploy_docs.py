@@ -22,7 +22,7 @@ real (``support.page_shell``: the page's bash blocks, as written, under ``bash -
 * datadog.md: its configuration makes ``store-metrics check`` send the check increment to a real
   UDP socket; the files it posts are the exported dashboard and monitors.
 
-Where the scrape pools and jobs the Helm page names come from: tests/pipeline/test_operator_scrape.py.
+Where the scrape pools and jobs the Helm page names come from: tests/shipped/test_operator_scrape.py.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import yaml
 
 from store_metrics import catalogue
 from store_metrics.config.reader import read_options
-from store_metrics.pipeline import helm
+from store_metrics.shipped import helm
 from support.helm_chart import pods, rendered_documents
 from support.kubernetes_checks import KUBERNETES_RELEASES, kubernetes_errors, operator_errors
 from support.page_shell import PAGES, PageShell, bash_blocks, reader_script

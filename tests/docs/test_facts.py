@@ -149,7 +149,7 @@ def site_page_exists(path: str) -> bool:
 def file_exists(name: str, export: Path) -> bool:
     """A path relative to the export, the repository, the package or its templates."""
     package = ROOT / "src" / "store_metrics"
-    roots = (export, ROOT, ROOT / "src", package, package / "pipeline" / "templates")
+    roots = (export, ROOT, ROOT / "src", package, package / "shipped" / "templates")
     return any((root / name).exists() for root in roots)
 
 

@@ -39,7 +39,7 @@ import pytest
 from packaging.requirements import Requirement
 
 import store_metrics
-from store_metrics.pipeline import helm
+from store_metrics.shipped import helm
 from support.fresh_env import (
     airflow_overlay,
     build_wheel,

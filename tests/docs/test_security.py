@@ -78,8 +78,8 @@ CLAIMS: dict[str, list[str]] = {
                 "test_the_plugins_own_values_are_no_id_airflow_accepts",
             )
         ),
-        "tests/pipeline/test_collector_inputs.py::test_statsd_exporter_labels_every_id_airflow_accepts_as_it_is",
-        "tests/pipeline/test_collector_inputs.py::test_the_collector_labels_every_id_airflow_accepts_as_it_is",
+        "tests/shipped/test_collector_inputs.py::test_statsd_exporter_labels_every_id_airflow_accepts_as_it_is",
+        "tests/shipped/test_collector_inputs.py::test_the_collector_labels_every_id_airflow_accepts_as_it_is",
     ],
     "tab-query": [
         "tests/airflow/test_ui_deployment.py::"
@@ -88,7 +88,7 @@ CLAIMS: dict[str, list[str]] = {
         "tests/airflow/test_ui.py::test_the_calls_query_sums_the_recorded_calls_the_dashboards_read_for_the_dags_series",
     ],
     "kubernetes": [
-        f"tests/pipeline/test_pod_security.py::{name}"
+        f"tests/shipped/test_pod_security.py::{name}"
         for name in (
             "test_every_exported_pod_meets_the_restricted_profile",
             "test_the_restricted_profile_refuses_the_pod_without_each_protection",
@@ -106,7 +106,7 @@ CLAIMS: dict[str, list[str]] = {
         "tests/airflow/test_inventory_postgres.py::test_the_helm_pages_read_only_role_reads_the_footprint_and_nothing_more",
         "tests/airflow/test_inventory_mariadb.py::test_the_helm_pages_read_only_user_reads_the_footprint_and_nothing_more",
         "tests/docs/test_deploy_docs.py::test_helm_page_secret_matches_the_patch_and_the_sql",
-        "tests/pipeline/test_pod_security.py::test_the_inventory_pod_gives_up_what_it_does_not_need",
+        "tests/shipped/test_pod_security.py::test_the_inventory_pod_gives_up_what_it_does_not_need",
     ],
     "temp-folders": [
         f"tests/unit/test_temp_folders.py::{name}"
@@ -216,7 +216,7 @@ def test_the_endpoints_and_their_default_addresses_are_the_codes() -> None:
 def test_the_tables_named_are_those_each_part_reads() -> None:
     from airflow.models.taskinstance import TaskInstance
 
-    from store_metrics.server import attribution
+    from store_metrics.api_server import attribution
 
     bullets = {
         b.split("**")[1]: set(re.findall(r"`([a-z_]+)`", b.split(":", 1)[1]))

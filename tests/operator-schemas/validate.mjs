@@ -1,5 +1,5 @@
 // Validates Prometheus Operator objects (monitoring.coreos.com/v1) the way the Operator's CRDs
-// would, without a cluster: tests/pipeline/test_kubernetes.py runs `node validate.mjs objects.json`.
+// would, without a cluster: tests/shipped/test_kubernetes.py runs `node validate.mjs objects.json`.
 //
 // Two checks per object, both from @kubernetes-models/prometheus-operator (the Operator's API
 // types, with their validation markers):

@@ -32,7 +32,7 @@ bounded waits -- is the test bed's (:mod:`testbed`), not here.
   the Collector, Alertmanager; :mod:`testbed.peers` builds them) as servers, and every topology
   wired through them for ``tests/airflow/test_through_the_peers.py``;
 * :mod:`support.statsd_observations` -- statsd_exporter's sampled-observation rule, the one ported
-  rule, held equal to the real exporter (``tests/pipeline/test_collector_inputs.py``);
+  rule, held equal to the real exporter (``tests/shipped/test_collector_inputs.py``);
 * :mod:`support.watchers` -- the asset watchers' DAGs and the calls they make;
 * :mod:`support.dashboard` / :mod:`support.dashboard_cost` -- the committed Grafana dashboard, and
   what its queries cost Prometheus;

@@ -133,7 +133,7 @@ def every_panel() -> list[dict[str, Any]]:
 
 def targets() -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(panel, query) of every query that draws a panel's lines: not the one that brings a panel its
-    exemplars, whose own lines are hidden (its own test in tests/pipeline/test_dashboards.py)."""
+    exemplars, whose own lines are hidden (its own test in tests/shipped/test_dashboards.py)."""
     return [(p, t) for p in panels() for t in p.get("targets", []) if not t.get("exemplar")]
 
 

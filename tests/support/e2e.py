@@ -1,4 +1,4 @@
-"""The Prometheus end-to-end tests' model and checks (``tests/pipeline/test_prometheus_*.py``).
+"""The Prometheus end-to-end tests' model and checks (``tests/shipped/test_prometheus_*.py``).
 
 A real Prometheus (:class:`Prometheus`: ``collector/prometheus-demo.yml``'s job aimed at a target,
 scraping every second, with the rules exported with :data:`E2E_SETTINGS`) scrapes a source that the

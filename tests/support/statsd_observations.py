@@ -2,7 +2,7 @@
 
 A ported rule (statsd_exporter ``pkg/line`` and ``pkg/exporter``): a sampled observer line
 ``name:value|h|@rate`` is ``int(1 / rate)`` observations of ``value``. The unit tests use it to check
-thousands of lines in milliseconds; ``tests/pipeline/test_collector_inputs.py`` holds it equal to
+thousands of lines in milliseconds; ``tests/shipped/test_collector_inputs.py`` holds it equal to
 the real statsd_exporter (the chart's pin and the minimum) on the same bytes.
 """
 

@@ -182,7 +182,7 @@ def test_check_help_names_every_exit_code_check_returns() -> None:
 
 
 def test_export_help_lists_every_folder_it_writes() -> None:
-    from store_metrics.pipeline.export import FOLDERS
+    from store_metrics.shipped.export import FOLDERS
 
     text = " ".join(run_cli("export", "--help").stdout.split())
     for folder in FOLDERS:

@@ -1,6 +1,6 @@
 """``count_at``: the option, the task side standing down, and the API server's attribution, in process.
 
-Attribution is driven here at its own level: :class:`~store_metrics.server.StoreCalls` with a real
+Attribution is driven here at its own level: :class:`~store_metrics.api_server.StoreCalls` with a real
 emitter (backend ``none``, read back from its totals) and a lookup function standing in for the
 metadata query, whose thread, timing and failures the tests control. The real query against Airflow's
 real tables is in ``test_count_at_query.py`` (quick); through the real Airflow app and under
@@ -22,14 +22,7 @@ from typing import Any
 
 import pytest
 
-from store_metrics.commands import check
-from store_metrics.config import options
-from store_metrics.config.reader import OptionValues, environment_reader, read_options
-from store_metrics.counting import runtime
-from store_metrics.emitter import AggregatingEmitter
-from store_metrics.errors import ConfigError
-from store_metrics.integration import plugin, startup, task_listener
-from store_metrics.server import (
+from store_metrics.api_server import (
     UNKNOWN_TAGS,
     WATCHER_TAGS,
     ServerMetrics,
@@ -37,8 +30,15 @@ from store_metrics.server import (
     StoreCalls,
     requester,
 )
-from store_metrics.server.attribution import NULL_TI
-from store_metrics.server.store_calls import MAX_PENDING_LOOKUPS, MAX_WAITING
+from store_metrics.api_server.attribution import NULL_TI
+from store_metrics.api_server.store_calls import MAX_PENDING_LOOKUPS, MAX_WAITING
+from store_metrics.commands import check
+from store_metrics.config import options
+from store_metrics.config.reader import OptionValues, environment_reader, read_options
+from store_metrics.counting import runtime
+from store_metrics.emitter import AggregatingEmitter
+from store_metrics.errors import ConfigError
+from store_metrics.integration import plugin, startup, task_listener
 from testbed.endpoints import SilentTcpServer
 
 PYOP = "_PythonDecoratedOperator"

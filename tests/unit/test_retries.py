@@ -2,7 +2,7 @@
 
 * The task side: which task process decides (``task_listener.starts_a_retried_attempt``), and the
   listener wrapping a retried attempt's store (the wrapper's own counting: ``test_accessors.py``).
-* The API server side: :class:`~store_metrics.server.StoreCalls` with a real emitter (backend
+* The API server side: :class:`~store_metrics.api_server.StoreCalls` with a real emitter (backend
   ``none``) and a lookup standing in for the metadata query (as ``test_count_at.py``), several of
   them playing the workers of one host over one real claims folder; the claim raced by real processes.
 
@@ -24,12 +24,12 @@ from typing import Any
 
 import pytest
 
+from store_metrics.api_server import StoreCalls
+from store_metrics.api_server.attribution import TaskAttempt
+from store_metrics.api_server.retries import FirstReads, HostClaims
 from store_metrics.counting import runtime
 from store_metrics.emitter import AggregatingEmitter
 from store_metrics.integration import plugin, startup, task_listener
-from store_metrics.server import StoreCalls
-from store_metrics.server.attribution import TaskAttempt
-from store_metrics.server.retries import FirstReads, HostClaims
 
 PYOP = "_PythonDecoratedOperator"
 TAGS = {"dag_id": "etl", "task_id": "load", "run_type": "scheduled", "operator": PYOP}
@@ -403,7 +403,7 @@ def test_first_reads_keep_the_first_outcome_once_and_are_bounded() -> None:
 _RACER = """
 import sys, uuid
 from pathlib import Path
-from store_metrics.server.retries import HostClaims
+from store_metrics.api_server.retries import HostClaims
 claims = HostClaims(Path(sys.argv[1]))
 ids = [uuid.UUID(line) for line in sys.argv[2].split(",")]
 sys.stdin.readline()  # start together

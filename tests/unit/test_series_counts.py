@@ -11,8 +11,8 @@ from typing import Any
 
 import store_metrics
 from store_metrics import catalogue
+from store_metrics.api_server import routes
 from store_metrics.catalogue import Operation, Outcome, Store
-from store_metrics.server import routes
 from support.lines import parse_influx
 from testbed.repository import ROOT
 from testbed.udp import UdpReceiver

@@ -22,11 +22,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 
-from store_metrics import catalogue, server
+from store_metrics import api_server, catalogue
+from store_metrics.api_server import ServerMetrics, StateStoreRouteMetrics
 from store_metrics.config import reader
 from store_metrics.counting.runtime import create_emitter
 from store_metrics.emitter import AggregatingEmitter
-from store_metrics.server import ServerMetrics, StateStoreRouteMetrics
 
 TI = "01a227c4-7477-73da-8ac2-9f0094c7c3ef"
 BOOM = RuntimeError("boom")
@@ -296,7 +296,7 @@ def test_the_stall_monitor_measures_a_blocked_loop_and_ticks_on(metrics: ServerM
 
     async def run() -> None:
         loop = asyncio.get_running_loop()
-        monitor = server.LoopMonitor(loop, 5, lambda ms, due: ticks.append((ms, due)))
+        monitor = api_server.LoopMonitor(loop, 5, lambda ms, due: ticks.append((ms, due)))
         monitor.start()
         await asyncio.sleep(0.05)
         blocked = len(ticks)
@@ -355,8 +355,8 @@ def test_without_lifespan_the_first_request_starts_the_monitor(metrics: ServerMe
 
 def test_switched_off_the_middleware_only_passes_requests_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(reader, "read_options", lambda: reader.OptionValues(server_metrics=False))
-    monkeypatch.setattr(server.worker_metrics, "_decided_pid", 0)
-    monkeypatch.setattr(server.worker_metrics, "_active", None)
+    monkeypatch.setattr(api_server.worker_metrics, "_decided_pid", 0)
+    monkeypatch.setattr(api_server.worker_metrics, "_active", None)
 
     async def run() -> list[dict[str, Any]]:
         app = Starlette(routes=build(None).routes, middleware=[Middleware(StateStoreRouteMetrics)])
@@ -365,4 +365,4 @@ def test_switched_off_the_middleware_only_passes_requests_on(monkeypatch: pytest
         return sent
 
     assert asyncio.run(run())[0]["status"] == 200
-    assert server.server_metrics() is None
+    assert api_server.server_metrics() is None

@@ -20,12 +20,17 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from store_metrics.api_server import ServerMetrics, StateStoreRouteMetrics
+from store_metrics.api_server.attribution import TaskAttempt
+from store_metrics.api_server.retries import HostClaims
+from store_metrics.api_server.routes import Receive, Scope, Send
+from store_metrics.api_server.tracing import (
+    RouteTracing,
+    TracedServerMetrics,
+    TracedStoreCalls,
+    route_tracing,
+)
 from store_metrics.emitter import AggregatingEmitter
-from store_metrics.server import ServerMetrics, StateStoreRouteMetrics
-from store_metrics.server.attribution import TaskAttempt
-from store_metrics.server.retries import HostClaims
-from store_metrics.server.routes import Receive, Scope, Send
-from store_metrics.server.tracing import RouteTracing, TracedServerMetrics, TracedStoreCalls, route_tracing
 
 TI = uuid.UUID("01a227c4-7477-73da-8ac2-9f0094c7c3ef")
 TAGS = {"dag_id": "etl", "task_id": "load", "run_type": "scheduled", "operator": "PythonOperator"}
@@ -279,7 +284,7 @@ def test_traces_on_without_a_tracer_provider_says_so_and_traces_nothing(
     from store_metrics.counting import tracing
 
     monkeypatch.setattr(tracing, "has_provider", lambda: False)
-    monkeypatch.setattr("store_metrics.server.tracing.has_provider", lambda: False)
+    monkeypatch.setattr("store_metrics.api_server.tracing.has_provider", lambda: False)
     assert route_tracing("on") is None
     assert "no OpenTelemetry tracer provider" in caplog.text
 
@@ -287,7 +292,7 @@ def test_traces_on_without_a_tracer_provider_says_so_and_traces_nothing(
 def test_with_traces_off_the_worker_serves_with_the_untraced_classes(
     emitter: AggregatingEmitter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from store_metrics.server import worker_metrics
+    from store_metrics.api_server import worker_metrics
 
     monkeypatch.setenv("AIRFLOW__STORE_METRICS__TRACES", "off")
     assert worker_metrics._route_tracing("off") is None
@@ -306,8 +311,8 @@ def test_a_trace_the_task_did_not_sample_gets_no_route_span(
 
 
 def test_the_counts_are_the_same_with_traces_on_and_off(tmp_path: Path) -> None:
+    from store_metrics.api_server import StoreCalls
     from store_metrics.counting.runtime import create_emitter
-    from store_metrics.server import StoreCalls
 
     key = f"/execution/store/ti/{TI}"
     sequence = [

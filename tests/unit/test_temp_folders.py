@@ -30,10 +30,10 @@ from types import SimpleNamespace
 import pytest
 
 from store_metrics import logs
+from store_metrics.api_server import StoreCalls
+from store_metrics.api_server.attribution import TaskAttempt
+from store_metrics.api_server.retries import HostClaims
 from store_metrics.emitter import AggregatingEmitter
-from store_metrics.server import StoreCalls
-from store_metrics.server.attribution import TaskAttempt
-from store_metrics.server.retries import HostClaims
 
 HOST = socket.gethostname().split(".")[0]
 NOBODY = 65534
@@ -222,7 +222,7 @@ def test_on_a_full_disk_no_empty_claim_is_left_and_the_retry_is_counted(
 _SHORT_WRITE = """
 import os, resource, signal, sys, uuid
 from pathlib import Path
-from store_metrics.server.retries import HostClaims
+from store_metrics.api_server.retries import HostClaims
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit is cut short, not fatal
 resource.setrlimit(resource.RLIMIT_FSIZE, (5, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 folder = Path(sys.argv[1])
@@ -250,7 +250,7 @@ def test_a_claim_cut_short_by_a_file_size_limit_leaves_no_torn_claim(tmp_path: P
 _SLOT = """
 import os, sys
 from pathlib import Path
-from store_metrics.server import worker_slot
+from store_metrics.api_server import worker_slot
 print(worker_slot.claim(Path(sys.argv[1])), os.getpid())
 """
 
@@ -306,8 +306,8 @@ def test_a_link_planted_as_a_slots_file_is_not_followed(tmp_path: Path) -> None:
 
 _NO_TEMP = """
 import tempfile, uuid
-from store_metrics.server import worker_metrics
-from store_metrics.server.retries import HostClaims
+from store_metrics.api_server import worker_metrics
+from store_metrics.api_server.retries import HostClaims
 try:
     tempfile.gettempdir()
     raise SystemExit("a temp directory is usable")

@@ -20,7 +20,7 @@ HOST = socket.gethostname().split(".")[0]
 _WORKER = """
 import sys
 from pathlib import Path
-from store_metrics.server import worker_slot
+from store_metrics.api_server import worker_slot
 print(worker_slot.label(sys.argv[2], Path(sys.argv[1])), flush=True)
 sys.stdin.read()  # hold the slot until told to go
 """
@@ -85,7 +85,7 @@ def test_no_slot_falls_back_to_the_process_id_once_said(tmp_path: Path) -> None:
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the slots' folder should be")
     script = (
-        "import os, sys; from pathlib import Path; from store_metrics.server import worker_slot\n"
+        "import os, sys; from pathlib import Path; from store_metrics.api_server import worker_slot\n"
         "first = worker_slot.claim(Path(sys.argv[1]))\n"
         "assert worker_slot.claim(Path(sys.argv[1])) == first  # claimed once per process\n"
         "print(first, os.getpid())"

@@ -21,8 +21,8 @@ is needed: the ``dogstatsd`` extra stays for compatibility.
 from __future__ import annotations
 
 from ..config.options import default
+from .line_backend import LineBackend, UdpSender
 from .statsd_lines import Style
-from .udp import LineBackend, UdpSender
 
 #: DogStatsD's own UDP payload limit (fits a 1500-byte MTU).
 MAX_DATAGRAM = 1432

@@ -20,8 +20,8 @@ No client library is needed: the ``statsd`` extra stays for compatibility and in
 from __future__ import annotations
 
 from ..config.options import default
+from .line_backend import LineBackend, UdpSender
 from .statsd_lines import Style
-from .udp import LineBackend, UdpSender
 
 
 class StatsdBackend(LineBackend):

@@ -4,6 +4,6 @@
 * :mod:`.check` -- ``store-metrics check``;
 * :mod:`.demo` -- ``store-metrics demo``, with :mod:`.demo_sources` feeding the dashboard's other rows.
 
-``export`` and ``inventory`` live with what they serve (:mod:`store_metrics.pipeline.export`,
+``export`` and ``inventory`` live with what they serve (:mod:`store_metrics.shipped.export`,
 :mod:`store_metrics.inventory.command`).
 """

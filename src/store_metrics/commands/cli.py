@@ -94,7 +94,7 @@ def _check(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..pipeline.export import run
+    from ..shipped.export import run
 
     return run(Path(args.out), args.prefix, check=args.check, assignments=args.set, target=args.target)
 
@@ -107,7 +107,7 @@ def _inventory(args: argparse.Namespace) -> int:
 
 _SET_HELP = (
     "change an export setting: a threshold, `for` duration, scope or link "
-    "(store_metrics.pipeline.settings; docs/alerts.md lists them); repeat for several"
+    "(store_metrics.shipped.settings; docs/alerts.md lists them); repeat for several"
 )
 
 
@@ -228,7 +228,7 @@ def _add_catalogue(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ..pipeline.export import FOLDERS
+    from ..shipped.export import FOLDERS
 
     folders = ", ".join(f"{folder}/" for folder in FOLDERS)
     export = commands.add_parser(

@@ -3,9 +3,10 @@
 Everything goes to the demo's one OpenTelemetry ``MeterProvider`` (the tasks' Prometheus endpoint),
 so one scrape target lights the whole dashboard, through the product's own code paths:
 
-* **API server rows**: the plugin's root middleware (:class:`~store_metrics.server.StateStoreRouteMetrics`)
-  on the in-process Execution API that ``dag.test()`` talks to. That is Airflow's own Execution API
-  app, serving the routes an API server serves under ``/execution``; the stall monitor watches the
+* **API server rows**: the plugin's root middleware
+  (:class:`~store_metrics.api_server.StateStoreRouteMetrics`) on the in-process Execution API that
+  ``dag.test()`` talks to. That is Airflow's own Execution API app, serving the routes an API server
+  serves under ``/execution``; the stall monitor watches the
   loop it runs on.
 * **Triggers row**: an asset watcher's trigger run as Airflow's triggerer runs one: a fresh instance
   from its serialized form, ``asset_state_store`` set to the watched asset's store, instrumented by
@@ -24,9 +25,9 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
+from ..api_server import ServerMetrics, StateStoreRouteMetrics, worker_identity
 from ..config.reader import OptionValues
 from ..counting.runtime import create_emitter
-from ..server import ServerMetrics, StateStoreRouteMetrics, worker_identity
 
 
 def _emitter_on(provider: Any, options: OptionValues, instance: str) -> Any:

@@ -3,7 +3,7 @@
 * :class:`Counter` and :class:`Emitter` are all the accessor wrappers know: they ask the emitter
   once for a counter per (metric, tag set) and then only call ``add()``.
 * :class:`Histogram` and :class:`Gauge` are what the API server side records
-  (:mod:`store_metrics.server`): ``record()`` counts an observation into the metric's fixed
+  (:mod:`store_metrics.api_server`): ``record()`` counts an observation into the metric's fixed
   buckets, ``observe()`` keeps the largest value of the export interval. Both are in-memory only.
 * :class:`Backend` is what an adapter (OpenTelemetry, DogStatsD, StatsD, Airflow, none)
   implements; :class:`~store_metrics.emitter.AggregatingEmitter` drives it off the hot path.

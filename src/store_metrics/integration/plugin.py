@@ -7,13 +7,13 @@ task needs when a task starts; the API server's middleware and the UI's views ar
 API server builds its app. In the triggerer, ``on_starting`` hooks the trigger runner
 (:mod:`.triggerer`): the state store calls of asset watchers' triggers are counted too.
 
-In the API server, its FastAPI root middleware (:class:`~store_metrics.server.StateStoreRouteMetrics`)
+In the API server, its FastAPI root middleware (:class:`~store_metrics.api_server.StateStoreRouteMetrics`)
 counts the Execution API's state store requests and watches each worker's event loop. The plugin is
 global (no ``team_name``): Airflow 3.4 with ``[core] multi_team`` on skips the root middlewares of
 team-scoped plugins, so a subclass given a ``team_name`` says once, when Airflow loads it, that the
 API server counts nothing (:func:`skipped_middleware_reason`). With
 ``[store_metrics] count_at = api_server`` it also counts the calls on the task side's counters, with
-the task's tags (:mod:`store_metrics.server.attribution`), and task processes count nothing.
+the task's tags (:mod:`store_metrics.api_server.attribution`), and task processes count nothing.
 
 Nothing here may break a task: every hook catches everything and logs it once.
 """
@@ -33,11 +33,11 @@ except ImportError:  # pragma: no cover - core-only installs
 
 
 class StateStoreRouteMetrics:
-    """The API server's root middleware (:class:`store_metrics.server.StateStoreRouteMetrics`),
+    """The API server's root middleware (:class:`store_metrics.api_server.StateStoreRouteMetrics`),
     imported when the API server builds its app: never in a task process, where the plugin loads too."""
 
     def __new__(cls, app: Any, *args: Any, **kwargs: Any) -> Any:
-        from ..server import StateStoreRouteMetrics as Middleware
+        from ..api_server import StateStoreRouteMetrics as Middleware
 
         return Middleware(app, *args, **kwargs)
 

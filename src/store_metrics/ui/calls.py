@@ -2,7 +2,7 @@
 whether its retries resumed.
 
 The PromQL reads what the dashboards' panels read: the recorded calls of ``collector/rules.yml``
-(:data:`store_metrics.pipeline.records.CALLS` for the configured prefix, each rule interval's calls
+(:data:`store_metrics.shipped.records.CALLS` for the configured prefix, each rule interval's calls
 once, so their sum over a window is exact), with the same exclusion of asset watchers
 (``run_type="asset_watcher"`` belongs to
 no DAG) and the DAG's id as the counters carry it: the tag value rule
@@ -12,7 +12,7 @@ up (``<unknown>``, ``<none>``, ``<overflow>``) are no DAG's id. So the Prometheu
 it asks must load the shipped rules. One instant query per DAG and window, summed by ``task_id``,
 store and outcome; found ratios are computed from the same numbers (``read_found / (read_found +
 read_absent)``, as the dashboards' ratio panels). The same query also reads the recorded retried
-attempts (:data:`store_metrics.pipeline.records.RETRIES`, kept apart from the calls): each task's
+attempts (:data:`store_metrics.shipped.records.RETRIES`, kept apart from the calls): each task's
 resume rate, ``retry_resumed / (retry_resumed + retry_not_resumed)``.
 
 The inventory's own health (``store-metrics inventory``'s footprint age and up gauges) comes from
@@ -44,7 +44,7 @@ from ..catalogue import (
     Store,
 )
 from ..naming import tag_value
-from ..pipeline import records
+from ..shipped import records
 from .prometheus import Prometheus, PrometheusError
 
 __all__ = ["Prometheus", "PrometheusError"]  # where the pages' calls come from, and what fails

@@ -17,7 +17,7 @@ from ..catalogue import Store
 from ..config.reader import OptionValues
 from ..inventory.footprint import Group
 from ..naming import tag_value
-from ..pipeline import DASHBOARD_UID
+from ..shipped import DASHBOARD_UID
 from .calls import DEFAULT_WINDOW, RESUMED, WINDOWS, Calls, InventoryHealth, found_ratio, resume_rate
 from .reading import DagFootprint, Deployment, Named, total
 from .routes import PAGE_ROUTE, TAB_ROUTE

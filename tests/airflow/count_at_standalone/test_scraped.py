@@ -215,7 +215,7 @@ def test_a_cleared_task_reruns_as_itself_and_its_archived_attempt_counts_as_it(
             "from sqlalchemy import select\n"
             "from airflow.models.taskinstance import TaskInstance\n"
             "from airflow.utils.session import create_session\n"
-            "from store_metrics.server.attribution import lookup_task_instance\n"
+            "from store_metrics.api_server.attribution import lookup_task_instance\n"
             f"ti = uuid.UUID({archived!r})\n"
             "with create_session() as session:\n"
             "    plain = session.scalar(select(TaskInstance.task_id).where(TaskInstance.id == ti))\n"
