@@ -1,4 +1,4 @@
-"""``python -m benchmarks``: see :mod:`benchmarks.run`."""
+"""``python -m benchmarks``: see ``benchmarks.run``."""
 
 from .run import main
 

@@ -110,7 +110,7 @@ class AirflowPerCallStore(AsyncMemoryStore):
     """The upstream proposal's way: the accessor itself calls Airflow's ``stats.incr`` on every call.
 
     The call is made inline in the accessor (no wrapper frame), so what it adds over
-    :class:`MemoryStore` is Airflow's per-call metrics path and nothing else.
+    ``MemoryStore`` is Airflow's per-call metrics path and nothing else.
     """
 
     def __init__(self, data: dict[str, Any] | None, stats_tags: dict[str, str]) -> None:

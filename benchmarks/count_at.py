@@ -1,8 +1,8 @@
 """8. What ``count_at = api_server`` costs the API server: attribution, measured on Airflow's real app.
 
-A throwaway Airflow home (SQLite, :func:`testbed.airflow.make_home`) gets real task instances from
+A throwaway Airflow home (SQLite, ``testbed.airflow.make_home``) gets real task instances from
 ``dag.test()`` runs of the proposal's scenarios, a mapped task and a task with two assets. A fresh
-process with that home's environment (:mod:`benchmarks.count_at_probe`) then builds Airflow's real
+process with that home's environment (``benchmarks.count_at_probe``) then builds Airflow's real
 API server app (``airflow.api_fastapi.app.create_app``, with the plugin's root middleware,
 ``count_at = api_server``, backend ``none``), mints real task tokens with Airflow's own JWT
 generator, and drives Execution API state store requests through it in process (httpx's ASGI

@@ -5,7 +5,7 @@
 Builds Airflow's real API server app (``airflow.api_fastapi.app.create_app``, with the plugin's
 root middleware, ``count_at = api_server``, backend ``none``), mints real task tokens with
 Airflow's own JWT generator, and drives Execution API state store requests through it in process
-(httpx's ASGI transport), then writes the figures :mod:`benchmarks.count_at` returns.
+(httpx's ASGI transport), then writes the figures ``benchmarks.count_at`` returns.
 """
 
 from __future__ import annotations

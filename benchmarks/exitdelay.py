@@ -2,7 +2,7 @@
 
 Each case runs ``python -m benchmarks.exit_probe`` in a fresh process with the production
 defaults (``flush_interval``, ``flush_timeout`` and ``exit_timeout`` of
-:mod:`store_metrics.config.options`, which the results record): configure the emitter, work until the
+``store_metrics.config.options``, which the results record): configure the emitter, work until the
 worker has opened the backend (at most 1 s: imports, DNS, sockets), make 2,000 counted calls,
 then either
 

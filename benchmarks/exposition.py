@@ -3,16 +3,16 @@ OpenTelemetry SDK's Prometheus exporter, and against a plain join of the same li
 
     python -m benchmarks.exposition MODE SERIES OUT.json     (one arm, in a process of its own)
 
-Each arm runs in a fresh process (:func:`probe`), as an API server worker with ``count_at =
+Each arm runs in a fresh process (``probe``), as an API server worker with ``count_at =
 api_server`` and ``otel_exporter = prometheus`` builds its emitter (cumulative, its identity as
 instance id): SERIES task-side series (DAGs x 10 tasks x the write, read_found and delete counters,
-as :mod:`benchmarks.scale`'s deployment), counted through the product's emitter, served with
+as ``benchmarks.scale``'s deployment), counted through the product's emitter, served with
 ``server_exposition = MODE`` (``native`` or ``otel``). An asyncio loop runs in the same process with
-the 1 ms ticker (:mod:`testbed.ticker`). Then:
+the 1 ms ticker (``testbed.ticker``). Then:
 
 * **idle**: the ticker's longest sleep over 0.3 s with no scrape, before each scrape (this machine's
   floor, the A/A arm);
-* **scrapes**: :data:`SCRAPES` scrapes over a raw socket from a thread of the process (a reader
+* **scrapes**: ``SCRAPES`` scrapes over a raw socket from a thread of the process (a reader
   that releases the interpreter while it waits: the server's work is what the loop competes with),
   the first one separately (it renders every line), then with 1% of the series
   counted again before each (what a 15 s scrape interval sees move); for each: the time from
@@ -56,7 +56,7 @@ class Scrape(TypedDict):
 
 
 class _GcWatch:
-    """The longest cyclic garbage collection pass since :meth:`reset` (``gc.callbacks``)."""
+    """The longest cyclic garbage collection pass since ``reset`` (``gc.callbacks``)."""
 
     def __init__(self) -> None:
         self.longest = 0.0

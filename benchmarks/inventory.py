@@ -1,12 +1,12 @@
 """5. The state store footprint: what ``store-metrics inventory`` costs the metadata database.
 
 ``python -m benchmarks --only inventory``: 1,000,000 task-store rows over 2,000 DAGs on PostgreSQL
-(``--quick``: 20,000 rows over 40 DAGs). A throwaway PostgreSQL (:class:`testbed.databases.ThrowawayPostgres`:
+(``--quick``: 20,000 rows over 40 DAGs). A throwaway PostgreSQL (``testbed.databases.ThrowawayPostgres``:
 ``initdb`` + ``pg_ctl`` on a free port, its own data directory, as user ``postgres`` when run as
 root) gets Airflow 3.3's real schema from
 ``airflow db migrate``; the rows are made in SQL with ``generate_series`` (dag runs first, for the
 foreign key), then ``VACUUM ANALYZE``. Then, through the product's own code path
-(:class:`store_metrics.inventory.Collector` on Airflow's engine):
+(``store_metrics.inventory.Collector`` on Airflow's engine):
 
 * **time per collection**: both aggregate queries and the top-N bounding, repeated, median/min/max,
   and each query's own time as the inventory measures it;
@@ -286,7 +286,7 @@ def _stats(values: list[float]) -> Stats:
 def measure(repeat: int) -> Measured:
     """Collections through the product's path, EXPLAIN ANALYZE, and the full-read contrast.
 
-    Run in a fresh interpreter (:func:`_measure_in_child`) whose environment names the database:
+    Run in a fresh interpreter (``_measure_in_child``) whose environment names the database:
     Airflow reads its settings once, and the process that runs every section has imported it long
     before, pointed at another database.
     """

@@ -3,10 +3,10 @@
 A real ``airflow api-server`` (uvicorn, ``--workers 2``; the plugin's root middleware and stall
 monitor loaded from the installed entry point) on a throw-away PostgreSQL (SQLite when no
 PostgreSQL can be started here), driven over HTTP by a real asynchronous load generator in its
-own process (:mod:`testbed.load_client`: ``httpx.AsyncClient``, one coroutine per client,
+own process (``testbed.load_client``: ``httpx.AsyncClient``, one coroutine per client,
 closed loop) with valid Execution API tokens for real task instances of a real DAG run
-(:mod:`testbed.load_setup`). Each client owns one task instance and one asset, and repeats a
-fixed mix (:func:`testbed.load_client.mix`): task and asset store PUT of 0.4 KB and 59 KB
+(``testbed.load_setup``). Each client owns one task instance and one asset, and repeats a
+fixed mix (``testbed.load_client.mix``): task and asset store PUT of 0.4 KB and 59 KB
 values, GET found and absent, DELETE, and every eighth cycle a 689 KB PUT and GET and a clear of
 both stores (the async-routes proposal's value sizes).
 
@@ -26,12 +26,12 @@ both stores (the async-routes proposal's value sizes).
   never answers (a third server with ``backend = otel``, OTLP/HTTP to a receiver in this process
   that decodes every export). Throughput and latency per phase, store-metrics' warning and error
   lines in the server log, and the counts delivered once everything has settled.
-* **A worker killed, interleaved** (:func:`kill_blocks`): one API server worker SIGKILLed under
+* **A worker killed, interleaved** (``kill_blocks``): one API server worker SIGKILLed under
   load (uvicorn's supervisor starts a new one), in ``kill_rounds`` rounds of three blocks: on the
   *on* server, on the *off* server, and on the *off* server again (the A/A arm: what two identical
   arms of this run differ by). The order rotates each round; each block waits for the successor
   and warms the server up again. Throughput during / before per block, when the successor was up,
-  and the plugin's own set-up in a fresh worker process (:func:`plugin_setup_ms`).
+  and the plugin's own set-up in a fresh worker process (``plugin_setup_ms``).
 
 Run with ``python -m benchmarks --only load`` (about 20 min; ``--quick``: about 2 min).
 """
@@ -759,7 +759,7 @@ print((time.perf_counter() - t0) * 1000.0)
 
 
 def plugin_setup_ms(dep: Deployment, tries: int) -> list[float]:
-    """:data:`_SETUP_PROBE` in a fresh process with the *on* server's settings, ``tries`` times."""
+    """``_SETUP_PROBE`` in a fresh process with the *on* server's settings, ``tries`` times."""
     out = []
     for _ in range(tries):
         proc = subprocess.run(

@@ -45,7 +45,7 @@ JWT_SECRET = "store-metrics-load-benchmark-" + "k" * 35
 
 
 def prepare_clients(home: AirflowHome, clients: int) -> tuple[list[dict[str, str]], float]:
-    """db migrate, the DAG, reserialize, trigger, tokens (one subprocess: :mod:`testbed.load_setup`):
+    """db migrate, the DAG, reserialize, trigger, tokens (one subprocess: ``testbed.load_setup``):
     one task instance, asset and token per client, and the seconds it took."""
     out = home.path / "clients.json"
     home.path.mkdir(parents=True, exist_ok=True)
@@ -223,7 +223,7 @@ _SLOT_FILE = re.compile(r"/slot-([0-9]+)\.lock$")
 
 def worker_label(pid: int) -> str:
     """The ``worker`` tag of the worker ``pid``: ``<host>-<slot>`` of the slot file it holds
-    locked (:mod:`store_metrics.api_server.worker_slot`), or ``<host>-p<pid>`` without one."""
+    locked (``store_metrics.api_server.worker_slot``), or ``<host>-p<pid>`` without one."""
     from store_metrics.api_server.worker_slot import host
 
     try:
@@ -275,8 +275,8 @@ class DogStatsdReceiver:
     """The API server's DogStatsD lines, tallied as they arrive on a UDP socket of 127.0.0.1.
 
     Keeps the request counts by (store, operation, outcome) and by worker, the largest
-    ``event_loop.stall.max`` and the long stalls. :meth:`close` closes the socket (the port is then
-    closed: the kernel answers datagrams to it with ICMP port unreachable); :meth:`reopen` binds the
+    ``event_loop.stall.max`` and the long stalls. ``close`` closes the socket (the port is then
+    closed: the kernel answers datagrams to it with ICMP port unreachable); ``reopen`` binds the
     same port again.
     """
 
@@ -340,7 +340,7 @@ class DogStatsdReceiver:
         self._last_line[worker] = now
 
     def flushes_of(self, worker: str) -> list[float]:
-        """When each flush of the worker tagged ``worker`` (:meth:`ApiServer.worker_label`) began to
+        """When each flush of the worker tagged ``worker`` (``ApiServer.worker_label``) began to
         arrive, oldest first (a killed worker's successor has the same tag: its flushes come later)."""
         with self.lock:
             return sorted(self.flushes.get(worker, []))

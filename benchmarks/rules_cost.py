@@ -1,19 +1,19 @@
 """What one evaluation of the recording group costs at 150,000 input series, in one Prometheus
 (the newest pin) over the same hour, beside the cheapest rule of the same shape.
 
-The input is 5,000 DAGs of :mod:`benchmarks.scale`'s deployment (10 tasks, three counters each:
+The input is 5,000 DAGs of ``benchmarks.scale``'s deployment (10 tasks, three counters each:
 150,000 series, one target, job ``store-metrics-statsd-exporter``), every series carrying the task
-side's tags. An hour of 15 s samples is filled first the way :mod:`benchmarks.scale_prometheus` does
+side's tags. An hour of 15 s samples is filled first the way ``benchmarks.scale_prometheus`` does
 (a replay answering each scrape with the next samples of the history, ``honor_timestamps``), then
 Prometheus scrapes every 15 s as shipped.
 
 Prometheus loads two rule files: the exported ``rules.yml`` (its recording group
 ``store-metrics.rules``: per counter, three instant reads, ``last_over_time(...[counter_lookback])``
 and ``max_over_time(up[counter_lookback])``) and a floor group, ``store-metrics.rules.floor``
-(:func:`floor_rules`: per counter only its growth between the two reads, summed by the same labels,
+(``floor_rules``: per counter only its growth between the two reads, summed by the same labels,
 recording under names of its own): what any rule that reads every counter at two instants costs at
 least. Both run in the same process on the same samples. What each took is Prometheus' own
-``prometheus_rule_group_last_duration_seconds``, read after each of :data:`EVALUATIONS` evaluations
+``prometheus_rule_group_last_duration_seconds``, read after each of ``EVALUATIONS`` evaluations
 (after one to settle); the verdict is on the shipped group's slowest, the floor beside it (the two
 groups share the machine's cores with each other and the scrapes, as in a real Prometheus).
 """
@@ -94,7 +94,7 @@ FLOOR_RETRIES = "task:store_metrics_retries_floor:increase"
 
 
 def floor_rules(values: dict[str, str]) -> str:
-    """The floor group (:func:`_floor_counter_expr` per counter) for ``values``, as a rule file."""
+    """The floor group (``_floor_counter_expr`` per counter) for ``values``, as a rule file."""
     lines = [f"groups:\n- name: {FLOOR_GROUP}\n  interval: {values['rule_interval']}\n  rules:"]
     for metric in catalogue.recorded_counters():
         assert metric.recording is not None

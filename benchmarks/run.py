@@ -8,8 +8,8 @@
 
 Run it from the repository root (child processes are started with ``-m benchmarks.<module>``).
 Progress goes to stderr, the page (Markdown) to stdout. The page is only ever written here, whole,
-from the results file (:func:`benchmarks.report.page.render`), so its sections are in the order of
-:data:`benchmarks.sections.SECTIONS`.
+from the results file (``benchmarks.report.page.render``), so its sections are in the order of
+``benchmarks.sections.SECTIONS``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """The large deployment the scale sections measure, and the peers' processes they start.
 
-A deployment of ``dags`` DAGs of :data:`TASKS` tasks each, every task calling its task state store
-three ways (:data:`OUTCOMES`: ``get`` of a stored key, ``set``, ``delete``): three counter series per
+A deployment of ``dags`` DAGs of ``TASKS`` tasks each, every task calling its task state store
+three ways (``OUTCOMES``: ``get`` of a stored key, ``set``, ``delete``): three counter series per
 task, ``30 x dags`` in all (150,000 at 5,000 DAGs). Every series carries the task side's tags
 (``dag_id``, ``task_id``, ``run_type="scheduled"``, ``operator="_PythonDecoratedOperator"``, what an
 ``@task`` reports), in the order and with the names the product gives them: the StatsD lines come
-from :mod:`store_metrics.backends.statsd_lines`, the code the ``statsd`` backend sends with.
+from ``store_metrics.backends.statsd_lines``, the code the ``statsd`` backend sends with.
 
-:class:`Peer` runs one of the real programs (:mod:`testbed.peers`) in a session of its own, stopped by
-its id; :func:`exported` writes the pipeline files with ``store-metrics export``, as a user does.
+``Peer`` runs one of the real programs (``testbed.peers``) in a session of its own, stopped by
+its id; ``exported`` writes the pipeline files with ``store-metrics export``, as a user does.
 """
 
 from __future__ import annotations

@@ -5,15 +5,15 @@ Prometheus path, docs/count-at-api-server.md): every worker keeps a cumulative s
 outcome and serves them on its own ``/metrics``, capped at ``max_series`` (its default) per process.
 
 A throwaway Airflow home (SQLite) holds the deployment's task instances and tokens
-(:mod:`benchmarks.scale_setup`). Two arms read the same figures at each size (cumulative):
+(``benchmarks.scale_setup``). Two arms read the same figures at each size (cumulative):
 
 * **real**: ``airflow api-server --workers 1`` with the plugin, and each task instance's three calls
-  over HTTP (:mod:`benchmarks.scale_client`): the worker's RSS, its ``/metrics`` (bytes, scrape time
+  over HTTP (``benchmarks.scale_client``): the worker's RSS, its ``/metrics`` (bytes, scrape time
   with gzip as Prometheus asks), how long a request to the same worker waits while a scrape runs
   (``/api/v2/monitor/health``, polled during the scrape), named and ``overflow`` series. At about
-  10 ms of CPU per request here, sizes stop at :data:`REAL_SIZES`.
+  10 ms of CPU per request here, sizes stop at ``REAL_SIZES``.
 * **probe**: the worker's counting stack over a stand-in for Airflow's routes
-  (:mod:`benchmarks.scale_api_probe`), up to 5,000 DAGs: where ``max_series`` bites, and what the
+  (``benchmarks.scale_api_probe``), up to 5,000 DAGs: where ``max_series`` bites, and what the
   user then sees.
 """
 

@@ -14,9 +14,9 @@ here, which is what makes 150,000 real requests take most of an hour), it leaves
 on the ASGI scope as Airflow's JWT dependency does (``scope["ti_token"]``, Airflow's own ``TIToken``)
 and answers as the route does (PUT 204, GET 200 with the value, DELETE 204).
 
-At each size (cumulative, DAG by DAG as in :mod:`benchmarks.scale_setup`'s tokens file) it reads:
+At each size (cumulative, DAG by DAG as in ``benchmarks.scale_setup``'s tokens file) it reads:
 the process's RSS, the emitter's series, ``/metrics`` (bytes, the time a scrape takes, and how long
-the event loop could not run meanwhile: a 1 ms ticker on the loop, :mod:`testbed.ticker`), the
+the event loop could not run meanwhile: a 1 ms ticker on the loop, ``testbed.ticker``), the
 named and ``overflow`` series, and store-metrics' warnings (the ``max_series`` line).
 """
 

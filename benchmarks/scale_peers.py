@@ -1,14 +1,14 @@
 """11. Scale through the real peers: statsd_exporter, then Prometheus 3 and the exported rules.
 
-A deployment of 500 to 5,000 DAGs x 10 tasks x 3 calls (:mod:`benchmarks.scale`), through what
+A deployment of 500 to 5,000 DAGs x 10 tasks x 3 calls (``benchmarks.scale``), through what
 Airflow's Helm chart deploys and what reads it:
 
 * statsd_exporter at the chart's pinned version with the exported mappings, fed the deployment's
   exact StatsD lines over UDP at a bounded rate, growing DAG range by DAG range
-  (:func:`benchmarks.scale_statsd.grow`), and one flush of every series from the product's emitter
-  into a fresh exporter, with and without a larger socket buffer (:func:`benchmarks.scale_statsd.burst`);
+  (``benchmarks.scale_statsd.grow``), and one flush of every series from the product's emitter
+  into a fresh exporter, with and without a larger socket buffer (``benchmarks.scale_statsd.burst``);
 * Prometheus 3 (newest pin) scraping that exporter's output at each size with the exported rules,
-  the rules' hour filled first (:mod:`benchmarks.scale_prometheus`).
+  the rules' hour filled first (``benchmarks.scale_prometheus``).
 
 ``--quick``: 20 and 50 DAGs, rules exported with ``rule_interval=5s`` so the evaluations come
 quickly (a smoke run; its figures are not the shipped rules' cost).

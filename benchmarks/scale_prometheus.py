@@ -2,15 +2,15 @@
 
 What it scrapes is statsd_exporter's own ``/metrics`` at that size (job
 ``store-metrics-statsd-exporter``, as the shipped ``prometheus.yml`` names it), every series as the
-exporter wrote it, served again by :class:`Replay` with a timestamp on every sample. The recording
+exporter wrote it, served again by ``Replay`` with a timestamp on every sample. The recording
 rules read each counter over the last hour (``last_over_time(...[1h] offset 90s)``, export setting
 ``counter_lookback``), so what one evaluation costs depends on the samples an hour holds: 240 per
 series at the shipped 15 s scrape interval. Waiting an hour per size is not bounded enough for a
-benchmark, so the replay answers each scrape with the next :attr:`Replay.per_scrape` samples of an
+benchmark, so the replay answers each scrape with the next ``Replay.per_scrape`` samples of an
 hour-long history 15 s apart (Prometheus keeps a scrape's own timestamps: ``honor_timestamps``), until
 the history has caught up with the clock; then Prometheus is told (SIGHUP) to scrape every 15 s, as
 shipped, and the replay serves the samples of the current 15 s step. The hour is then what a steady
-deployment's is, and the run reads what each of the next :data:`EVALUATIONS` evaluations of every rule
+deployment's is, and the run reads what each of the next ``EVALUATIONS`` evaluations of every rule
 group took (``prometheus_rule_group_last_duration_seconds``), the TSDB head's series, Prometheus' RSS,
 and how many samples one series really held in the window (``count_over_time``).
 """
@@ -179,7 +179,7 @@ def _wait_for_evaluation(prometheus: Prometheus, after: float, timeout: float) -
 
 def evaluate(rules: Path, text: str, dags: int, work: Path, config_interval: float) -> Evaluated:
     """Prometheus over ``text`` (statsd_exporter's exposition at ``dags`` DAGs): fill the hour, then
-    read :data:`EVALUATIONS` evaluations of the rules. ``config_interval``: the recording group's
+    read ``EVALUATIONS`` evaluations of the rules. ``config_interval``: the recording group's
     interval (s), which bounds the wait for each evaluation."""
     series = dags * scale.SERIES_PER_DAG
     per_scrape = max(1, min(40, LINES_PER_SCRAPE // max(1, series)))

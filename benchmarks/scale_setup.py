@@ -3,7 +3,7 @@
     python -m benchmarks.scale_setup DAGS OUT.json
 
 Runs with the Airflow home's environment (SQLite metadata database, ``[api_auth] jwt_secret``). One
-DAG of :data:`benchmarks.scale.TASKS` ``@task`` tasks is made the way Airflow makes it: its file in
+DAG of ``benchmarks.scale.TASKS`` ``@task`` tasks is made the way Airflow makes it: its file in
 the DAGs folder, then Airflow's own ``db migrate``, ``dags reserialize`` and ``dags trigger`` (a real
 DAG run with its task instances, as the scheduler would leave them queued). Its ``dag_run`` row and
 task instance rows are then copied in SQL for the other ``DAGS - 1`` DAGs (new ``dag_id``, new task
@@ -12,7 +12,7 @@ triggering 5,000 DAGs one by one would take most of an hour on this machine, and
 attribution reads only ``task_instance`` and ``dag_run``.
 
 ``OUT.json``: ``[[task instance id, token], ...]``, DAG by DAG, a token per task instance from
-Airflow's :class:`~airflow.api_fastapi.auth.tokens.JWTGenerator` (``sub`` = the task instance id,
+Airflow's ``JWTGenerator`` (``sub`` = the task instance id,
 valid for two hours), as the scheduler's executors make them.
 """
 

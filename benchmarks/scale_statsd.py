@@ -2,13 +2,13 @@
 
 Two ways in, both on 127.0.0.1 with the exported mappings (``collector/statsd-mapping.yml``):
 
-* **paced** (:func:`grow`): the deployment's lines, packed into datagrams exactly as the ``statsd``
-  backend packs them (512 bytes), sent at a bounded rate of :data:`RATE` lines per second to one
+* **paced** (``grow``): the deployment's lines, packed into datagrams exactly as the ``statsd``
+  backend packs them (512 bytes), sent at a bounded rate of ``RATE`` lines per second to one
   exporter, DAG range after DAG range, measured after each size: what the exporter counted
   (``statsd_exporter_lines_total``), what it dropped itself (``statsd_exporter_udp_packet_drops_total``)
   and what the kernel dropped on its socket (``/proc/net/udp``), its RSS, its ``/metrics`` (bytes,
   and the time to fetch it with gzip, as Prometheus does);
-* **one flush** (:func:`burst`): every series of a size counted once on the product's own emitter with
+* **one flush** (``burst``): every series of a size counted once on the product's own emitter with
   the ``statsd`` backend, then one ``flush()``: what an API server worker with ``count_at =
   api_server`` and ``backend = statsd`` sends when every series moved in one flush interval, at the
   speed the product sends. To a fresh exporter with its default socket buffer, and with
@@ -132,7 +132,7 @@ def rmem_default() -> int:
 
 
 def _send_paced(port: int, payloads: list[bytes], lines_per_datagram: float) -> float:
-    """Send ``payloads`` to 127.0.0.1:``port`` at :data:`RATE` lines per second; the seconds it took."""
+    """Send ``payloads`` to 127.0.0.1:``port`` at ``RATE`` lines per second; the seconds it took."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         sock.connect(("127.0.0.1", port))

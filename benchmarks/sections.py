@@ -3,8 +3,8 @@
 Each line names the section (``--only NAME``, its key in ``benchmarks/results.json``), the function
 that measures it (``module:function``, called with ``quick: bool``, returning JSON-serialisable
 data) and the function that renders it (``module:function`` taking the whole results, returning a
-:class:`benchmarks.report.markdown.Rendered`). A section without a renderer of its own gets
-:func:`benchmarks.report.generic.render` (a table of its figures under ``title``); ``render=None``
+``benchmarks.report.markdown.Rendered``). A section without a renderer of its own gets
+``benchmarks.report.generic.render`` (a table of its figures under ``title``); ``render=None``
 means another section shows its figures (the round trip and callgrind, in section 1).
 ``plain_quick=False`` keeps a section out of a plain ``--quick`` (it takes a minute or more even
 then); ``--quick --only NAME`` runs it.

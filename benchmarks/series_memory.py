@@ -8,7 +8,7 @@ as the product does for that backend (``statsd`` and ``dogstatsd`` to a UDP port
 thread reads and discards; ``otel`` as an API server worker with ``otel_exporter = prometheus``, its
 scrape endpoint ``native`` or the OpenTelemetry SDK's exporter), makes SERIES task-side counter series
 (DAGs x 10 tasks x the ``write``, ``read_found`` and ``delete`` counters, as
-:mod:`benchmarks.exposition`), counts each once, then delivers them once (StatsD: one flush, paced, to
+``benchmarks.exposition``), counts each once, then delivers them once (StatsD: one flush, paced, to
 its end; otel: one scrape by ``curl``), and reads the process's RSS before the series were made and
 after, per series (``gc.collect()`` first).
 """
@@ -30,7 +30,7 @@ from .common import REPO_ROOT, log, rss_bytes, subprocess_env
 SERIES, QUICK_SERIES = 150_000, 15_000
 #: (backend, the scrape endpoint for otel): every backend the cap applies to, each as an API server
 #: worker runs it. (The OpenTelemetry SDK's own exporter, ``server_exposition = otel``, is measured
-#: beside the native endpoint in :mod:`benchmarks.exposition`: at 150,000 series on a loaded machine
+#: beside the native endpoint in ``benchmarks.exposition``: at 150,000 series on a loaded machine
 #: its collection outruns the SDK's own 10 s callback timeout.)
 ARMS: tuple[tuple[str, str], ...] = (
     ("statsd", ""),

@@ -3,7 +3,7 @@
 Three measurements:
 
 * **In process** (no network): an ASGI app that answers at once, driven directly; blocks of
-  requests through the bare app and through :class:`~store_metrics.api_server.StateStoreRouteMetrics`
+  requests through the bare app and through ``StateStoreRouteMetrics``
   (emitter with backend ``none``), interleaved, medians over rounds. What the middleware adds to a
   request that is not a state store request (one substring test), and to one that is.
 * **Over HTTP, the proposal's method** (the stall harness of apache/airflow#75381): a FastAPI app

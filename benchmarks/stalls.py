@@ -1,12 +1,12 @@
 """2. Event-loop stalls on the async accessors (``aget``, ``aset``), wrapped vs bare.
 
 The stall harness of apache/airflow#75381 (the async state store routes), applied to the accessor:
-a 1 ms ticker on the event loop (:mod:`testbed.ticker`) records its longest sleep while one request
+a 1 ms ticker on the event loop (``testbed.ticker``) records its longest sleep while one request
 is in flight (so an idle loop reads about 1 ms, and anything that holds the loop shows up on top).
 The store does real async I/O: each call is a JSON round trip over a loopback TCP connection to
 another process (``benchmarks.echo_server``), which echoes the stored value back on ``aget``, so
 the value's size matters both ways. Values are integer arrays of about 0.4 KB, 59 KB and 689 KB of
-JSON (:mod:`testbed.values`).
+JSON (``testbed.values``).
 
 Per case and round: one cold request per variant is dropped, then 10 warm requests per variant,
 interleaved request by request (bare, wrapped, bare again; the order rotates every round). The
@@ -34,7 +34,7 @@ VARIANTS: tuple[str, ...] = ("bare", "wrapped", "bare_aa")
 
 
 class AsyncSocketStore:
-    """An async store whose every call is a JSON round trip to :mod:`benchmarks.echo_server`."""
+    """An async store whose every call is a JSON round trip to ``benchmarks.echo_server``."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._reader = reader

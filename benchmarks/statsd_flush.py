@@ -2,20 +2,20 @@
 
 What an API server worker with ``count_at = api_server`` and ``backend = statsd`` sends when every
 series moved in one flush interval: 150,000 lines (5,000 DAGs x 10 tasks x 3 calls,
-:mod:`benchmarks.scale`), counted once each on the product's own emitter and handed over by one
+``benchmarks.scale``), counted once each on the product's own emitter and handed over by one
 ``flush()``, into a fresh statsd_exporter (the Airflow chart's pin, the exported mappings) on
 127.0.0.1. Arms, one fresh exporter per trial, interleaved:
 
 * **paced**: the default ``max_udp_rate``, statsd_exporter with ``--statsd.read-buffer`` at the
-  size the docs recommend (:data:`READ_BUFFER`, capped by the kernel's ``net.core.rmem_max``);
+  size the docs recommend (``READ_BUFFER``, capped by the kernel's ``net.core.rmem_max``);
 * **unpaced, one burst**: ``max_udp_rate = 0`` and every line formatted before the first is sent
-  (:data:`store_metrics.backends.line_backend.CHUNK` raised past the flush's size): what every release
+  (``store_metrics.backends.line_backend.CHUNK`` raised past the flush's size): what every release
   before the pace sent, the same buffer;
 * **paced, default buffer**: no ``--statsd.read-buffer``, to show what the buffer is for.
 
 Each trial: the lines statsd_exporter counted once a marker sent after the flush was counted (it
 reads its socket in order), its own and the kernel's drops, and how long the ``flush()`` took.
-Then the task's side (:func:`task_end`): the same 150,000 series flushed with the default
+Then the task's side (``task_end``): the same 150,000 series flushed with the default
 ``flush_timeout`` as a task's end does, to show the pace stops at that bound: how long the call
 took, what left by then, and that the rest arrived with the following background flushes
 (``flush_interval`` 5 s here), each series once; and the same call unpaced, in one burst, as

@@ -1,11 +1,11 @@
 """Traces: what a state store call costs with spans off (against the wrapper before traces) and on.
 
-Two questions, each answered by arms timed in the same run, interleaved as in :mod:`.percall`
+Two questions, each answered by arms timed in the same run, interleaved as in ``percall``
 (blocks of ``calls`` calls, the order rotating by round, the garbage collector off), around the
 same in-memory store and counting into the same emitter (``backend = none``):
 
 * **off**: today's wrapper (``counting/accessors.py`` as it was before traces, loaded from git at
-  :data:`BASELINE`) against this tree's wrapper without a tracer, and a second instance of the latter
+  ``BASELINE``) against this tree's wrapper without a tracer, and a second instance of the latter
   (the A/A arm). Reported: each arm's ns per call, the ratio off / today and the A/A ratio
   (medians over rounds of the ratio of two blocks timed in the same round).
 * **on**: this tree's wrapper with a tracer against the bare store inside a bare OpenTelemetry SDK
@@ -68,7 +68,7 @@ class Traces(TypedDict):
 
 
 def load_today() -> Any:
-    """``store_metrics.counting.accessors`` as it was at :data:`BASELINE`, as a module of its own."""
+    """``store_metrics.counting.accessors`` as it was at ``BASELINE``, as a module of its own."""
     source = subprocess.run(
         ["git", "-C", str(ROOT), "show", f"{BASELINE}:src/store_metrics/counting/accessors.py"],
         capture_output=True,

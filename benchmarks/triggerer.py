@@ -2,7 +2,7 @@
 
 A real Airflow triggerer (``airflow triggerer`` with ``airflow dag-processor`` to create its
 triggers, a throw-away ``AIRFLOW_HOME`` on SQLite) runs one asset watcher,
-:class:`benchmarks.triggerer_probe.StallProbeTrigger`. On the triggerer's own event loop a 1 ms
+``benchmarks.triggerer_probe.StallProbeTrigger``. On the triggerer's own event loop a 1 ms
 ticker records its longest sleep while one state store call is in flight (section 2's method, the
 stall harness of apache/airflow#75381): every call is a real round trip to the triggerer's
 supervisor process, the in-process Execution API and the database.

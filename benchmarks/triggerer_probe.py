@@ -1,8 +1,8 @@
-"""The trigger the triggerer benchmark runs in a real triggerer (:mod:`benchmarks.triggerer`).
+"""The trigger the triggerer benchmark runs in a real triggerer (``benchmarks.triggerer``).
 
 An asset watcher's trigger: Airflow's triggerer gives it its asset state store, runs it on its
 event loop, and every call is a real round trip to the triggerer's supervisor process and its
-database. On that loop a 1 ms ticker (:class:`testbed.ticker.Ticker`) records its longest sleep
+database. On that loop a 1 ms ticker (``testbed.ticker.Ticker``) records its longest sleep
 while one call is in flight. The calls go through the store the trigger was given (``wrapped``:
 instrumented when the plugin is on) and through the accessor inside it (``bare``, and ``bare_aa``
 again as the A/A control), interleaved call by call, the order rotating every round. With the

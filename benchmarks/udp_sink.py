@@ -1,6 +1,6 @@
 """A UDP sink in its own process: reads every datagram on 127.0.0.1 and counts lines.
 
-Run by :class:`benchmarks.common.UdpSink`. Being another process, its reading never competes
+Run by ``benchmarks.common.UdpSink``. Being another process, its reading never competes
 with the measured process for the GIL. Protocol on stdin/stdout: it prints its port first;
 then ``count`` answers ``<datagrams> <lines>``, ``reset`` zeroes both, EOF ends it.
 """

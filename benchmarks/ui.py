@@ -3,19 +3,19 @@
     python -m benchmarks.ui            # 1,000,000 task-store rows over 2,000 DAGs; prints JSON
     python -m benchmarks.ui --quick    # 20,000 rows over 40 DAGs, short windows; prints JSON
 
-:func:`measure` returns plain data (a dict, JSON-serialisable); nothing here renders Markdown.
+``measure`` returns plain data (a dict, JSON-serialisable); nothing here renders Markdown.
 
-The database is the inventory benchmark's (:mod:`benchmarks.inventory`): a throwaway PostgreSQL
+The database is the inventory benchmark's (``benchmarks.inventory``): a throwaway PostgreSQL
 with Airflow 3.3's schema from ``airflow db migrate`` and the same ``generate_series`` rows, plus
 asset references (each DAG's ``task_01`` has an outlet, ``task_02`` an inlet, every other DAG a
 schedule on an asset), so the statement's asset half has assets to find. Then:
 
-* **the tab's statement** (:func:`store_metrics.ui.reading.read_dag`, the product's own path:
+* **the tab's statement** (``store_metrics.ui.reading.read_dag``, the product's own path:
   Airflow's engine, a read-only transaction under ``SET LOCAL statement_timeout``) for a sample of
-  DAGs, twice: the time :meth:`Database.fetch` measures (statement and fetch) and the wall time of
+  DAGs, twice: the time ``Database.fetch`` measures (statement and fetch) and the wall time of
   the whole read; target: at most 100 ms at the median;
 * ``EXPLAIN (ANALYZE, BUFFERS)`` of that statement for one DAG: which index it uses;
-* the deployment page's reads (:func:`~store_metrics.ui.reading.read_deployment`, the whole table);
+* the deployment page's reads (``read_deployment``, the whole table);
 * **the API server**: ``airflow api-server`` (one worker) with ``[store_metrics] ui`` on and off,
   alternating: its processes' CPU time over an idle window with nobody looking (after one tab view,
   with ``ui`` on), and their threads; then, ``ui`` on, the CPU one tab view costs it, first read
@@ -61,7 +61,7 @@ FROM generate_series(2, %(dags)s, 2) d;
 
 
 def add_asset_references(pg: ThrowawayPostgres, dags: int) -> int:
-    """Each DAG uses two or three assets (asset ids are 1..dags, as :func:`fill` makes them)."""
+    """Each DAG uses two or three assets (asset ids are 1..dags, as ``fill`` makes them)."""
     conn = pg.connect()
     with conn, conn.cursor() as cur:
         cur.execute(_REFERENCES, {"dags": dags})
@@ -330,7 +330,7 @@ def measure(quick: bool = False) -> dict[str, Any]:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    """:func:`measure` in a fresh interpreter: Airflow reads which database it uses once per process,
+    """``measure`` in a fresh interpreter: Airflow reads which database it uses once per process,
     and the earlier sections of a full run have imported it already (with another database)."""
     with tempfile.TemporaryDirectory(prefix="store-metrics-bench-ui-") as tmp:
         out = Path(tmp) / "ui.json"

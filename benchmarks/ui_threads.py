@@ -6,7 +6,7 @@ uvicorn server in this process; the tab's Prometheus (``ui_prometheus_url``) is 
 accepts and never answers (``ui_timeout`` at its default, 5 s). Airflow's authentication is replaced by
 stand-ins of the same shape (an async user dependency, a synchronous per-DAG one) that let everyone in.
 
-Three measurements of the sync route's latency, sequential requests: idle; while :data:`TABS` tab
+Three measurements of the sync route's latency, sequential requests: idle; while ``TABS`` tab
 requests for the same DAG's calls are waiting (**now**: the app's own handlers); and the same while
 the tab is served **as before**: a ``def`` route calling the same sources synchronously, as the views'
 handlers did (on the shared pool, waiting on the cache's lock without a bound).

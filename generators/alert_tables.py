@@ -1,7 +1,7 @@
 """The tables of docs/alerts.md: the export settings, the alerts, the dashboard's panels.
 
 Each from what ships (the settings table, the exported rule files, the exported dashboard), so the
-page never drifts from it; :mod:`generators.docs` writes them into the page.
+page never drifts from it; ``generators.docs`` writes them into the page.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
     .venv/bin/python -m generators.docs           # rewrite the blocks
     .venv/bin/python -m generators.docs --check   # exit 1 if a block is out of date
 
-The blocks: the reference tables (:mod:`.reference_tables`: options, ``configure()`` arguments,
-metrics, the CLI, supported versions) and docs/alerts.md's (:mod:`.alert_tables`: export settings,
+The blocks: the reference tables (``reference_tables``: options, ``configure()`` arguments,
+metrics, the CLI, supported versions) and docs/alerts.md's (``alert_tables``: export settings,
 alerts, dashboard panels). ``tests/docs/test_docs.py`` checks every block is current and each sits
 on its page once.
 """

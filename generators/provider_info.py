@@ -3,12 +3,12 @@ about the package, its config section and its plugin, from the option table (dev
 ``python -m generators.provider_info``; tests/airflow/test_provider.py checks the shipped file is current).
 
 The ``apache_airflow_provider`` entry point (pyproject.toml) names
-:func:`store_metrics.integration.provider_info.get_provider_info`, which reads the shipped file,
+``store_metrics.integration.provider_info.get_provider_info``, which reads the shipped file,
 the way Airflow's own providers (OpenLineage, for one) declare themselves; Airflow reads it in every
 process it starts, so the wheel ships the result, not the building. From it, ``airflow
 providers list`` lists the package, and ``airflow config list`` / ``airflow config get-value
 store_metrics <option>`` know the ``[store_metrics]`` section: every option of
-:data:`store_metrics.config.options.CONFIG_OPTIONS` with its type, default, description and example.
+``store_metrics.config.options.CONFIG_OPTIONS`` with its type, default, description and example.
 
 The plugin is named in the description, not under ``plugins``: it loads through the
 ``airflow.plugins`` entry point in every Airflow process, whatever ``[core]
@@ -18,7 +18,7 @@ registered, skipping" as a plugin import error.
 
 Options whose value falls back to Airflow's ``[metrics]`` section (``host``, ``port``,
 ``prefix``) are declared with an empty default: an empty value is "not set" to
-:mod:`store_metrics.config.reader`, which then reads ``[metrics]``, as it does without this entry point.
+``store_metrics.config.reader``, which then reads ``[metrics]``, as it does without this entry point.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def config_section() -> dict[str, Any]:
 
 def build() -> dict[str, Any]:
     """The provider info, without the version (added by
-    :func:`store_metrics.integration.provider_info.get_provider_info`)."""
+    ``store_metrics.integration.provider_info.get_provider_info``)."""
     return {
         "package-name": PACKAGE,
         "name": "store-metrics",

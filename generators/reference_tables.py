@@ -2,7 +2,7 @@
 
 The ``[store_metrics]`` options and the ``configure()`` arguments (the option table), the metrics
 (the catalogue), the ``store-metrics`` command (its parser), and the supported versions
-(``pyproject.toml``, the tested releases, the dashboard). :mod:`generators.docs` writes them into
+(``pyproject.toml``, the tested releases, the dashboard). ``generators.docs`` writes them into
 the pages.
 """
 
@@ -60,7 +60,7 @@ def _buckets(metric: object) -> str:
 
 
 def server_table() -> str:
-    """The API server's metrics: :data:`store_metrics.catalogue.SERVER_METRICS`."""
+    """The API server's metrics: ``store_metrics.catalogue.SERVER_METRICS``."""
     from store_metrics import catalogue
 
     rows = ["| metric | Prometheus series | kind, buckets | tags | description |", "|---|---|---|---|---|"]

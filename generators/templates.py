@@ -22,7 +22,7 @@ def _monitor(name: str) -> Callable[[str], str]:
     return lambda prefix: datadog_monitors.render(name, prefix)
 
 
-#: Template name (relative to :data:`TEMPLATES`) -> builder (prefix -> file text).
+#: Template name (relative to ``TEMPLATES``) -> builder (prefix -> file text).
 GENERATED: dict[str, Callable[[str], str]] = {
     "dashboards/store-metrics.json": grafana_dashboard.render,
     "datadog/dashboard.json": datadog_dashboard.render,

@@ -1,13 +1,13 @@
 """Turn a generated file into a template: every catalogue name becomes its ``@token@``.
 
-The generators build their files for :data:`SENTINEL`, a prefix no other text contains, so each
+The generators build their files for ``SENTINEL``, a prefix no other text contains, so each
 metric name in the output is found exactly (no guessing which ``airflow`` is a prefix) and
-replaced by the token :mod:`store_metrics.shipped.templating` fills in for any prefix:
+replaced by the token ``store_metrics.shipped.templating`` fills in for any prefix:
 ``@<metric>@`` for the Prometheus series name, ``@full:<metric>@`` for the dotted name, and
-``@record:<base name>@`` for a recorded series (:func:`record`: its name carries the prefix).
+``@record:<base name>@`` for a recorded series (``record``: its name carries the prefix).
 
-An export setting (:mod:`store_metrics.shipped.settings`) is written ``@name@`` inside a string
-(:func:`setting`), and as a bare JSON value with :class:`Value` and :func:`dumps`: the template is
+An export setting (``store_metrics.shipped.settings``) is written ``@name@`` inside a string
+(``setting``), and as a bare JSON value with ``Value`` and ``dumps``: the template is
 then JSON once filled in.
 """
 
@@ -30,7 +30,7 @@ _RECORDED = re.compile(rf"\b([a-z_]+):{SENTINEL}_(store_metrics_[a-z0-9_]+):([a-
 
 def record(base: str) -> str:
     """The recorded series ``base`` (its empty-prefix name) as the generators write it: for the
-    sentinel prefix, which :func:`tokenize` turns into its ``@record:...@`` token."""
+    sentinel prefix, which ``tokenize`` turns into its ``@record:...@`` token."""
     return records.name(base, SENTINEL)
 
 
@@ -43,7 +43,7 @@ def _names() -> dict[str, str]:
 
 
 def tokenize(text: str) -> str:
-    """``text`` with every catalogue name for :data:`SENTINEL` replaced by its token.
+    """``text`` with every catalogue name for ``SENTINEL`` replaced by its token.
 
     Longest names first, so a name that begins another (a histogram's base name and its
     ``_bucket`` series aside, which keep their suffix after the token) is never cut short.
@@ -88,6 +88,6 @@ _BARE = re.compile(r'"\\u0000([a-z0-9_]+)\\u0000"')
 
 
 def dumps(document: Any) -> str:
-    """``document`` as the JSON files are written (indent 2, a final newline), each :class:`Value`
+    """``document`` as the JSON files are written (indent 2, a final newline), each ``Value``
     as its bare token."""
     return _BARE.sub(r"@\1@", json.dumps(document, indent=2)) + "\n"

@@ -1,7 +1,7 @@
 """``scripts/screenshots``: the State store tab (light and dark) and page, as docs/ui-*.png.
 
-The deployment of the UI tests (:mod:`support.ui`: the DAGs run once, the API server counts their
-calls, Prometheus scrapes them), then Debian's Chromium (:mod:`support.browser`) logs in as
+The deployment of the UI tests (``support.ui``: the DAGs run once, the API server counts their
+calls, Prometheus scrapes them), then Debian's Chromium (``support.browser``) logs in as
 ``admin`` through Airflow's login page and takes each picture of the whole window, Airflow's UI
 around the framed page. Everything it starts is stopped at the end.
 """

@@ -1,10 +1,10 @@
 """A real, throwaway Airflow installation: a temporary ``AIRFLOW_HOME``, its database, DAG files.
 
-Each command runs in a fresh process with its own environment (:meth:`AirflowHome.env`), so
+Each command runs in a fresh process with its own environment (``AirflowHome.env``), so
 every test and benchmark picks its own ``[store_metrics]`` configuration the way a deployment
 does: environment variables. The metadata database is SQLite in the home unless a URL is given
-(a throwaway PostgreSQL or MariaDB: :mod:`testbed.databases`). :meth:`AirflowHome.run` runs DAG
-files with ``dag.test()`` (:mod:`testbed.dag_runner`); :func:`make_home` makes one with the
+(a throwaway PostgreSQL or MariaDB: ``testbed.databases``). ``AirflowHome.run`` runs DAG
+files with ``dag.test()`` (``testbed.dag_runner``); ``make_home`` makes one with the
 scenario DAGs: the upstream proposal's examples (shipped in the package) and ``testbed/dags/``.
 """
 

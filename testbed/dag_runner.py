@@ -1,6 +1,6 @@
 """Runs DAG files with dag.test() in a fresh process, as a user's test suite would.
 
-:meth:`testbed.airflow.AirflowHome.run` starts it; the caller chooses the configuration through
+``testbed.airflow.AirflowHome.run`` starts it; the caller chooses the configuration through
 environment variables, so every run reads [store_metrics] exactly as a task process would.
 
     python -m testbed.dag_runner RESULT.json DAG_FILE [DAG_FILE ...]

@@ -1,8 +1,8 @@
 """Throwaway database servers: a temporary directory of their own, a free port, removed on close.
 
-* :class:`ThrowawayPostgres` (Debian's ``postgresql``: ``initdb`` + ``pg_ctl``) serves the
+* ``ThrowawayPostgres`` (Debian's ``postgresql``: ``initdb`` + ``pg_ctl``) serves the
   inventory tests, the UI's, and the inventory, load and UI benchmarks' Airflow;
-* :class:`ThrowawayMariaDB` (Debian's ``mariadb-server``: ``mariadb-install-db`` + ``mariadbd``)
+* ``ThrowawayMariaDB`` (Debian's ``mariadb-server``: ``mariadb-install-db`` + ``mariadbd``)
   serves the inventory's MySQL-dialect test. MySQL itself is not packaged for Debian 12; MariaDB
   speaks the dialect SQLAlchemy's ``mysql`` dialect emits, so the inventory reaches it through a
   plain ``mysql+mysqldb://`` (or ``mysql+pymysql://``) URL, exactly as it reaches a MySQL server.
@@ -10,7 +10,7 @@
   (``--no-defaults``: nothing of /etc/mysql is read), and has database ``airflow`` (utf8mb4) and
   user ``airflow`` (no password). As root it runs as the ``mysql`` user, as Debian's service does.
 
-Both wait (bounded) until they accept connections; :meth:`ThrowawayServer.close` stops a server and
+Both wait (bounded) until they accept connections; ``ThrowawayServer.close`` stops a server and
 removes everything.
 """
 
@@ -44,7 +44,7 @@ def _pg_bin(name: str) -> str | None:
 class ThrowawayServer:
     """A database server of its own: a temporary directory (data and log), a free port.
 
-    Subclasses start and :meth:`stop` it; :meth:`close` stops it and removes everything.
+    Subclasses start and ``stop`` it; ``close`` stops it and removes everything.
     """
 
     def __init__(self, name: str) -> None:
@@ -72,7 +72,7 @@ class ThrowawayPostgres(ThrowawayServer):
     """A PostgreSQL server in a temporary directory on a free port; user ``airflow``, database ``airflow``.
 
     ``initdb`` and ``postgres`` refuse to run as root: as root they run as the ``postgres`` user
-    (``runuser``). :meth:`stop` and :meth:`start` keep the data, :meth:`close` removes it.
+    (``runuser``). ``stop`` and ``start`` keep the data, ``close`` removes it.
     """
 
     def __init__(self) -> None:

@@ -30,8 +30,8 @@ def read_until_stopped(stop: threading.Event, read: Callable[[], T], keep: Calla
 class HttpPostSink:
     """A real HTTP server on 127.0.0.1 (``port``, or a free one) that answers every POST with 200.
 
-    Each body (gunzipped when sent with ``Content-Encoding: gzip``) goes to :meth:`take` with its
-    path; ``posts`` and ``bytes`` count what arrived. :meth:`close` and :meth:`reopen` take the
+    Each body (gunzipped when sent with ``Content-Encoding: gzip``) goes to ``take`` with its
+    path; ``posts`` and ``bytes`` count what arrived. ``close`` and ``reopen`` take the
     port down and bring it back (the same port: a sender's endpoint does not change).
     """
 

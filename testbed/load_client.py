@@ -2,9 +2,9 @@
 
     python -m testbed.load_client PLAN.json RESULT.json
 
-``PLAN.json`` (written by :mod:`benchmarks.load`): the Execution API's base URL, one client per
+``PLAN.json`` (written by ``benchmarks.load``): the Execution API's base URL, one client per
 entry of ``clients`` (a task instance id, its Execution API token, an asset name), the fixed
-request mix (:func:`mix`), the value sizes, ``warmup`` and ``seconds``. Each client is one
+request mix (``mix``), the value sizes, ``warmup`` and ``seconds``. Each client is one
 coroutine that sends its next request when the previous one has been answered (fixed
 concurrency); all share one ``AsyncClient`` whose pool holds one connection per client.
 

@@ -6,13 +6,13 @@
 Runs with the deployment's environment (``AIRFLOW_HOME``, ``[api_auth] jwt_secret``, DAGs folder),
 one Airflow import for every step:
 
-* ``prepare`` writes :data:`DAG_ID` (``N`` no-op tasks ``client_<i>``, each with the asset
+* ``prepare`` writes ``DAG_ID`` (``N`` no-op tasks ``client_<i>``, each with the asset
   ``store_metrics_load_<i>`` as outlet) into the DAGs folder, then runs Airflow's own CLI commands
   in this process: ``db migrate``, ``dags reserialize`` (the DAG, its tasks and its assets in the
   database, assets active) and ``dags trigger`` (a real DAG run with its task instances, as the
   core API's trigger makes them; nothing needs to run them).
 * Both write, for each task instance of the run, its id, its asset and an Execution API token
-  for it: Airflow's :class:`~airflow.api_fastapi.auth.tokens.JWTGenerator` with the configured
+  for it: Airflow's ``JWTGenerator`` with the configured
   signing key, audience and issuer, exactly as the scheduler's executors and the API server make
   them (``sub`` = the task instance id; no ``scope`` claim, so ``execution``, the scope a task's
   supervisor holds while it runs). Valid for ``--valid-for`` seconds (default one hour), so the

@@ -1,9 +1,9 @@
 """A real OTLP/HTTP endpoint on 127.0.0.1 that decodes what the OpenTelemetry exporters send.
 
-:class:`OtlpReceiver` keeps every request: metrics (any path but ``/v1/traces``) and traces
-(``/v1/traces``). :meth:`OtlpReceiver.points` flattens the metrics into one :class:`OtlpPoint` per
-sum data point, :meth:`OtlpReceiver.spans` the traces into one :class:`OtlpSpan` per span. An
-endpoint that hangs is :class:`testbed.endpoints.SilentTcpServer`.
+``OtlpReceiver`` keeps every request: metrics (any path but ``/v1/traces``) and traces
+(``/v1/traces``). ``OtlpReceiver.points`` flattens the metrics into one ``OtlpPoint`` per
+sum data point, ``OtlpReceiver.spans`` the traces into one ``OtlpSpan`` per span. An
+endpoint that hangs is ``testbed.endpoints.SilentTcpServer``.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _value(value: Any) -> Any:
 
 class OtlpReceiver(HttpPostSink):
     """A real OTLP/HTTP metrics endpoint on 127.0.0.1 (``port``, or a free one) that keeps every
-    decoded request; :meth:`close` and :meth:`reopen` take the same port down and back up."""
+    decoded request; ``close`` and ``reopen`` take the same port down and back up."""
 
     def __init__(self, port: int = 0) -> None:
         self.requests: list[ExportMetricsServiceRequest] = []

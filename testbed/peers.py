@@ -6,7 +6,7 @@ docs/scaling-out.md) are not packaged where the tests run, and their code may no
 here; nor are the two checkers the exported Kubernetes manifests are judged by (Kubernetes' Pod
 Security evaluator, through ``testbed/podsecurity/main.go``, and kube-score). This module holds, in one place:
 
-* the pin table (:data:`PINS`): each peer's Go module, version and the reason for that version,
+* the pin table (``PINS``): each peer's Go module, version and the reason for that version,
   with the roles the tests ask for (``chart``, ``minimum``, ``lts``, ``newest``, ``current``);
 * the builder: a small ``go.mod`` of our own, written at build time in a temporary directory, that
   requires the pinned module (``go install module@version`` refuses modules whose ``go.mod`` has
@@ -16,10 +16,10 @@ Security evaluator, through ``testbed/podsecurity/main.go``, and kube-score). Th
   the Collector, its own builder (ocb) from ``testbed/otelcol-builder.yaml``;
 * the cache, outside the repository: ``$STORE_METRICS_PEERS`` or ``~/.cache/store-metrics/peers``,
   one ``<peer>-<version>/`` per pin with ``bin/`` and a ``stamp.json``; a warm run only checks it;
-* the locator the tests and benchmarks use: ``binary("promtool", "lts")`` -> :class:`~pathlib.Path`,
-  raising :class:`PeerMissing` (naming ``scripts/setup dev``) when a pin is not built; while a build
-  on this machine still has the pin to make, it waits for it (:func:`wait_for_build`): on a cold
-  machine ``scripts/test`` starts the tests beside the build, in :data:`BUILD_ORDER`, and runs the
+* the locator the tests and benchmarks use: ``binary("promtool", "lts")`` -> ``Path``,
+  raising ``PeerMissing`` (naming ``scripts/setup dev``) when a pin is not built; while a build
+  on this machine still has the pin to make, it waits for it (``wait_for_build``): on a cold
+  machine ``scripts/test`` starts the tests beside the build, in ``BUILD_ORDER``, and runs the
   peer tests last (``tests/support/peer_order.py``).
 
 What differs from the projects' release builds: no web UI assets (Prometheus is built without its
@@ -94,7 +94,7 @@ class Pin:
     the module's zip does not ship (built UI assets): the build copies the module and puts a
     placeholder page there. ``module_versions`` (ocb only) pairs a component module with the version
     the manifest takes for it instead of the release (one the module proxy does not serve at the
-    release), or with ``""``: the distribution is built without that component (:func:`omitted`).
+    release), or with ``""``: the distribution is built without that component (``omitted``).
     """
 
     peer: str
@@ -387,7 +387,7 @@ def pin_for(peer: str, role: str) -> Pin:
 def binary(program: str, role: str) -> Path:
     """Path of ``program`` (e.g. ``promtool``) in the pin of its peer that plays ``role``.
 
-    Raises :class:`PeerMissing` when that pin is not built, saying how to build it.
+    Raises ``PeerMissing`` when that pin is not built, saying how to build it.
     """
     if program not in PROGRAMS:
         raise ValueError(f"unknown program {program!r}; known: {', '.join(sorted(PROGRAMS))}")
@@ -475,7 +475,7 @@ def _alive(pid: int) -> bool:
 
 @contextlib.contextmanager
 def _announced(pins: Sequence[Pin]) -> Iterator[None]:
-    """Say, while ``pins`` are being built, that this process builds them (see :func:`running_build`)."""
+    """Say, while ``pins`` are being built, that this process builds them (see ``running_build``)."""
     locks = cache_root() / ".locks"
     locks.mkdir(parents=True, exist_ok=True)
     listing = locks / f"build-{os.getpid()}.json"
@@ -490,7 +490,7 @@ def _announced(pins: Sequence[Pin]) -> Iterator[None]:
 
 
 def build_order(pins: Sequence[Pin]) -> list[Pin]:
-    """``pins`` in :data:`BUILD_ORDER` (those it does not name last, in their own order)."""
+    """``pins`` in ``BUILD_ORDER`` (those it does not name last, in their own order)."""
     rank = {key: index for index, key in enumerate(BUILD_ORDER)}
     return sorted(pins, key=lambda pin: rank.get(pin.key, len(rank)))
 
@@ -539,7 +539,7 @@ class GoWork:
 
     def run(self, *cmd: str) -> str:
         """Run a build command at low priority (the machine is shared), its stderr appended to
-        the log; return its stdout; raise :class:`PeerBuildError` with the log's tail on failure."""
+        the log; return its stdout; raise ``PeerBuildError`` with the log's tail on failure."""
         nice = ["nice", "-n", "10"] if shutil.which("nice") else []
         with self.log.open("a") as out:
             out.write(f"$ {' '.join(cmd)}\n")

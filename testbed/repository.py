@@ -2,7 +2,7 @@
 
 Tests and benchmarks run from the repository root with it on ``sys.path`` (pytest's
 ``pythonpath``, ``python -m benchmarks``); a process they start (an Airflow component, a probe, a
-feeder) gets the same through :func:`python_path`, never by editing ``sys.path`` itself.
+feeder) gets the same through ``python_path``, never by editing ``sys.path`` itself.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable
 
 
 class Ticker:
-    """Sleeps 1 ms in a loop on the event loop and keeps the longest sleep since :meth:`reset`."""
+    """Sleeps 1 ms in a loop on the event loop and keeps the longest sleep since ``reset``."""
 
     def __init__(self) -> None:
         self.longest = 0.0
@@ -51,7 +51,7 @@ class Ticker:
 
 @contextlib.asynccontextmanager
 async def ticking() -> AsyncIterator[Ticker]:
-    """A :class:`Ticker` running on the current event loop, stopped on the way out."""
+    """A ``Ticker`` running on the current event loop, stopped on the way out."""
     ticker = Ticker()
     tick_task = asyncio.create_task(ticker.run())
     try:

@@ -59,7 +59,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Exported:
 @pytest.fixture(scope="session")
 def e2e_export(exported: Exported) -> Path:
     """The export the Prometheus end-to-end tests load: rules recorded every second
-    (:data:`support.e2e.E2E_SETTINGS`)."""
+    (``support.e2e.E2E_SETTINGS``)."""
     return exported(**E2E_SETTINGS)
 
 

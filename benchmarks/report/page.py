@@ -2,7 +2,7 @@
 
 Head (how to re-make it), the verdict table (every section's, in page order, with the one rule
 stated), "Why" notes derived from the same figures, the environment and each section's run, then
-the sections in the order of :data:`benchmarks.sections.SECTIONS`.
+the sections in the order of ``benchmarks.sections.SECTIONS``.
 """
 
 from __future__ import annotations

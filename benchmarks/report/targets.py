@@ -1,6 +1,6 @@
 """Every target the page judges, and the one rule for a verdict.
 
-The rule (:func:`judge`), used by every section: a figure that meets its target as written is
+The rule (``judge``), used by every section: a figure that meets its target as written is
 **met**; one that does not is **not resolved** when this run cannot tell the effect from the
 machine -- the A/A spread measured in the same run (the same statistic between two identical arms)
 is at least as large as the gap between the arms, or the 95% interval of the figure reaches the
@@ -60,7 +60,7 @@ def judge(
 
 
 def judge_ratio(ratio: float, met: bool, spread: float) -> Verdict:
-    """:func:`judge` for a ratio of two arms (1 = no difference) against the largest ratio between
+    """``judge`` for a ratio of two arms (1 = no difference) against the largest ratio between
     two identical blocks of the same run (``spread`` >= 1)."""
     return judge(met, gap=1.0 - ratio, noise=spread - 1.0)
 

@@ -6,10 +6,10 @@ so every query here is ``sum:<metric>{<filters>} by {<tags>}.as_count()``: calls
 (timeseries) or in the selected range (``aggregator: sum``, scalar widgets), never a per-process
 series.
 
-* :mod:`.queries`: scopes, metric queries and formula requests, from the catalogue;
-* :mod:`.dashboard`: ``dashboard.json``, the same questions as the Grafana dashboard, with template
+* ``queries``: scopes, metric queries and formula requests, from the catalogue;
+* ``dashboard``: ``dashboard.json``, the same questions as the Grafana dashboard, with template
   variables for the environment, ``team_name``, ``dag_id``, ``task_id``, ``operator`` and ``run_type``;
-* :mod:`.monitors`: ``monitors/*.json``, one monitor per Prometheus alert, its twin (the same
+* ``monitors``: ``monitors/*.json``, one monitor per Prometheus alert, its twin (the same
   thresholds, from the same export settings).
 
 Both are the JSON bodies of Datadog's API (``POST /api/v1/dashboard``, ``POST /api/v1/monitor``);

@@ -1,7 +1,7 @@
 """Datadog metric queries and formula requests over the state store counters, from the catalogue.
 
-A request is a set of :class:`Formula` (a sum of counters, optionally divided by another sum);
-:func:`request` gives every counter it uses one metric query (``query1``, ``query2``, ...) and
+A request is a set of ``Formula`` (a sum of counters, optionally divided by another sum);
+``request`` gives every counter it uses one metric query (``query1``, ``query2``, ...) and
 writes the formulas over their names. Every query carries the dashboard's template variables (the
 environment, then ``{$team_name,$dag_id,$task_id,$operator,$run_type}``), plus any exact tag a
 widget always applies (``run_type:asset_watcher``); a query grouped by DAG leaves the asset

@@ -1,12 +1,12 @@
 """The Grafana dashboard, built at development time and shipped as a template.
 
-* :mod:`.queries`: the query specs (:class:`~.queries.Measure`, :class:`~.queries.Ratio`,
-  :class:`~.queries.TopK`, :class:`~.queries.Server`, :class:`~.queries.Footprint`) and the panel model;
-* :mod:`.rows`: the task side's rows, one builder per row, and the collapsed Triggers row (asset
+* ``queries``: the query specs (``Measure``, ``Ratio``,
+  ``TopK``, ``Server``, ``Footprint``) and the panel model;
+* ``rows``: the task side's rows, one builder per row, and the collapsed Triggers row (asset
   watchers, ``run_type="asset_watcher"``);
-* :mod:`.footprint_row`: the collapsed Footprint row (``store-metrics inventory``'s recorded gauges);
-* :mod:`.server_row`: the collapsed API server row;
-* :mod:`.dashboard`: variables, layout and JSON (``store-metrics.json``).
+* ``footprint_row``: the collapsed Footprint row (``store-metrics inventory``'s recorded gauges);
+* ``server_row``: the collapsed API server row;
+* ``dashboard``: variables, layout and JSON (``store-metrics.json``).
 
 The provisioning files are plain templates (``templates/grafana-*.yml``).
 

@@ -1,11 +1,11 @@
 """The task side's dashboard rows, one builder per row, all filtered by the dashboard's variables.
 
-Each builder takes a :class:`Queries` (the query specs over the recorded calls) and returns its
-:class:`~.queries.Row`; :func:`build_rows` lists them in dashboard order (the Errors row right
+Each builder takes a ``Queries`` (the query specs over the recorded calls) and returns its
+``Row``; ``build_rows`` lists them in dashboard order (the Errors row right
 under the Overview).
 
 Asset watchers' calls (``run_type="asset_watcher"``, ``dag_id="<none>"``) belong to no DAG: every
-query grouped by ``dag_id`` leaves them out (:meth:`Queries.m`) and its panel's description says
+query grouped by ``dag_id`` leaves them out (``Queries.m``) and its panel's description says
 so; the collapsed Triggers row shows them by trigger class and watched asset. Panels that do not
 group by DAG (totals, by operation, operator, run type, team) count them with the rest.
 """

@@ -4,7 +4,7 @@ Installed with pip, it is an Airflow plugin: every task's ``context["task_state_
 ``context["asset_state_store"]`` are wrapped so each call becomes a counter such as
 ``airflow.task_state_store.read_found`` tagged ``dag_id``, ``task_id``, ``run_type``,
 ``operator`` (and ``team_name``). Importing this package does nothing else: no thread, socket
-or provider exists until :func:`configure` is called (the plugin calls it at a task's start).
+or provider exists until ``configure`` is called (the plugin calls it at a task's start).
 """
 
 from __future__ import annotations

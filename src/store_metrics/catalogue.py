@@ -3,21 +3,21 @@
 Every other part of the product derives from this module or is checked against it: the
 accessor wrappers pick their counters here, the adapters take names, kinds and descriptions
 from here, and the docs, the collector config, the Prometheus rules and the Grafana
-dashboards are tested against :data:`METRICS`.
+dashboards are tested against ``METRICS``.
 
 Names are written without the prefix (``task_state_store.write``); the emitter puts the
 configured prefix in front (default ``airflow``), so the OpenTelemetry path shows up in
 Prometheus as ``airflow_task_state_store_write_total``, exactly the series the upstream
 Airflow proposal produces.
 
-:data:`METRICS` is what task processes emit: a counter per state store call
-(:data:`STATE_STORE_METRICS`), and one per retried attempt saying whether its first read found what
-an earlier attempt saved (:data:`RETRY_METRICS`). :data:`SERVER_METRICS` is what the API server's
+``METRICS`` is what task processes emit: a counter per state store call
+(``STATE_STORE_METRICS``), and one per retried attempt saying whether its first read found what
+an earlier attempt saved (``RETRY_METRICS``). ``SERVER_METRICS`` is what the API server's
 workers emit about the Execution API's state store routes and their own event loop
-(:mod:`store_metrics.api_server`): counters, histograms (fixed bucket boundaries in ms and bytes)
+(``store_metrics.api_server``): counters, histograms (fixed bucket boundaries in ms and bytes)
 and one gauge, tagged by store, operation and status class, never by id or key.
-:data:`INVENTORY_METRICS` is what ``store-metrics inventory`` reads from the metadata database
-(:mod:`store_metrics.inventory`): gauges of what each DAG and task, and each asset, keeps in the
+``INVENTORY_METRICS`` is what ``store-metrics inventory`` reads from the metadata database
+(``store_metrics.inventory``): gauges of what each DAG and task, and each asset, keeps in the
 state store, never by key or run.
 """
 
@@ -83,7 +83,7 @@ class Kind(str, enum.Enum):
     """What kind of instrument a metric is."""
 
     COUNTER = "counter"
-    #: Observations counted into fixed buckets (:attr:`Metric.buckets`), with their count and sum.
+    #: Observations counted into fixed buckets (``Metric.buckets``), with their count and sum.
     HISTOGRAM = "histogram"
     #: The largest value observed in each export interval.
     GAUGE = "gauge"
@@ -152,7 +152,7 @@ RETRIES_RECORDING = "task:store_metrics_retries:increase"
 @dataclass(frozen=True)
 class Metric:
     """One metric: its unprefixed name, kind, description and tags (and, for a counter the rules
-    record, its :class:`Recording`)."""
+    record, its ``Recording``)."""
 
     name: str
     kind: Kind
@@ -363,7 +363,7 @@ SERVER_METRICS: tuple[Metric, ...] = (
 
 #: The ``<other>`` bucket's tag value: what lies outside the top ``inventory_top`` DAGs, tasks or assets.
 OTHER = "<other>"
-#: Every value the plugin makes up (see :data:`DAG_ID_NONE`): kept as they are on every backend.
+#: Every value the plugin makes up (see ``DAG_ID_NONE``): kept as they are on every backend.
 RESERVED_VALUES: frozenset[str] = frozenset({DAG_ID_NONE, UNKNOWN, OVERFLOW, OTHER})
 _FOOTPRINT_WHAT = {Store.TASK: "the task state store", Store.ASSET: "the asset state store"}
 _FOOTPRINT_PER = {
@@ -461,7 +461,7 @@ _BY_NAME = {m.name: m for m in ALL_METRICS}
 
 
 def markdown_table(prefix: str = DEFAULT_PREFIX) -> str:
-    """What ``store-metrics catalogue`` prints, and docs/metrics.md shows: :data:`CATALOGUE_TABLE`."""
+    """What ``store-metrics catalogue`` prints, and docs/metrics.md shows: ``CATALOGUE_TABLE``."""
     rows = ["| metric | Prometheus series | tags | description |", "|---|---|---|---|"]
     for m in CATALOGUE_TABLE:
         tags = ", ".join(m.tags) + (f" (+ {', '.join(m.optional_tags)} when set)" if m.optional_tags else "")
@@ -487,7 +487,7 @@ def counters() -> Iterator[Metric]:
 
 
 def recorded_counters() -> tuple[Metric, ...]:
-    """The task-side counters the rules record (:attr:`Metric.recording`), in catalogue order."""
+    """The task-side counters the rules record (``Metric.recording``), in catalogue order."""
     return tuple(m for m in METRICS if m.recording is not None)
 
 

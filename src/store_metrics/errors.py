@@ -66,7 +66,7 @@ class PartialExport(Exception):
 
 
 class Deferred(PartialExport):
-    """A :class:`PartialExport` by choice, not by failure: a paced backend (StatsD, DogStatsD)
+    """A ``PartialExport`` by choice, not by failure: a paced backend (StatsD, DogStatsD)
     sent what its rate allowed before the flush's deadline and kept the rest.
 
     The emitter keeps ``unsent`` for the next flush exactly as for any partial export, but the

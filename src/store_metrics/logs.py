@@ -1,7 +1,7 @@
 """Logging for store-metrics: one logger, and "say it once" for problems that repeat.
 
 A backend that is down would otherwise log on every flush of every task; operators need one
-clear line per problem and process, not a flood. :class:`Outage` adds the other end: when the
+clear line per problem and process, not a flood. ``Outage`` adds the other end: when the
 thing that failed works again, that is said once too, and its problems may be said again.
 """
 
@@ -20,7 +20,7 @@ def renew_after_fork() -> None:
     """Give a forked child a fresh lock (the emitter's fork hook calls this).
 
     A thread of the parent (the emitter's worker) may have held the lock at ``fork()``; in the
-    child it would never be released, and the next :func:`once` there would hang.
+    child it would never be released, and the next ``once`` there would hang.
     """
     global _said_lock
     _said_lock = threading.Lock()
@@ -48,7 +48,7 @@ class Outage:
 
     Each kind of failure is said once while the outage lasts; its end is said once and re-arms
     the failure lines, so the next outage of a long-lived process is said too. Keys of
-    :func:`once` start with ``prefix``.
+    ``once`` start with ``prefix``.
     """
 
     def __init__(self, prefix: str) -> None:

@@ -12,18 +12,18 @@ same labels whichever path its metrics take, and a query by its id finds exactly
 * Every id Airflow accepts (``[\\w.-]+``, Unicode word characters, up to 250) has none of those
   characters, so it reaches every backend unchanged: ``données_2024`` is ``données_2024``, and
   ``donn_es_2024`` another series.
-* The values the plugin makes up (:data:`store_metrics.catalogue.RESERVED_VALUES`: ``<unknown>``,
+* The values the plugin makes up (``store_metrics.catalogue.RESERVED_VALUES``: ``<unknown>``,
   ``<none>``, ``<other>``, ``<overflow>``) are written between angle brackets, which no escaped
   value contains; an empty value is ``<unknown>``. They are recognised by their text, so a value
   from outside equal to one of them is kept too: only an asset name can be (Airflow does not
   restrict those), never a DAG or task id.
-* A value longer than :data:`MAX_TAG_VALUE_LENGTH` characters once escaped (never an Airflow id:
+* A value longer than ``MAX_TAG_VALUE_LENGTH`` characters once escaped (never an Airflow id:
   asset names reach 1500) keeps its first characters and ends with ``~`` and 16 hex digits of its
   SHA-256, so long values that share a beginning stay apart.
 
 No value can end a line, start a new metric or be read as a tag separator on a StatsD line, so a
 ``dag_id`` of ``"x\\nairflow.evil:1|c"`` yields one well-formed line tagged
-``x%0Aairflow.evil%3A1%7Cc`` (the StatsD lines themselves: :mod:`store_metrics.backends.statsd_lines`).
+``x%0Aairflow.evil%3A1%7Cc`` (the StatsD lines themselves: ``store_metrics.backends.statsd_lines``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from .counting.deltas import TagTuple
 #: task id is at most 250).
 MAX_TAG_VALUE_LENGTH = 1500
 EMPTY_TAG_VALUE = catalogue.UNKNOWN
-#: How many hex digits of the SHA-256 end a value cut to :data:`MAX_TAG_VALUE_LENGTH`.
+#: How many hex digits of the SHA-256 end a value cut to ``MAX_TAG_VALUE_LENGTH``.
 _DIGEST_HEX = 16
 
 #: What is escaped: every StatsD separator (InfluxDB tags ``, = : |`` and space, DogStatsD ``, | #``,
@@ -75,7 +75,7 @@ def tag_value(value: object) -> str:
 
 def wire_safe(value: object) -> str:
     """``value`` with any StatsD separator left in it escaped (and never empty): a no-op on
-    :func:`tag_value`'s results (what the backends are given), so a line stays one well-formed line
+    ``tag_value``'s results (what the backends are given), so a line stays one well-formed line
     whatever reaches it."""
     text = value if isinstance(value, str) else str(value)
     if not text:

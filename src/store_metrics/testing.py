@@ -12,11 +12,11 @@
                                                    "task_state_store.write": 1}
 
 While the block runs, the recorder is the active emitter: the plugin (and any wrapper made
-with :func:`store_metrics.instrument_task_store`) counts into it and nothing is sent anywhere.
+with ``store_metrics.instrument_task_store``) counts into it and nothing is sent anywhere.
 Wrappers made before the block keep counting into the emitter they were made with.
 
 Tag values are compared after the tag value rule the backends apply
-(:func:`store_metrics.naming.tag_value`): pass them as your code passes them, ``dag_id="my dag"``
+(``store_metrics.naming.tag_value``): pass them as your code passes them, ``dag_id="my dag"``
 (whose series is tagged ``my%20dag``) or ``dag_id="données"`` (tagged ``données``).
 """
 
@@ -113,7 +113,7 @@ def _matches(series_tags: TagTuple, wanted: Mapping[str, str]) -> bool:
 
 @contextmanager
 def capture_metrics() -> Iterator[MetricsRecorder]:
-    """Make a :class:`MetricsRecorder` the active emitter for the duration of the block."""
+    """Make a ``MetricsRecorder`` the active emitter for the duration of the block."""
     recorder = MetricsRecorder()
     previous = set_emitter(recorder)
     try:

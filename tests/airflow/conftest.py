@@ -2,7 +2,7 @@
 
 A test module picks its world's database with ``pytest.mark.parametrize("world", [name],
 indirect=True)``: ``sqlite`` (the default), ``postgres`` or ``mariadb``. Each world is built once
-per session (real DAG runs and Airflow's own writes: :func:`support.inventory_world.build_world`),
+per session (real DAG runs and Airflow's own writes: ``support.inventory_world.build_world``),
 each server started once per session.
 """
 

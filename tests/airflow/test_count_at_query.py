@@ -9,8 +9,8 @@ fails here. The two DAG runs share one ``run_id``, so a join on ``run_id`` alone
 the other run's ``run_type``.
 
 A fresh process with that home's configuration (``[core] multi_team`` on, and one with it off)
-counts one state store request per task instance through :class:`~store_metrics.api_server.StoreCalls`
-and its real lookup (:func:`~store_metrics.api_server.lookup_task_instance`), and reports the series it
+counts one state store request per task instance through ``StoreCalls``
+and its real lookup (``lookup_task_instance``), and reports the series it
 counted. The same query under the real API server app and ``airflow standalone`` is in
 ``test_count_at_cost.py`` and ``test_count_at_standalone.py`` (slow); this one is quick.
 """

@@ -1,7 +1,7 @@
 """Exemplars through the real pipeline: a real task's counters link to the trace of the call that made them.
 
 A retried DAG runs under the LocalExecutor with Airflow's traces on (exported over OTLP/HTTP to a
-real receiver that decodes them, :class:`testbed.otlp.OtlpReceiver`) and the ``otel`` backend
+real receiver that decodes them, ``testbed.otlp.OtlpReceiver``) and the ``otel`` backend
 sending its counters over OTLP to the pinned Collector, whose configuration is the shipped
 ``collector/otel-collector.yaml`` with the one line docs/traces.md asks for
 (``enable_open_metrics: true`` on its Prometheus exporter). The pinned Prometheus scrapes it with

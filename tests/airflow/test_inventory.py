@@ -4,7 +4,7 @@ The database is a real Airflow 3.3 metadata database (``airflow db migrate``), f
 ``dag.test()`` runs (one of them through a worker-side custom state store backend, so its entries
 hold references) and by Airflow's own server-side backend; the command runs in its own process as
 an operator would run it, and the gauges are read from its scrape endpoint or from a real UDP
-socket. :mod:`support.inventory_world` holds the DAGs and the hand-computed expectations; the same
+socket. ``support.inventory_world`` holds the DAGs and the hand-computed expectations; the same
 world is checked on PostgreSQL and MariaDB in ``test_inventory_postgres.py`` and
 ``test_inventory_mariadb.py`` (the ``world`` fixture: ``conftest.py``).
 """

@@ -7,11 +7,11 @@ are Airflow's MySQL variants: ``MEDIUMTEXT`` values, ``TIMESTAMP(6)`` times, ``u
 Airflow imports ``mysqlclient`` for any ``mysql`` URL, whatever the driver, and its async engine
 needs ``aiomysql``: all three drivers come with the ``dev`` extra.
 
-The test starts its own MariaDB (:class:`testbed.databases.ThrowawayMariaDB`: ``mariadb-install-db``
+The test starts its own MariaDB (``testbed.databases.ThrowawayMariaDB``: ``mariadb-install-db``
 and ``mariadbd`` with their own data directory, socket and error log under /tmp, on a free port),
 gives it Airflow 3.3's schema with Airflow's own ``airflow db migrate``, fills it with the same
 real DAG runs and Airflow-side writes as the SQLite and PostgreSQL tests
-(:mod:`support.inventory_world`: expired entries, a two-day-old one, non-ASCII values, a
+(``support.inventory_world``: expired entries, a two-day-old one, non-ASCII values, a
 worker-side backend's references, asset state), and runs ``store-metrics inventory --serve``
 (through ``mysqlclient`` and through ``pymysql``) and the one-shot ``store-metrics inventory``
 against it in their own processes, as an operator would. The scraped gauges must equal the

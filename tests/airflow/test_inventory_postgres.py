@@ -3,7 +3,7 @@
 The test starts its own PostgreSQL (Debian's ``postgresql`` binaries: ``initdb`` and ``pg_ctl`` on
 a free port, its own data directory under /tmp, as user ``postgres`` when run as root), gives it
 Airflow 3.3's schema with ``airflow db migrate``, fills it with the same real DAG runs and
-Airflow-side writes as the SQLite tests (:mod:`support.inventory_world`), and runs
+Airflow-side writes as the SQLite tests (``support.inventory_world``), and runs
 ``store-metrics inventory --serve`` against it in its own process:
 
 * the scraped gauges equal the hand-computed entries, bytes and expired counts exactly;

@@ -1,9 +1,9 @@
 """A retried task's trace, read back from a real Jaeger v2 the way a person debugging the run would.
 
-Real Airflow (the set-up of the traces tests, :mod:`support.traced_airflow`) runs a DAG whose two
+Real Airflow (the set-up of the traces tests, ``support.traced_airflow``) runs a DAG whose two
 tasks are retried once: ``resumes`` finds on its retry what its first try saved, ``starts_over``
 finds nothing. Airflow exports its spans over OTLP/HTTP to Jaeger 2.12.0, built from its Go module
-(:mod:`testbed.peers`) and configured exactly as docs/traces.md shows (:mod:`support.jaeger`). The
+(``testbed.peers``) and configured exactly as docs/traces.md shows (``support.jaeger``). The
 test then does what the page tells a user to: finds the run's trace by its run id through Jaeger's
 query API, reads it back whole (API v3), and checks the state store spans in it, with their names,
 kinds and attributes, under each try's ``worker.<task_id>`` span; and that a search for

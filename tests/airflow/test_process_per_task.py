@@ -1,7 +1,7 @@
 """The KubernetesExecutor's process shape: every task a fresh process that exits right after it.
 
 No Kubernetes: ``airflow api-server``, ``scheduler`` and ``dag-processor`` run as separate
-processes, and the scheduler's executor (:mod:`support.pod_executor`) starts each task as a pod
+processes, and the scheduler's executor (``support.pod_executor``) starts each task as a pod
 would, ``python -m airflow.sdk.execution_time.execute_workload --json-string '<workload>'`` in a
 fresh process with the pod's environment (``AIRFLOW_IS_K8S_EXECUTOR_POD``, and the plugin's
 ``AIRFLOW__STORE_METRICS__*`` as a pod template would set them). The plugin's background flush is

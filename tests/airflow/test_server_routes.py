@@ -1,7 +1,7 @@
 """Which requests are state store requests, and how each is tagged: checked to the byte.
 
 The classification is also checked against Airflow's real Execution API route table: for many
-probe paths and every method, the route Starlette would pick decides what :func:`route_of` must say.
+probe paths and every method, the route Starlette would pick decides what ``route_of`` must say.
 """
 
 from __future__ import annotations

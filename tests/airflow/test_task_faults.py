@@ -237,11 +237,11 @@ CALLS_C: Counter[Key] = Counter(
 
 
 class CuttableProxy:
-    """A TCP proxy on 127.0.0.1 in front of the API server; :meth:`cut` makes every connect fail.
+    """A TCP proxy on 127.0.0.1 in front of the API server; ``cut`` makes every connect fail.
 
-    :meth:`cut` closes the listening socket and every connection through it: a new connection is
+    ``cut`` closes the listening socket and every connection through it: a new connection is
     then refused by the kernel, exactly as when nothing listens on the API server's port.
-    :meth:`restore` listens on the same port again.
+    ``restore`` listens on the same port again.
     """
 
     def __init__(self, upstream: int) -> None:

@@ -1,6 +1,6 @@
 """Every topology end to end through the real peers, from real Airflow tasks, on Prometheus 3.
 
-For each topology (:mod:`support.peer_topologies`: InfluxDB-tagged StatsD to statsd_exporter,
+For each topology (``support.peer_topologies``: InfluxDB-tagged StatsD to statsd_exporter,
 DogStatsD to the Collector's StatsD receiver, OTLP to the Collector's ``deltatocumulative``), one
 ``airflow standalone`` runs the upstream proposal's scenarios, the parallel, mapped and async DAGs, a
 DAG whose calls raise and the asset watchers, every component sending through that backend; each

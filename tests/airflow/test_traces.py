@@ -1,6 +1,6 @@
 """Traces off through real Airflow: with Airflow's traces off, or ``[store_metrics] traces = off``,
 the plugin makes no span at all (``dag.test()`` runs, exporting to a real OTLP/HTTP receiver on
-127.0.0.1, :class:`testbed.otlp.OtlpReceiver`, which decodes every export).
+127.0.0.1, ``testbed.otlp.OtlpReceiver``, which decodes every export).
 
 The span trees with traces on are read back from a real Jaeger: under the LocalExecutor in
 ``test_jaeger.py``, under ``airflow standalone`` in ``test_traces_standalone.py``.

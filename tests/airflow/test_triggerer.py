@@ -9,7 +9,7 @@ and its database, which cannot exist inside the test process; ``InMemorySupervis
 (support/trigger_runs.py) answers the same messages from a dict instead. The real round trip is
 tested under ``airflow standalone`` in tests/airflow/test_triggerer_standalone.py.
 
-Counts go to :func:`store_metrics.testing.capture_metrics` (an in-memory emitter), except where a
+Counts go to ``store_metrics.testing.capture_metrics`` (an in-memory emitter), except where a
 test runs a fresh process to see what a triggerer process logs.
 """
 
@@ -225,7 +225,7 @@ def test_a_deferred_tasks_trigger_counts_under_the_tasks_own_tags(hooked: None) 
     """Airflow 3.3.2 gives a deferred task's trigger no task store; a later Airflow may.
 
     The hook wraps ``trigger.task_state_store`` wherever an Airflow sets it, tagged as the task.
-    The store here is :class:`~support.stores.DictStore` (no Airflow sets a real one on a trigger
+    The store here is ``DictStore`` (no Airflow sets a real one on a trigger
     yet); the task instance is the real ``TaskInstanceDTO`` the triggerer gives a deferred trigger,
     and the context the kind Airflow builds for ``start_from_trigger`` tasks.
     """

@@ -1,6 +1,6 @@
 """The State store views in a running Airflow: the numbers, who sees them, the calls, a real browser.
 
-One deployment for the module (:mod:`support.ui`): Airflow's api-server, scheduler and
+One deployment for the module (``support.ui``): Airflow's api-server, scheduler and
 dag-processor with an auth manager that has per-DAG permissions, three DAGs that write task and
 asset state (one run each, every task its own process), the API server counting their calls
 (``count_at = api_server``) for a real Prometheus that the UI queries. Then:

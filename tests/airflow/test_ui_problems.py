@@ -5,7 +5,7 @@ names hosts, ports and database users. So the JSON's ``problem`` says what kind 
 and the API server's log (read by its operators) says exactly what.
 
 A real PostgreSQL (a throwaway server) refusing a role that does not exist, and a Prometheus
-address nothing listens on; the JSON is what the routes serve (:mod:`store_metrics.ui.payload`).
+address nothing listens on; the JSON is what the routes serve (``store_metrics.ui.payload``).
 """
 
 from __future__ import annotations

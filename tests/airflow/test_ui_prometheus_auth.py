@@ -4,7 +4,7 @@ A real HTTP server on 127.0.0.1 stands in for a Prometheus behind an authenticat
 Grafana's data source meets one): it answers ``POST /api/v1/query`` with a vector only to the
 bearer token or basic authentication it expects, and ``401`` otherwise; over TLS with a server
 certificate signed by a CA made in the test (``cryptography``). The tab's query (through
-:class:`~store_metrics.ui.sources.Sources`, as the route calls it) succeeds only with the
+``Sources``, as the route calls it) succeeds only with the
 ``ui_prometheus_*`` options set, and a bad value is refused naming the option.
 """
 

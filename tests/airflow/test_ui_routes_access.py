@@ -1,6 +1,6 @@
 """Every route of the State store app that names a DAG carries Airflow's DAG-read check.
 
-Read from the FastAPI app itself (:func:`store_metrics.ui.app.create_app`, as the API server mounts
+Read from the FastAPI app itself (``store_metrics.ui.app.create_app``, as the API server mounts
 it), without starting a deployment: each route's dependencies, all the way down. A route with a
 ``dag_id`` path or query parameter must depend on Airflow's ``requires_access_dag("GET")`` (which
 reads that very parameter), except the tab's page shell, which is checked to answer the same

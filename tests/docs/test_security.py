@@ -1,7 +1,7 @@
 """Every statement of SECURITY.md is held by a test.
 
 Each paragraph and list of SECURITY.md (but its reporting section) carries a ``<!-- claim: <id> -->``
-mark; :data:`CLAIMS` maps each id to the tests that hold it, and this file checks the mapping both
+mark; ``CLAIMS`` maps each id to the tests that hold it, and this file checks the mapping both
 ways (no mark without tests, no mapped claim without its mark, every test named exists). The
 statements that quote the code (the endpoints' defaults, the tables each part reads, the tags) are
 compared with the code here.

@@ -3,7 +3,7 @@
 statsd_exporter (the Airflow chart's pin and the minimum) with the exported mappings, and the Collector
 (the newest pin) with the shipped ``otel-collector.yaml`` (its StatsD receiver aggregating every second
 instead of every 10 s, so a test waits less; nothing else changed), each built by ``scripts/setup dev``
-(:mod:`testbed.peers`). Each test sends lines and reads what the program serves on ``/metrics``:
+(``testbed.peers``). Each test sends lines and reads what the program serves on ``/metrics``:
 
 * every counter line the ``statsd`` and ``dogstatsd`` formats write, for ordinary and hostile tag
   values and for ids Airflow accepts (Unicode, 250 characters), becomes exactly the catalogue's
@@ -14,7 +14,7 @@ instead of every 10 s, so a test waits less; nothing else changed), each built b
 * the datagrams the backends send for the proposal's calls add up to the calls, and to exactly the
   series the OpenTelemetry backend's own Prometheus endpoint shows for the same calls.
 
-* the one rule of statsd_exporter the unit tests model (:mod:`support.statsd_observations`: a sampled
+* the one rule of statsd_exporter the unit tests model (``support.statsd_observations``: a sampled
   histogram line is ``int(1/rate)`` observations) gives the buckets, sum and count the real exporter
   serves for the same lines, sample rates down to ~1e-5, in both tag styles;
 * UDP: what a burst the chart's exporter cannot read at once keeps, with the kernel's default

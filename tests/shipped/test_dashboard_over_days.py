@@ -1,7 +1,7 @@
 """The dashboard queried as Grafana queries it, over a day and over a week, on Prometheus 3 (the
 newest pin) and on the 2.x minimum (Debian's 2.42).
 
-A week and two hours of every component's series (:mod:`support.component_series`: DAG tasks,
+A week and two hours of every component's series (``support.component_series``: DAG tasks,
 asset watchers, the API server, the inventory; scraped each minute, one job as the shipped
 PodMonitor gives it) are written as OpenMetrics and turned into blocks by the pin's own promtool
 (``tsdb create-blocks-from openmetrics``). The pin's Prometheus then evaluates the shipped recording
@@ -10,14 +10,14 @@ past each minute as a rule group evaluates at an offset into its interval (what 
 backfill does, which took three minutes a pin in 2-hour slices); the results go into blocks the same
 way, and Prometheus restarts on raw and recorded blocks together: two starts per pin, none per panel.
 
-Every target of every panel is then sent as Grafana sends it (:mod:`support.grafana_step`): a range
+Every target of every panel is then sent as Grafana sends it (``support.grafana_step``): a range
 query with the step Grafana computes for a panel of its width on a 1920-pixel screen (max data points
 = its width in pixels), its min interval and the shipped data source's scrape interval (15 s; the
 week is sampled each minute, which the recorded tier reads the same), or an instant query at the
 range's end. Checked over 24 h and 7 d, and over 1 h (where the steps of
 the narrow panels would fall under the rule interval without the queries' min interval): every
 panel returns data, every stat panel equals the calls the synthetic week made in the range, as its
-spec says (:func:`support.e2e.expected`), and every per-second query has a point at every step, each
+spec says (``support.e2e.expected``), and every per-second query has a point at every step, each
 the calls per minute / 60.
 """
 

@@ -2,7 +2,7 @@
 
 * every file parses strictly into the typed models of ``datadog-api-client`` (``Dashboard``,
   ``Monitor``): the client accepts unknown fields silently and turns an unknown widget type or enum
-  value into an "unparsed" object instead of raising, so :func:`strict` walks the parsed tree and
+  value into an "unparsed" object instead of raising, so ``strict`` walks the parsed tree and
   fails on each of those (the negative tests prove it does);
 * every query names only the catalogue's counters with the export's prefix, sums them as DogStatsD
   counters (``sum:<metric>{...}.as_count()``) and applies every template variable, the environment

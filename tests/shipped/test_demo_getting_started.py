@@ -39,7 +39,7 @@ EXPORT = "store-metrics export --out files && store-metrics demo --serve &"
 PROMETHEUS = "prometheus --config.file=files/collector/prometheus-demo.yml"
 #: What the page promises: every call the demo makes from Prometheus' first scrape on is recorded,
 #: and so in every row, within this many seconds of Prometheus' start, over the time range the page
-#: tells the reader to set (:data:`RANGE`).
+#: tells the reader to set (``RANGE``).
 WITHIN = 180.0
 #: How much later than WITHIN a row may light here: the polls are 5 s apart, and on a loaded machine
 #: the demo's runs and the rules' evaluations slip ("Calls per second" needs two recorded minutes:

@@ -16,7 +16,7 @@ Checked against the chart itself (``STORE_METRICS_AIRFLOW_CHART``, below):
 * a user's own ``statsd.extraMappings`` are lost by ``-f ours -f yours`` (Helm replaces lists) and
   kept by ``helm/merge_values.py``;
 * none of the chart's own statsd mappings, which come first, catches a store-metrics name: the
-  chart's pinned statsd_exporter (:mod:`testbed.peers`), given both as the chart renders them,
+  chart's pinned statsd_exporter (``testbed.peers``), given both as the chart renders them,
   serves every counter and API server metric under our name.
 
 Checked everywhere:

@@ -10,7 +10,7 @@ bucket's ``le="1024"`` as ``le="1024.0"``, so a range reaching back before an up
   alerts, expected values worked out by hand below; the classic form is server-rules.test.yml,
   which every pin runs (test_rule_tests_on_every_pin.py);
 * a real Prometheus 3 (the newest pin) scraping the endpoint the API server worker serves (its
-  :class:`~store_metrics.api_server.ServerMetrics` on the OpenTelemetry backend's Prometheus exporter,
+  ``ServerMetrics`` on the OpenTelemetry backend's Prometheus exporter,
   no Airflow needed for those bytes) with the conversion on: every rule records and every query
   of the dashboard's API server row returns data, in the proportions the observations make;
 * the bar panels on recorded buckets spelled ``le="1024"`` and then ``le="1024.0"`` over one range:

@@ -1,7 +1,7 @@
 """The Kubernetes objects ``export`` writes, judged as a cluster's admission and a policy scanner judge them.
 
 * Kubernetes' own Pod Security Standards evaluator (``k8s.io/pod-security-admission``, the code the
-  API server's PodSecurity admission runs, built from its Go module: :mod:`testbed.peers`) allows
+  API server's PodSecurity admission runs, built from its Go module: ``testbed.peers``) allows
   every pod each topology renders (``kubernetes/statsd``, ``kubernetes/api-server``) at the
   ``restricted`` level, the latest policy version;
   and it refuses the same pod without each protection (so the check can fail);

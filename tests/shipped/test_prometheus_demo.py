@@ -1,13 +1,13 @@
 """End to end, source 1: ``store-metrics demo`` scraped by a real Prometheus 3 (the newest pin of
-:mod:`testbed.peers`) that evaluates the rules; every dashboard query and every rule expression is
+``testbed.peers``) that evaluates the rules; every dashboard query and every rule expression is
 checked against the calls the scenarios made.
 
 ``store-metrics demo --serve --runs 2``: the upstream proposal's four scenarios as real DAGs under
 ``dag.test()`` through the plugin (OpenTelemetry backend, Prometheus exporter). Every series first
 appears during the demo, and the recorded calls count a new series in full, so over a range that
 covers the whole demo the "calls in range" queries must return exactly the totals the scenarios
-made. The rules and the dashboard are exported with :data:`~support.e2e.E2E_SETTINGS` (the rules
-recording every second, as the 1 s scrapes arrive); the model and checks: :mod:`support.e2e`.
+made. The rules and the dashboard are exported with ``E2E_SETTINGS`` (the rules
+recording every second, as the 1 s scrapes arrive); the model and checks: ``support.e2e``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """End to end, source 2: a feeder process scraped by a real Prometheus, in controlled passes.
 
-The feeder (:mod:`support.feeder`) drives the instrumented wrappers over in-memory stores, one pass
+The feeder (``support.feeder``) drives the instrumented wrappers over in-memory stores, one pass
 of calls at a time, so the test knows which samples Prometheus holds: per-second rates, ratios over
 a window, and recording rules (which need a series to exist before it grows) are checked against the
-calls of exactly one pass. The model and checks: :mod:`support.e2e`.
+calls of exactly one pass. The model and checks: ``support.e2e``.
 """
 
 from __future__ import annotations

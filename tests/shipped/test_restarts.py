@@ -1,7 +1,7 @@
 """The recorded calls across a restart of each peer, on the real peers (docs/alerts.md, "Across a
 restart or upgrade").
 
-Two feeders (:mod:`support.feeder`, no Airflow) make the same pass of calls through the instrumented
+Two feeders (``support.feeder``, no Airflow) make the same pass of calls through the instrumented
 wrappers, on command: one sends DogStatsD, fanned out byte for byte to statsd_exporter (the Airflow
 chart's pin, with the exported mappings) and to the Collector's StatsD receiver (the newest pin, the
 shipped config with a 1 s ``aggregation_interval`` instead of 10 s, to keep the test short); the

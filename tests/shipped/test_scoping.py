@@ -50,7 +50,7 @@ CALLS = 50
 
 
 class _Exposition(BaseHTTPRequestHandler):
-    """Serves :meth:`body` as Prometheus' text exposition, quietly."""
+    """Serves ``body`` as Prometheus' text exposition, quietly."""
 
     def body(self) -> bytes:
         raise NotImplementedError
@@ -170,7 +170,7 @@ DARK_ROWS = {
 
 
 def _operator_job(monitor_path: Path) -> str:
-    """The ``job`` the Prometheus Operator gives the targets of a PodMonitor in :data:`NAMESPACE`."""
+    """The ``job`` the Prometheus Operator gives the targets of a PodMonitor in ``NAMESPACE``."""
     monitor = yaml.safe_load(monitor_path.read_text())
     jobs = scrape_jobs(monitor, NAMESPACE, Path("targets.json"), "1s")
     (job,) = {r["replacement"] for j in jobs for r in j["relabel_configs"] if r.get("target_label") == "job"}

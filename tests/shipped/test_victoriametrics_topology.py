@@ -2,7 +2,7 @@
 
 Each cluster (``east``, ``west``) is its own Prometheus 3 (the newest pin) with a ``cluster``
 external label, scraping its own statsd_exporter (the Airflow chart's pin, the exported mappings),
-fed DogStatsD by a feeder (:mod:`support.feeder`: the instrumented wrappers over in-memory stores,
+fed DogStatsD by a feeder (``support.feeder``: the instrumented wrappers over in-memory stores,
 one pass of known calls on command). Each Prometheus remote-writes everything it scrapes to one
 VictoriaMetrics (single-node, the pinned 1.151.0) and evaluates no rule: vmalert evaluates the
 exported rules (``store-metrics export --target victoriametrics``) against VictoriaMetrics, every

@@ -1,8 +1,8 @@
 """What only the tests run on an Airflow home: ``airflow standalone``, and Airflow's own StatsD.
 
-The home itself (:class:`testbed.airflow.AirflowHome`, and :func:`testbed.airflow.make_home` with
-the scenario DAGs) is the test bed's, shared with the benchmarks. :class:`Standalone` runs a whole
-``airflow standalone`` on one; :func:`airflow_statsd_env` sends Airflow's own ``[metrics]`` StatsD
+The home itself (``testbed.airflow.AirflowHome``, and ``testbed.airflow.make_home`` with
+the scenario DAGs) is the test bed's, shared with the benchmarks. ``Standalone`` runs a whole
+``airflow standalone`` on one; ``airflow_statsd_env`` sends Airflow's own ``[metrics]`` StatsD
 to a receiver.
 """
 
@@ -154,7 +154,7 @@ def airflow_statsd_env(airflow_home: Path, port: int) -> dict[str, str]:
 
 
 def run_with_airflow_statsd(script: str, airflow_home: Path, port: int) -> str:
-    """Run ``script`` (``python -c``) in a fresh process with :func:`airflow_statsd_env`; it must
+    """Run ``script`` (``python -c``) in a fresh process with ``airflow_statsd_env``; it must
     exit 0. Returns what it printed."""
     done = subprocess.run(
         [sys.executable, "-c", script],

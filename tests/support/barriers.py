@@ -1,8 +1,8 @@
 """Barriers that prove delivery: one last count sent through the same path, whose arrival means every
 count sent before it has arrived too (no "wait a little longer for anything more").
 
-:meth:`testbed.udp.UdpReceiver.lines_before_marker` is the barrier for senders that have finished
-(exited, or flushed): its marker datagram is queued after theirs. :func:`api_server_marker` is
+``testbed.udp.UdpReceiver.lines_before_marker`` is the barrier for senders that have finished
+(exited, or flushed): its marker datagram is queued after theirs. ``api_server_marker`` is
 the one for a running API server: the server itself counts one more request and sends it.
 """
 
@@ -39,7 +39,7 @@ def api_server_marker(api_port: int, receiver: UdpReceiver, style: str, timeout:
     wait until that count has reached ``receiver``.
 
     The request carries no token: the Execution API refuses it (401/403) and the plugin counts it at
-    once on :data:`MARKER_SERIES`, with no metadata query. The worker counts requests in the order
+    once on ``MARKER_SERIES``, with no metadata query. The worker counts requests in the order
     they are answered (one still waiting for its task instance's query is counted when the query
     answers: call this once the calls awaited have been counted) and sends each flush on one UDP
     socket, in order; so when the marker's count has arrived, every count made before it has too.

@@ -1,7 +1,7 @@
 """A real browser for the UI tests: Debian's Chromium, headless, driven by Selenium through Debian's
 ChromeDriver (``scripts/setup dev`` installs both; nothing is downloaded at run time).
 
-:class:`Browser` logs in through Airflow's own login page, opens a DAG's *State store* tab as a
+``Browser`` logs in through Airflow's own login page, opens a DAG's *State store* tab as a
 user does (the DAG's page, then the tab), and reads what the tab shows inside Airflow's iframe.
 """
 

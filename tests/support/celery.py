@@ -1,6 +1,6 @@
 """The CeleryExecutor deployment of ``tests/airflow/test_celery.py`` and ``test_count_at_celery.py``.
 
-A real ``redis-server`` (broker and result backend) under a :class:`~support.cluster.Cluster`,
+A real ``redis-server`` (broker and result backend) under a ``Cluster``,
 two ``airflow celery worker`` processes with concurrency 2, each with its own host name, and the
 totals the DAG ``store_metrics_celery`` (``tests/deploy/dags/executors/``) must add up to.
 """
@@ -23,8 +23,8 @@ WORKERS = ("worker-a", "worker-b")
 
 @contextmanager
 def celery_cluster(root: Path) -> Iterator[Cluster]:
-    """A :class:`Cluster` (not started yet) with the CeleryExecutor over a real Redis, and the DAG
-    :data:`DAG_ID`; every process stopped on the way out."""
+    """A ``Cluster`` (not started yet) with the CeleryExecutor over a real Redis, and the DAG
+    ``DAG_ID``; every process stopped on the way out."""
     redis = Redis(root / "redis")
     try:
         airflow = Cluster(

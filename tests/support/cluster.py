@@ -1,10 +1,10 @@
 """Airflow's components started one by one, as a deployment runs them: for executors other than Local.
 
-:class:`Cluster` runs ``airflow api-server``, ``scheduler`` and ``dag-processor`` (and, for the
+``Cluster`` runs ``airflow api-server``, ``scheduler`` and ``dag-processor`` (and, for the
 CeleryExecutor, ``airflow celery worker`` processes and a real ``redis-server``) on free ports
 with a throwaway ``AIRFLOW_HOME`` on SQLite. Every process gets its own session (process group)
-and log file; :meth:`Cluster.stop` kills the groups, so nothing outlives the test. Every wait
-polls a condition with a deadline (:func:`testbed.waiting.wait_until`).
+and log file; ``Cluster.stop`` kills the groups, so nothing outlives the test. Every wait
+polls a condition with a deadline (``testbed.waiting.wait_until``).
 
 The DAG files come from ``tests/deploy/dags/executors/`` (not ``.../scenarios/``, which the
 ``dag.test()`` and ``airflow standalone`` tests copy whole).
@@ -157,7 +157,7 @@ class Cluster:
     def start(self, dag_ids: list[str], timeout: float = 180, **api_server_env: str) -> None:
         """Migrate the database, start the three components, wait until healthy and the DAGs are parsed.
 
-        ``api_server_env``: environment the API server gets on top of :attr:`env` (only it).
+        ``api_server_env``: environment the API server gets on top of ``env`` (only it).
         """
         subprocess.run(
             [sys.executable, "-m", "airflow", "db", "migrate"],

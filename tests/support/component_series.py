@@ -118,7 +118,7 @@ _CALL = re.compile(
 
 def calls(components: Sequence[str], minutes: float) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """The state store calls ``components`` make in ``minutes``, by series name and labels (the
-    model :func:`support.e2e.expected` reads); retried attempts are not calls."""
+    model ``support.e2e.expected`` reads); retried attempts are not calls."""
     out: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
     for component in components:
         for family in COMPONENTS[component]:

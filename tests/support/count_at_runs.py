@@ -1,9 +1,9 @@
 """The ``count_at = api_server`` deployments under ``airflow standalone``: their runs and what they call.
 
-Used by ``tests/airflow/count_at_standalone/``: :class:`Calls` (what the DAG runs call, as DogStatsD
-totals), a deployment (:func:`deployment`, :func:`restarted`) and its runs (:func:`run_waves`), the
-switching deployment's phases (:func:`run_phase`), the scraped one's Prometheus view
-(:func:`held`, :func:`as_prometheus`), and an Execution API client with a task token.
+Used by ``tests/airflow/count_at_standalone/``: ``Calls`` (what the DAG runs call, as DogStatsD
+totals), a deployment (``deployment``, ``restarted``) and its runs (``run_waves``), the
+switching deployment's phases (``run_phase``), the scraped one's Prometheus view
+(``held``, ``as_prometheus``), and an Execution API client with a task token.
 """
 
 from __future__ import annotations

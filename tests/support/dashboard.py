@@ -1,6 +1,6 @@
 """The committed Grafana dashboard, as the tests read it: layout, queries, and queries evaluated.
 
-:func:`evaluate_queries` runs ``promtool test rules`` on committed queries, with Grafana's
+``evaluate_queries`` runs ``promtool test rules`` on committed queries, with Grafana's
 variables set as a test chooses, against synthetic input series (and the rule files whose recorded
 series the panels read), and fails the test unless every query returns exactly the samples expected.
 """
@@ -57,7 +57,7 @@ def interpolate(
     rng: str = "1h",
 ) -> str:
     """``expr`` as Grafana runs it: the filter variables set (``.*`` unless given), the deployment
-    and job (:data:`SCOPE` unless given), ``interval`` per point (``$__interval``,
+    and job (``SCOPE`` unless given), ``interval`` per point (``$__interval``,
     ``$__rate_interval``), the range ``rng``."""
     for name in VARIABLES:
         expr = expr.replace(f"${name}", variables.get(name, ".*"))
@@ -82,7 +82,7 @@ def evaluate_queries(
 ) -> None:
     """``promtool test rules`` of ``cases`` at ``eval_time``, on the ``inputs`` series (one sample
     every ``interval``); ``rule_files`` (in ``tmp_path``) are loaded and evaluated along; ``role``
-    picks a pinned promtool (:func:`support.promtool.promtool`)."""
+    picks a pinned promtool (``support.promtool.promtool``)."""
     doc = {
         **({"rule_files": list(rule_files)} if rule_files else {}),
         "evaluation_interval": "1m",

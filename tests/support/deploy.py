@@ -2,9 +2,9 @@
 
 (The scenario DAGs, which the benchmarks run too, are the test bed's: ``testbed/dags/``.)
 
-* ``dags/executors`` -- the Celery and process-per-task DAGs (:mod:`support.cluster`);
+* ``dags/executors`` -- the Celery and process-per-task DAGs (``support.cluster``);
 * ``dags/watchers`` -- the asset watchers' DAG (the triggerer's tests);
-* ``dags/ui`` -- the UI deployment's DAGs (:mod:`support.ui`);
+* ``dags/ui`` -- the UI deployment's DAGs (``support.ui``);
 * ``plugins/server``, ``plugins/triggerer`` -- plugins a test copies into a plugins folder;
 * ``modules`` -- modules a component imports by name (a trigger class, an auth manager): on its
   ``PYTHONPATH``.

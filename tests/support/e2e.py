@@ -1,12 +1,12 @@
 """The Prometheus end-to-end tests' model and checks (``tests/shipped/test_prometheus_*.py``).
 
-A real Prometheus (:class:`Prometheus`: ``collector/prometheus-demo.yml``'s job aimed at a target,
-scraping every second, with the rules exported with :data:`E2E_SETTINGS`) scrapes a source that the
+A real Prometheus (``Prometheus``: ``collector/prometheus-demo.yml``'s job aimed at a target,
+scraping every second, with the rules exported with ``E2E_SETTINGS``) scrapes a source that the
 plugin feeds; every dashboard query and rule expression is evaluated through its HTTP API. The
-expected values are computed here, in Python, from a model of the scenarios' calls (:class:`Model`)
+expected values are computed here, in Python, from a model of the scenarios' calls (``Model``)
 and from the dashboard generator's declarative query specs, never from PromQL. Calls per second
 depend on which rule evaluation recorded which calls, so there the expected values are computed
-from the recorded samples Prometheus holds (:func:`recorded`, whose sums must be the model's
+from the recorded samples Prometheus holds (``recorded``, whose sums must be the model's
 totals) and compared exactly.
 """
 
@@ -270,7 +270,7 @@ E2E_SETTINGS = {
     "error_min_calls": "1",
     "failing_min_calls": "1",
 }
-#: :data:`E2E_SETTINGS`, and the error alerts firing one second after their condition holds: the
+#: ``E2E_SETTINGS``, and the error alerts firing one second after their condition holds: the
 #: end-to-end tests that wait for an alert (through the peers, ``count_at = api_server`` scraped).
 ALERTING_SETTINGS = {**E2E_SETTINGS, "error_for": "1s", "failing_for": "1s"}
 #: The job prometheus-demo.yml scrapes the demo as; the dashboard's $job.
@@ -283,7 +283,7 @@ RETRIES = "task:airflow_store_metrics_retries:increase"
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    """:func:`testbed.waiting.poll` that says what it waited for when the time runs out."""
+    """``testbed.waiting.poll`` that says what it waited for when the time runs out."""
     value = poll(condition, timeout, interval)
     if not value:
         raise AssertionError(f"timed out after {timeout} s waiting for {what}")
@@ -292,7 +292,7 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: 
 
 class Prometheus(PrometheusServer):
     """Prometheus with collector/prometheus-demo.yml's job aimed at ``target``, scraping every second,
-    and the exported rules; ``role`` picks a pinned Prometheus (:mod:`testbed.peers`), Debian's 2.42
+    and the exported rules; ``role`` picks a pinned Prometheus (``testbed.peers``), Debian's 2.42
     when ``None``."""
 
     def __init__(self, tmp: Path, target: str, exported: Path, role: str | None = None) -> None:
@@ -445,6 +445,6 @@ DEMO_VARIABLES = [
 
 
 def export_for_e2e(out: Path) -> Path:
-    """``store-metrics export`` with :data:`E2E_SETTINGS` into ``out`` (outside a test session, where
+    """``store-metrics export`` with ``E2E_SETTINGS`` into ``out`` (outside a test session, where
     the ``e2e_export`` fixture is not at hand)."""
     return export_files(out, **E2E_SETTINGS)

@@ -5,11 +5,11 @@
 
 It serves a Prometheus endpoint (the ``otel`` backend's exporter) on ``PORT`` -- or, with
 ``--dogstatsd``, sends DogStatsD to 127.0.0.1:``PORT`` -- and, for each ``pass`` line on stdin,
-makes one pass of :data:`~support.e2e.FEEDER_PASS`'s calls through the
+makes one pass of ``FEEDER_PASS``'s calls through the
 instrumented wrappers over in-memory stores, then answers ``done``; ``quit`` ends it. So the test
 knows which samples Prometheus holds: per-second rates, ratios over a window and recording rules
 (which need a series to exist before it grows) are checked against the calls of exactly one pass.
-:class:`Feeder` starts and drives it.
+``Feeder`` starts and drives it.
 """
 
 from __future__ import annotations

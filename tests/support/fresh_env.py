@@ -1,15 +1,15 @@
 """Fresh virtualenvs that install store-metrics as a user does, with no package index for it.
 
-* :func:`wheelhouse`: a folder of wheels (the build backend, the extras' dependencies, ``build`` and
+* ``wheelhouse``: a folder of wheels (the build backend, the extras' dependencies, ``build`` and
   ``twine``) downloaded once with this environment's pip and kept under
   ``~/.cache/store-metrics/wheelhouse/`` (or ``$STORE_METRICS_WHEELHOUSE``), keyed by the
   requirements and the Python version. It never holds airflow-store-metrics: pip, run with
-  :func:`offline_pip_env`, finds no release of the package (none exists yet), as on a fresh machine.
-* :func:`airflow_overlay`: this environment's site-packages less store-metrics (symlinks), so a fresh
+  ``offline_pip_env``, finds no release of the package (none exists yet), as on a fresh machine.
+* ``airflow_overlay``: this environment's site-packages less store-metrics (symlinks), so a fresh
   virtualenv that points at it (``see=``) has Airflow, the way the official image or a user's
   Airflow virtualenv has it, without installing Airflow's 150 distributions again; store-metrics
   comes only from what the test installs.
-* :func:`build_wheel`: the wheel of a copy of what the wheel is made of (pyproject.toml, README.md,
+* ``build_wheel``: the wheel of a copy of what the wheel is made of (pyproject.toml, README.md,
   LICENSE, src/), so a build leaves nothing in the work tree.
 """
 

@@ -1,13 +1,13 @@
 """The world the inventory tests read: real DAG runs, Airflow's own writes, and what they must add
 up to, computed by hand from the values written.
 
-:func:`build_world` takes an empty database (SQLite file, a throwaway PostgreSQL or MariaDB), runs
+``build_world`` takes an empty database (SQLite file, a throwaway PostgreSQL or MariaDB), runs
 ``airflow db migrate`` on it, runs two DAGs with ``dag.test()`` in fresh processes (the second with
 a worker-side custom state store backend, ``[workers] state_store_backend``, so its entries hold
 references), then writes a few more entries through Airflow's own server-side backend
 (``airflow.state.metastore.MetastoreBackend``: a non-ASCII value, an expired one, one dated two
-days back). :data:`EXPECTED` is what the inventory must report for them, derived from the same
-values with ``json.dumps`` (what the Execution API stores). :class:`Served` runs
+days back). ``EXPECTED`` is what the inventory must report for them, derived from the same
+values with ``json.dumps`` (what the Execution API stores). ``Served`` runs
 ``store-metrics inventory --serve`` and scrapes it.
 """
 

@@ -1,4 +1,4 @@
-"""A real Jaeger v2 (the pinned build, :mod:`testbed.peers`) on free ports of 127.0.0.1, and its
+"""A real Jaeger v2 (the pinned build, ``testbed.peers``) on free ports of 127.0.0.1, and its
 query API read back as spans.
 
 The configuration is the one docs/traces.md shows under "Seeing it in Jaeger" (read from that page,

@@ -7,7 +7,7 @@ usual, so this list cannot go stale silently.
 
 * Airflow 3.3.0 and 3.3.1 (Task SDK 1.3.0, 1.3.1) have no async asset store accessors
   (``aget/aset/adelete/aclear`` on ``AssetStateStoreAccessor(s)``): 3.3.2 added them. The tests in
-  :data:`NEED_ASYNC_ASSET_STORE` use them (directly, or through triggers that call ``aget``): the
+  ``NEED_ASYNC_ASSET_STORE`` use them (directly, or through triggers that call ``aget``): the
   call raises ``AttributeError``; the shape test's comparison with the installed classes fails its
   ``assert``.
 

@@ -2,7 +2,7 @@
 service discovery says of a chart's pods: a real Prometheus then applies the relabelings a cluster's
 Prometheus would.
 
-:func:`scrape_jobs` writes the ``relabel_configs`` as prometheus-operator generates them
+``scrape_jobs`` writes the ``relabel_configs`` as prometheus-operator generates them
 (``pkg/prometheus/promcfg.go``, ``generatePodMonitorConfig`` / ``generateServiceMonitorConfig``,
 read at v0.8x-v0.9x; Prometheus 2 and 3 alike): the job's old name kept in
 ``__tmp_prometheus_job_name``, the running-pod filter, one ``keep`` per ``matchLabels`` item (sorted)
@@ -10,8 +10,8 @@ and per ``matchExpressions`` item, the endpoint's port name, the ``namespace``/`
 ``container`` labels, ``job`` (a PodMonitor's ``<namespace>/<name>``, a ServiceMonitor's Service
 name), ``endpoint``, the endpoint's own relabelings, then the sharding ``hashmod`` of one shard. The
 job name is the Operator's (``podMonitor/<namespace>/<name>/<index>``). Only the discovery differs:
-the targets come from a file (``file_sd_configs``) written by :func:`pod_targets` and
-:func:`endpoint_targets` with the labels Kubernetes discovery gives (roles ``pod`` and
+the targets come from a file (``file_sd_configs``) written by ``pod_targets`` and
+``endpoint_targets`` with the labels Kubernetes discovery gives (roles ``pod`` and
 ``endpoints``), since there is no cluster here; the peers' Prometheus is built without the
 Kubernetes discovery anyway (``remove_all_sd``).
 """

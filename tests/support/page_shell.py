@@ -1,9 +1,9 @@
 """A deployment page's commands, run as written by bash, with the cluster's programs recorded.
 
-:func:`bash_blocks` reads a page's ```` ```bash ```` blocks with their label: a block whose first
+``bash_blocks`` reads a page's ```` ```bash ```` blocks with their label: a block whose first
 line is a comment naming one of the page's alternatives (``# trial``, ``# production``,
 ``# count_at = api_server``, ``# StatsD``) belongs to that alternative; the others to every reader.
-:class:`PageShell` runs the blocks a reader following one set of alternatives runs, in page order,
+``PageShell`` runs the blocks a reader following one set of alternatives runs, in page order,
 under ``bash -euo pipefail`` (an unset variable or a failed command stops it), in a folder of its
 own. ``store-metrics``, ``python`` and the shell's own tools run for real; ``docker``, ``helm``,
 ``kubectl`` and ``pip``, which need a registry or a cluster, are replaced by recorders that write

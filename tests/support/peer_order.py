@@ -1,9 +1,9 @@
-"""The tests that use a pinned peer (:mod:`testbed.peers`) run after all the others.
+"""The tests that use a pinned peer (``testbed.peers``) run after all the others.
 
 On a cold machine ``scripts/test`` does not wait for the peers' build (a quarter of an hour of
 compiling): it goes on in the background at the lowest CPU priority while the tests that need no
 peer run, and a peer test that comes to a pin still being built waits for it
-(:func:`testbed.peers.wait_for_build`). That only saves time if the peer tests come last, so
+(``testbed.peers.wait_for_build``). That only saves time if the peer tests come last, so
 they are marked (``pytestmark = pytest.mark.peers`` in their module) and sorted after the rest,
 each group in its own order.
 

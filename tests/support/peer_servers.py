@@ -1,9 +1,9 @@
 """The real peers, running: statsd_exporter, the OpenTelemetry Collector and Alertmanager, each the
-pinned build ``scripts/setup dev`` made (:mod:`testbed.peers`), on free ports of 127.0.0.1.
+pinned build ``scripts/setup dev`` made (``testbed.peers``), on free ports of 127.0.0.1.
 
-Prometheus is :class:`support.prometheus.PrometheusServer` (``role=`` picks a pin). Two fan-outs let
-one sender feed several peers at once, byte for byte: :class:`UdpFanout` (StatsD and DogStatsD
-datagrams, each kept and forwarded unchanged to every target) and :class:`OtlpFanout` (each OTLP/HTTP
+Prometheus is ``support.prometheus.PrometheusServer`` (``role=`` picks a pin). Two fan-outs let
+one sender feed several peers at once, byte for byte: ``UdpFanout`` (StatsD and DogStatsD
+datagrams, each kept and forwarded unchanged to every target) and ``OtlpFanout`` (each OTLP/HTTP
 request forwarded unchanged to every Collector), so one Airflow run reaches every pinned version.
 """
 
@@ -137,7 +137,7 @@ class Collector(ServerProcess):
     """The OpenTelemetry Collector of the pin playing ``role`` (``newest``, ``minimum``).
 
     ``strategies`` names one Prometheus exporter per translation strategy (``None``: the shipped
-    exporter as it is); :attr:`endpoints` maps each to its scrape URL.
+    exporter as it is); ``endpoints`` maps each to its scrape URL.
     """
 
     def __init__(
@@ -210,8 +210,8 @@ class Alertmanager(ServerProcess):
 
 
 class UdpFanout(UdpReceiver):
-    """A UDP socket on 127.0.0.1 that keeps every datagram (:meth:`lines`, as
-    :class:`~testbed.udp.UdpReceiver`) and forwards it, unchanged, to every port of ``targets``."""
+    """A UDP socket on 127.0.0.1 that keeps every datagram (``lines``, as
+    ``UdpReceiver``) and forwards it, unchanged, to every port of ``targets``."""
 
     def __init__(self, targets: Sequence[int]) -> None:
         self.targets = list(targets)

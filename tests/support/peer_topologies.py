@@ -12,14 +12,14 @@ that carry what it sends to Prometheus:
 * ``otlp``: OTLP/HTTP, delta temporality, to the Collector's OTLP receiver and ``deltatocumulative``,
   at both releases; the newest also exports with the UTF-8 translation strategies.
 
-A fan-out (:mod:`support.peer_servers`) hands every datagram or request, unchanged, to each peer, so
+A fan-out (``support.peer_servers``) hands every datagram or request, unchanged, to each peer, so
 one Airflow run reaches every pinned version at once. Each peer is one scrape target of every
 Prometheus (the 3.x newest and LTS pins; 2.42 too for ``otlp``), in the exported ``prometheus.yml``'s
 job for it, with a ``cluster`` label naming the peer: the rules keep ``cluster``, so each peer's calls
 are recorded apart. The runs: the upstream proposal's scenarios and the parallel, mapped and async
-DAGs (:mod:`support.count_at_runs`), a DAG whose calls raise, the retried tasks' DAG
-(:mod:`support.retries`: retried attempts that resume and that start over), the asset watchers' DAG
-(:mod:`support.watchers`, in the triggerer), the API server's route metrics (its middleware, same
+DAGs (``support.count_at_runs``), a DAG whose calls raise, the retried tasks' DAG
+(``support.retries``: retried attempts that resume and that start over), the asset watchers' DAG
+(``support.watchers``, in the triggerer), the API server's route metrics (its middleware, same
 backend), then ``store-metrics inventory --serve`` once with ``inventory_export = backend``.
 """
 
@@ -157,9 +157,9 @@ class Topology:
 
 
 def with_retries(name: str) -> bool:
-    """Whether ``name``'s runs include the retried tasks' DAG (:mod:`support.retries`). Not over OTLP:
+    """Whether ``name``'s runs include the retried tasks' DAG (``support.retries``). Not over OTLP:
     its mapped task's three instances write one series at once, the OTLP path's documented limit
-    (see :func:`second_wave`)."""
+    (see ``second_wave``)."""
     return name != "otlp"
 
 
@@ -446,7 +446,7 @@ def settled(topology: Topology) -> bool:
 @contextlib.contextmanager
 def running(name: str, tmp: Path, exported: Path) -> Iterator[Topology]:
     """Start the peers, Prometheus and Alertmanager; run everything through ``name``'s backend; wait
-    (bounded) until every Prometheus has it all; yield the :class:`Topology`; stop everything."""
+    (bounded) until every Prometheus has it all; yield the ``Topology``; stop everything."""
     closers: list[Any] = []
     try:
         peers = PEERS[name](tmp, exported)

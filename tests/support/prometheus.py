@@ -1,5 +1,5 @@
 """A real Prometheus on a free port, with a config a test writes: Debian's ``prometheus`` (2.42, the
-minimum), or a pinned build of :mod:`testbed.peers` (``role="newest"`` or ``"lts"``: Prometheus 3).
+minimum), or a pinned build of ``testbed.peers`` (``role="newest"`` or ``"lts"``: Prometheus 3).
 
 Queries go through its HTTP API, as Grafana sends them; ``stats=all`` returns Prometheus' own
 query statistics (samples read), which the dashboard cost measurement reads.
@@ -38,8 +38,8 @@ def _binary(role: str | None) -> str:
 
 
 class PrometheusServer(ServerProcess):
-    """``prometheus --config.file=<config>`` in ``tmp``, stopped by :meth:`stop`; ``role`` picks the
-    pinned build of :mod:`testbed.peers` that plays it, Debian's ``prometheus`` when ``None``."""
+    """``prometheus --config.file=<config>`` in ``tmp``, stopped by ``stop``; ``role`` picks the
+    pinned build of ``testbed.peers`` that plays it, Debian's ``prometheus`` when ``None``."""
 
     def __init__(self, tmp: Path, config: dict[str, Any], *extra: str, role: str | None = None) -> None:
         self.config = tmp / "prometheus.yml"
@@ -107,7 +107,7 @@ def scraping_job(
 ) -> PrometheusServer:
     """Prometheus with the exported ``prometheus.yml``'s ``job`` aimed at ``targets``, scraping and
     evaluating every second, with the exported task-side rules (``rules.yml``) loaded; ``role`` as
-    :class:`PrometheusServer`'s."""
+    ``PrometheusServer``'s."""
     collector = exported / "collector"
     base = yaml.safe_load((collector / "prometheus.yml").read_text())
     (scrape,) = [j for j in base["scrape_configs"] if j["job_name"] == job]

@@ -1,4 +1,4 @@
-"""promtool (Debian's prometheus package, or a pinned build of :mod:`testbed.peers`), for the tests
+"""promtool (Debian's prometheus package, or a pinned build of ``testbed.peers``), for the tests
 that check rules and configs and run rule tests."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def promtool(
 def promtool_each(
     runs: Sequence[tuple[str | None, tuple[str, ...]]], cwd: Path, timeout: float = 600
 ) -> list[subprocess.CompletedProcess[str]]:
-    """:func:`promtool` once per ``(role, args)``, as many at once as the machine has cores: a
+    """``promtool`` once per ``(role, args)``, as many at once as the machine has cores: a
     rule test file keeps one core busy for 2-60 s, and a settings row runs up to twelve of them."""
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         futures = [pool.submit(promtool, *args, cwd=cwd, role=role, timeout=timeout) for role, args in runs]

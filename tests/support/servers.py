@@ -1,6 +1,6 @@
 """A server a test starts as a subprocess (Prometheus, Alertmanager): ready when its URL answers 200,
-stopped (terminated, then killed) by :meth:`ServerProcess.stop`, started again with the same command
-(same ports, same files) by :meth:`ServerProcess.restart`."""
+stopped (terminated, then killed) by ``ServerProcess.stop``, started again with the same command
+(same ports, same files) by ``ServerProcess.restart``."""
 
 from __future__ import annotations
 

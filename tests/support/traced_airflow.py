@@ -4,7 +4,7 @@ The traces tests read a DAG run's spans back from a real Jaeger through its quer
 LocalExecutor (``tests/airflow/test_jaeger.py``, started here: each try in the Task SDK's own task
 process) and under ``airflow standalone`` (``tests/airflow/test_traces_standalone.py``). Both run
 the DAG ``store_metrics_traces`` (one retry that resumes, one that starts over), counts sent
-nowhere, and expect the trees :func:`retry_tree` makes.
+nowhere, and expect the trees ``retry_tree`` makes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 from support.cluster import Cluster
 
 DAG_ID = "store_metrics_traces"
-#: The tasks of :data:`DAG_ID`, each retried once (``tests/deploy/dags/executors/store_metrics_traces.py``).
+#: The tasks of ``DAG_ID``, each retried once (``tests/deploy/dags/executors/store_metrics_traces.py``).
 TASKS = ("resumes", "starts_over")
 
 SERVER = 2  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER
@@ -34,8 +34,8 @@ Span = tuple[str, int, dict[str, Any]]
 
 
 def call(operation: str, outcome: str, store: dict[str, str] = TASK, **more: str) -> Span:
-    """A span of a state store call made in a task or triggerer process (``store``: :data:`TASK`
-    or :data:`ASSET`), as (name, kind, attributes) (docs/traces.md)."""
+    """A span of a state store call made in a task or triggerer process (``store``: ``TASK``
+    or ``ASSET``), as (name, kind, attributes) (docs/traces.md)."""
     return (
         f"{operation} {store['db.collection.name']}",
         CLIENT,
@@ -60,8 +60,8 @@ def route(operation: str, outcome: str, **more: str) -> Span:
 
 
 def retry_tree(span: Callable[..., Span]) -> dict[tuple[str, int], list[Span]]:
-    """The spans under each try's ``worker.<task_id>`` span of :data:`DAG_ID`'s run, by (task, try),
-    made by ``span`` (:func:`call` for the task processes', :func:`route` for the API server's):
+    """The spans under each try's ``worker.<task_id>`` span of ``DAG_ID``'s run, by (task, try),
+    made by ``span`` (``call`` for the task processes', ``route`` for the API server's):
     try 1 of ``resumes`` writes and fails, try 2 reads it back; both tries of ``starts_over`` find
     nothing. The decision is on the retried try's first read."""
     return {
@@ -88,7 +88,7 @@ def traces_env(endpoint: str, otel_on: bool, **more: str) -> dict[str, str]:
 @contextlib.contextmanager
 def traced_cluster(root: Path, endpoint: str, **settings: str) -> Iterator[Cluster]:
     """Airflow's components under the LocalExecutor, traces on and exported to ``endpoint``, with
-    :data:`DAG_ID` parsed (``settings``: more of their environment, ``AIRFLOW__STORE_METRICS__COUNT_AT``
+    ``DAG_ID`` parsed (``settings``: more of their environment, ``AIRFLOW__STORE_METRICS__COUNT_AT``
     for instance); stopped on exit."""
     airflow = Cluster(
         root,

@@ -4,7 +4,7 @@ What is real: Airflow's ``TriggerRunner`` (its ``run_trigger`` coroutine, with t
 portal, span, logging and event queue it sets up), Airflow's ``BaseEventTrigger`` and Airflow's
 ``AssetStateStoreAccessors`` / ``AssetStateStoreAccessor``. What is not: the round trip behind
 ``SUPERVISOR_COMMS``, a socket to the ``TriggerRunnerSupervisor`` process and its database in
-a triggerer; :class:`InMemorySupervisor` answers the same messages from a dict instead. Airflow
+a triggerer; ``InMemorySupervisor`` answers the same messages from a dict instead. Airflow
 is imported only when these are called.
 """
 
@@ -65,7 +65,7 @@ class InMemorySupervisor:
 
 
 def answer_from_memory() -> InMemorySupervisor:
-    """Make an :class:`InMemorySupervisor` the task runner's ``SUPERVISOR_COMMS`` (a fresh process)."""
+    """Make an ``InMemorySupervisor`` the task runner's ``SUPERVISOR_COMMS`` (a fresh process)."""
     from airflow.sdk.execution_time import task_runner
 
     answering = InMemorySupervisor()
@@ -131,7 +131,7 @@ async def run_in_airflows_runner(trigger: Any, trigger_id: int = 7, context: Any
 
 
 def watcher(cls: type | None = None) -> Any:
-    """A watcher trigger (:func:`event_trigger_class` by default) on :data:`ASSET`, as the triggerer
+    """A watcher trigger (``event_trigger_class`` by default) on ``ASSET``, as the triggerer
     makes it."""
     trigger = (cls or event_trigger_class())()
     trigger.asset_state_store = watched_store()

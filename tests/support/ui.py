@@ -2,18 +2,18 @@
 API server counting their calls, and a real Prometheus scraping it.
 
 * Components: ``api-server``, ``scheduler`` (LocalExecutor: each task its own process) and
-  ``dag-processor``, started one by one (:class:`support.cluster.Cluster`): what ``airflow
+  ``dag-processor``, started one by one (``support.cluster.Cluster``): what ``airflow
   standalone`` starts, but ``standalone`` replaces any configured auth manager by the Simple one
   (``calculate_env`` in ``airflow/cli/commands/standalone_command.py``), and these tests need one
   with per-DAG permissions.
 * Auth: Airflow's Simple auth manager with known passwords, extended with per-DAG refusals
   (``tests/deploy/modules/per_dag_auth.py``): ``admin`` reads everything, ``viewer`` every DAG but
-  :data:`SECRET`.
-* DAGs (``tests/deploy/dags/ui``): :data:`ORDERS` (tasks, a mapped task, two assets),
-  :data:`SECRET` (the largest state; shares an asset with ORDERS), :data:`SMALL`; and the names:
-  :data:`DONNEES` (which the viewer may not read) and :data:`DONN_ES`, one series under the old tag
-  rule, and :data:`UNKNOWN_DAG`, named like the value of the calls nobody could attribute (one such
-  call is made: :meth:`UiDeployment.run_dags`).
+  ``SECRET``.
+* DAGs (``tests/deploy/dags/ui``): ``ORDERS`` (tasks, a mapped task, two assets),
+  ``SECRET`` (the largest state; shares an asset with ORDERS), ``SMALL``; and the names:
+  ``DONNEES`` (which the viewer may not read) and ``DONN_ES``, one series under the old tag
+  rule, and ``UNKNOWN_DAG``, named like the value of the calls nobody could attribute (one such
+  call is made: ``UiDeployment.run_dags``).
 * Calls: ``count_at = api_server`` with the OpenTelemetry backend's Prometheus exporter on the API
   server's worker, scraped every second by a real Prometheus (``collector/prometheus.yml``'s
   ``store-metrics-api-server`` job), which the UI queries (``ui_prometheus_url``).
@@ -81,7 +81,7 @@ CALLS: dict[tuple[str, str], dict[str, int]] = {
     (DONN_ES, "t_che"): {"task_state_store.write": 1},
     (UNKNOWN_DAG, "note"): {"task_state_store.write": 1},
 }
-#: The calls nobody could attribute (:meth:`UiDeployment.run_dags` makes one, without a token):
+#: The calls nobody could attribute (``UiDeployment.run_dags`` makes one, without a token):
 #: the API server counts them under ``<unknown>``, never under the DAG named ``unknown``.
 UNATTRIBUTED = {"task_state_store.error": 1}
 PASSWORDS = {"admin": "admin-password", "viewer": "viewer-password"}
@@ -139,7 +139,7 @@ class UiDeployment:
     def run_dags(self, dag_ids: tuple[str, ...] = DAG_IDS) -> None:
         """One run of each DAG through the REST API (as admin); waits until all have succeeded. Then
         one state store call without a token, which the API server refuses and counts
-        (:data:`UNATTRIBUTED`)."""
+        (``UNATTRIBUTED``)."""
         run_ids = []
         for n, dag_id in enumerate(dag_ids):
             run_id = f"ui-{n}-{dag_id.encode('ascii', 'replace').decode().replace('?', '_')}"
@@ -169,7 +169,7 @@ class UiDeployment:
         assert status in (401, 403), status
 
     def wait_for_calls(self) -> None:
-        """Until Prometheus holds every call of :data:`CALLS` (the API server counts each as it answers),
+        """Until Prometheus holds every call of ``CALLS`` (the API server counts each as it answers),
         and the rules have recorded them all (what the tab reads)."""
         total = sum(sum(counts.values()) for counts in CALLS.values()) + sum(UNATTRIBUTED.values())
         wait_for(

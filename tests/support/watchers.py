@@ -2,8 +2,8 @@
 
 Three assets with ``AssetWatcher`` triggers (``tests/deploy/modules/store_metrics_test_triggers.py``,
 which every Airflow process must find on its ``PYTHONPATH``): each watcher makes its calls once and
-fires one event; the event starts a consumer DAG. :data:`WATCHERS` is what the watchers call (in the
-triggerer), :data:`TASKS` what the consumers' tasks call, as DogStatsD totals.
+fires one event; the event starts a consumer DAG. ``WATCHERS`` is what the watchers call (in the
+triggerer), ``TASKS`` what the consumers' tasks call, as DogStatsD totals.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The instrumented accessors: exact counts, exact pass-through.
 
 The inner stores here are small in-memory fakes with the shape of the Task SDK accessors
-(:mod:`support.fake_accessors`); real Airflow is exercised by the Airflow tests (``tests/airflow/``),
+(``support.fake_accessors``); real Airflow is exercised by the Airflow tests (``tests/airflow/``),
 and ``tests/airflow/test_accessor_shapes.py`` checks the fakes against the installed Airflow
 classes. No metrics backend is faked: counts go to ``store_metrics.testing``'s recorder
 or to a real emitter.

@@ -1,6 +1,6 @@
 r"""The ``statsd`` and ``dogstatsd`` backends: the exact bytes each sends through a real UDP socket.
 
-Both are :class:`~store_metrics.backends.line_backend.LineBackend`\ s over one socket on 127.0.0.1; they
+Both are ``LineBackend``s over one socket on 127.0.0.1; they
 differ in where the tags go (``name,k=v:1|c`` against ``name:1|c|#k:v``), the datagram size and its end.
 The DogStatsD one sends no container field (``|c:``), no client telemetry, and no tags taken from
 the environment.

@@ -1,6 +1,6 @@
 """``count_at``: the option, the task side standing down, and the API server's attribution, in process.
 
-Attribution is driven here at its own level: :class:`~store_metrics.api_server.StoreCalls` with a real
+Attribution is driven here at its own level: ``StoreCalls`` with a real
 emitter (backend ``none``, read back from its totals) and a lookup function standing in for the
 metadata query, whose thread, timing and failures the tests control. The real query against Airflow's
 real tables is in ``test_count_at_query.py`` (quick); through the real Airflow app and under

@@ -2,7 +2,7 @@
 
 * The task side: which task process decides (``task_listener.starts_a_retried_attempt``), and the
   listener wrapping a retried attempt's store (the wrapper's own counting: ``test_accessors.py``).
-* The API server side: :class:`~store_metrics.api_server.StoreCalls` with a real emitter (backend
+* The API server side: ``StoreCalls`` with a real emitter (backend
   ``none``) and a lookup standing in for the metadata query (as ``test_count_at.py``), several of
   them playing the workers of one host over one real claims folder; the claim raced by real processes.
 

@@ -2,7 +2,7 @@
 
 StatsD and DogStatsD lines go through a real UDP socket; what the receivers make of them is
 computed with statsd_exporter's rule (``int(1/rate)`` events per sampled line:
-:mod:`support.statsd_observations`, held equal to the real exporter in test_collector_inputs.py),
+``support.statsd_observations``, held equal to the real exporter in test_collector_inputs.py),
 OpenTelemetry through the SDK and its Prometheus exporter, read back with an HTTP GET of the
 exporter's ``/metrics`` parsed by prometheus_client (no Prometheus server runs here;
 test_prometheus_e2e.py has one), Airflow's path through Airflow's own StatsD logger.

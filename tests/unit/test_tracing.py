@@ -3,7 +3,7 @@
 A real ``TracerProvider`` with an ``InMemorySpanExporter`` stands where Airflow's provider is; a
 ``worker.t`` span stands where the task runner's span is (the real one is in
 ``tests/airflow/test_traces.py``). The inner stores are the in-memory fakes of
-:mod:`support.fake_accessors`.
+``support.fake_accessors``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ nothing when the receiver's socket overflows, so the backends pace themselves (`
 bytes a second after a first 64 KiB): a flush never runs past the wait of the caller who asked for
 it, and what its pace did not let out by then goes in a later flush, once. The rate here is 2,000
 bytes a second, so that the pace lets out at most the first 64 KiB and 2,000 bytes for each second
-waited, whatever the machine's load, and a flush of :data:`TASKS` series would take over a minute.
+waited, whatever the machine's load, and a flush of ``TASKS`` series would take over a minute.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 import store_metrics
 from store_metrics import catalogue
-from store_metrics.backends import udp as udp_module
+from store_metrics.backends import line_backend as udp_module
 from store_metrics.emitter import AggregatingEmitter
 from support.lines import parse_dogstatsd, parse_influx
 from testbed.udp import MARKER_PREFIX, UdpReceiver

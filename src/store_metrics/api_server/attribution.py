@@ -1,20 +1,20 @@
 """Who made a state store request: the task instance the Execution API verified, and its tags.
 
 For ``count_at = api_server``, which counts each state store request as the task that made it would
-have (:mod:`.store_calls` counts). Every state store call of every task, whatever its SDK, arrives
+have (``store_calls`` counts). Every state store call of every task, whatever its SDK, arrives
 at an API server worker as an Execution API request. The Execution API has already worked out who is
 calling: its JWT bearer dependency validates the task token and keeps the result on the request's
 ASGI scope (``scope["ti_token"]``, a ``TIToken`` whose ``id`` is the task instance id: the token's
 ``sub``; on the task store routes ``require_auth(scopes=["ti:self"])`` also checks that it equals
 the ``{task_instance_id}`` of the path). So, once a request has been answered:
 
-* :func:`requester` reads the task instance id the Execution API verified (or ``None`` for a
+* ``requester`` reads the task instance id the Execution API verified (or ``None`` for a
   request it refused as unauthenticated, 401/403 with no valid token);
-* :class:`~store_metrics.api_server.store_calls.StoreCalls` turns it into the task side's tags,
+* ``StoreCalls`` turns it into the task side's tags,
   ``dag_id``, ``task_id``, ``run_type``, ``operator`` (and ``team_name`` on a multi-team
   deployment), through a bounded LRU cache keyed by task instance id
-  (:mod:`~store_metrics.api_server.lookups`); a task instance it has not seen costs one metadata query
-  (:func:`lookup_task_instance`), run on a thread of its own (never on the event loop), after the
+  (``lookups``); a task instance it has not seen costs one metadata query
+  (``lookup_task_instance``), run on a thread of its own (never on the event loop), after the
   response has been sent, once per task instance and worker however many of its requests arrive
   while the query runs;
 * and counts the request on the task side's counter, ``<prefix>.task_state_store.<outcome>`` or
@@ -32,8 +32,8 @@ task side's ``read_absent``: the accessor returns the default), a PUT or DELETE 
 (404 on 3.3): ``error{operation}``, as the task side counts the exception the accessor raises.
 
 Never an id, a key or an asset in a tag: the id is only the cache key. Requests that carry no
-task instance get honest tags: :data:`UNKNOWN_TAGS` (refused as unauthenticated, a token whose
-subject is no task instance, or a metadata database that did not answer) and :data:`WATCHER_TAGS`
+task instance get honest tags: ``UNKNOWN_TAGS`` (refused as unauthenticated, a token whose
+subject is no task instance, or a metadata database that did not answer) and ``WATCHER_TAGS``
 (the null task instance id, which Airflow's in-process Execution API gives an asset watcher's
 trigger; a real triggerer never sends those through the API server, it counts its own calls).
 """
@@ -71,9 +71,9 @@ WATCHER_TAGS: Final[Tags] = task_tags(
 )
 
 #: Statement timeout of each task instance lookup (ms), as the inventory sets one
-#: (:func:`store_metrics.inventory.database.statement_timeout`).
+#: (``store_metrics.inventory.database.statement_timeout``).
 LOOKUP_TIMEOUT_MS: Final = 5_000
-#: Looks a task instance id up in the metadata database: its :class:`TaskAttempt` (or only its tags,
+#: Looks a task instance id up in the metadata database: its ``TaskAttempt`` (or only its tags,
 #: the try then unknown), or ``None`` when there is no such task instance. Blocking: it runs on a
 #: lookup thread.
 Lookup = Callable[[UUID], "TaskAttempt | Tags | None"]
@@ -189,7 +189,7 @@ class TaskAttempt:
 
 
 def lookup_task_instance(ti_id: UUID) -> Tags | None:
-    """The task side's tags of task instance (attempt) ``ti_id`` (:func:`lookup_attempt`'s tags)."""
+    """The task side's tags of task instance (attempt) ``ti_id`` (``lookup_attempt``'s tags)."""
     attempt = lookup_attempt(ti_id)
     return None if attempt is None else attempt.tags
 
@@ -202,7 +202,7 @@ def lookup_attempt(ti_id: UUID) -> TaskAttempt | None:
     name as the DAG was serialized (``task_type``), which is what the task side reports
     (``type(ti.task).__name__``; ``_PythonDecoratedOperator`` for ``@task``), not the display name
     (``custom_operator_name``, ``@task``). ``None`` when there is no such attempt. Read-only, each statement
-    cancelled after :data:`LOOKUP_TIMEOUT_MS` (a lock held on the table, a database that has
+    cancelled after ``LOOKUP_TIMEOUT_MS`` (a lock held on the table, a database that has
     stopped answering): the request is then counted as ``unknown``.
     """
     from airflow.utils.session import create_session

@@ -43,7 +43,7 @@ class Caller:
 
 
 class Attempt:
-    """One task instance id as a worker knows it: its tag set's :class:`Caller` and its try."""
+    """One task instance id as a worker knows it: its tag set's ``Caller`` and its try."""
 
     __slots__ = ("caller", "try_number")
 

@@ -6,9 +6,9 @@ not in it costs one metadata query, whoever asks for it meanwhile waits for that
 flight); the query runs on a few threads of its own, never on the event loop and never in the pool
 that runs the API's sync routes; after a failure, no query for ``retry_after`` seconds (the database
 is not asked per request while it is down). At most ``max_pending`` task instances are being looked
-up at once (:meth:`Lookups.flight`): a database that hangs rather than fails (a lock held, a
+up at once (``Lookups.flight``): a database that hangs rather than fails (a lock held, a
 connection that never answers) holds that many queries, never one per task instance that calls.
-Counting is :mod:`.store_calls`' job.
+Counting is ``store_calls``' job.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ T = TypeVar("T")
 
 
 class Lookups:
-    """Task instance id -> :class:`Attempt`, through the cache or one query (see the module)."""
+    """Task instance id -> ``Attempt``, through the cache or one query (see the module)."""
 
     def __init__(
         self,
@@ -89,7 +89,7 @@ class Lookups:
         return pending
 
     async def resolve(self, ident: UUID) -> Attempt:
-        """The task instance's :class:`Attempt`: cached, or from one query (shared by every waiter);
+        """The task instance's ``Attempt``: cached, or from one query (shared by every waiter);
         unknown when the lookups are at their cap."""
         attempt = self._cache.get(ident)
         if attempt is not None:

@@ -2,7 +2,7 @@
 
 Each worker makes its own on first use (never at import, never in a task process), from
 ``[store_metrics]``, with cumulative temporality and the identity ``<host>-<slot>``
-(:mod:`.worker_slot`).
+(``worker_slot``).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class ServerMetrics:
 
     With ``calls`` (``count_at = api_server``) it also counts every answered state store request
     on the task side's counters, tagged as the task instance that made it
-    (:class:`~store_metrics.api_server.attribution.StoreCalls`). ``route_metrics = False``
+    (``StoreCalls``). ``route_metrics = False``
     (``server_metrics = false``) leaves out the route metrics and the stall monitor.
     """
 
@@ -108,7 +108,7 @@ class ServerMetrics:
     ) -> None:
         """Run one state store request through ``app``, passing every message on unchanged.
 
-        ``span``: the request's span (:mod:`.tracing`), answered and ended by its counting."""
+        ``span``: the request's span (``tracing``), answered and ended by its counting."""
         received = 0
         sent = 0
         status = 0

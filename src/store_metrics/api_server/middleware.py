@@ -1,6 +1,6 @@
 """The FastAPI root middleware: pure ASGI, so every message passes through untouched.
 
-State store requests go through :meth:`ServerMetrics.serve`; every other request costs one
+State store requests go through ``ServerMetrics.serve``; every other request costs one
 substring test. The stall monitor starts at ASGI lifespan startup (or on the first request). At
 lifespan shutdown, requests still waiting for their task instance's tags (``count_at =
 api_server``) are counted before the last flush.

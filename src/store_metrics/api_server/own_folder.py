@@ -1,18 +1,18 @@
 """A folder of this user's own in the shared temp directory, checked before anything in it is used.
 
 The API server's workers share two folders in the temp directory (``TMPDIR``), one per user: the
-worker slots (:mod:`.worker_slot`) and the retry claims (:mod:`.retries`). Every user of the host
+worker slots (``worker_slot``) and the retry claims (``retries``). Every user of the host
 may write to the temp directory, so whatever is found there is not trusted:
 
 * the folder is made with mode ``0o700`` when absent; one that is there must be a directory (not a
   symbolic link to one), owned by this user and writable by nobody else (no group or other write
-  bit), else :func:`open_own` raises :class:`NotOwnFolder` saying why and the caller falls back as
+  bit), else ``open_own`` raises ``NotOwnFolder`` saying why and the caller falls back as
   its docstring says;
 * it is opened once (``O_DIRECTORY | O_NOFOLLOW``) and checked through that descriptor, so the
   folder checked is the folder used (a rename or a link swapped in afterwards changes nothing):
   files are opened relative to the descriptor (``dir_fd``), with ``O_NOFOLLOW``;
 * a clean-up removes only files of its own name pattern that are regular files of this user
-  (:func:`own_files`).
+  (``own_files``).
 """
 
 from __future__ import annotations
@@ -35,16 +35,16 @@ class NotOwnFolder(OSError):
 
 
 def temp_path(name: str) -> Path:
-    """``<temp directory>/<name>-<uid>``; raises :class:`OSError` (``FileNotFoundError``) when the
-    host has no usable temp directory (:func:`tempfile.gettempdir`)."""
+    """``<temp directory>/<name>-<uid>``; raises ``OSError`` (``FileNotFoundError``) when the
+    host has no usable temp directory (``tempfile.gettempdir``)."""
     return Path(tempfile.gettempdir()) / f"{name}-{os.getuid()}"
 
 
 def open_own(path: Path) -> int:
     """A descriptor of the folder ``path``, made ``0o700`` if absent, checked as this user's own.
 
-    Raises :class:`NotOwnFolder` (what is there is not this user's own folder) or the
-    :class:`OSError` of making or opening it. The caller closes the descriptor.
+    Raises ``NotOwnFolder`` (what is there is not this user's own folder) or the
+    ``OSError`` of making or opening it. The caller closes the descriptor.
     """
     with suppress(FileExistsError):  # checked below, through the descriptor, whoever made it
         os.mkdir(path, 0o700)

@@ -10,16 +10,16 @@ idle for 5 s (httpx's keep-alive expiry), the supervisor heartbeats about every 
 connection, which the kernel may hand to any worker of the API server, is usual in an attempt that
 runs longer than a few seconds. Two layers make it one count per attempt:
 
-* :class:`FirstReads`, per worker, on the event loop: the outcome of the first answered read this
+* ``FirstReads``, per worker, on the event loop: the outcome of the first answered read this
   worker saw of each task instance, taken once (bounded, least recently used dropped first);
-* :class:`HostClaims`, per host: one file per decided attempt in a folder of this user's own in
-  the temp directory (``TMPDIR``; checked by :mod:`.own_folder`: owner, mode, not a link), so
+* ``HostClaims``, per host: one file per decided attempt in a folder of this user's own in
+  the temp directory (``TMPDIR``; checked by ``own_folder``: owner, mode, not a link), so
   exactly one of the host's workers (the first to claim) counts it; made on a lookup thread (a file
   system call never runs on the event loop), as the worker slots are files there
-  (:mod:`.worker_slot`). The file holds the claimant's process id and what it counted: written
+  (``worker_slot``). The file holds the claimant's process id and what it counted: written
   under a name of its own first, then linked to the attempt's name (``link`` fails if that name
   exists, as ``O_EXCL`` would), so a claim is whole or absent, never empty (a full disk). Claims
-  older than :data:`CLAIM_TTL` are swept: only regular files of this user named as claims.
+  older than ``CLAIM_TTL`` are swept: only regular files of this user named as claims.
 
 Where no claim can be made (no usable temp directory, a folder that is not this user's own, a full
 disk) each worker decides alone, said once: an attempt whose reads reach two workers of the host
@@ -57,7 +57,7 @@ FIRST_READS: Final = 10_000
 #: A claim file is kept this long: longer than an attempt's reads can be apart. An attempt read
 #: again after that, by a worker that has forgotten it, could be counted again.
 CLAIM_TTL: Final = 7 * 24 * 3600.0
-#: How often (seconds) a worker sweeps the claims older than :data:`CLAIM_TTL`.
+#: How often (seconds) a worker sweeps the claims older than ``CLAIM_TTL``.
 SWEEP_EVERY: Final = 3600.0
 
 _DECIDED: Final = -1
@@ -163,7 +163,7 @@ class HostClaims:
 
 def _claim_in(folder: int, name: str, text: str) -> bool:
     """Make the claim ``name`` holding ``text`` in ``folder``, whole: ``False`` if it was there.
-    Raises :class:`OSError` when it cannot be written (nothing is left behind then)."""
+    Raises ``OSError`` when it cannot be written (nothing is left behind then)."""
     part = f"{name}.{secrets.token_hex(4)}.part"
     data = text.encode()
     fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | own_folder.NO_FOLLOW, 0o600, dir_fd=folder)

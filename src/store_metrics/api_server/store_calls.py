@@ -1,17 +1,17 @@
 """``count_at = api_server``: each answered state store request counted on the task side's counter,
-tagged as the task instance that made it (:mod:`.attribution` says who that is, :mod:`.lookups` finds
-its tags, :class:`~.caller.Caller` counts).
+tagged as the task instance that made it (``attribution`` says who that is, ``lookups`` finds
+its tags, ``Caller`` counts).
 
 Everything runs on the worker's event loop except the metadata query: a request whose task instance
 is cached is counted at once (a dict lookup and an integer add); one whose task instance is not is
 counted by a background task once the query has answered. Nothing waits for it: not the response,
 which has been sent, and not the server's next request. The waiting is bounded: past
-:data:`MAX_WAITING` requests waiting, or :data:`MAX_PENDING_LOOKUPS` task instances being looked up
+``MAX_WAITING`` requests waiting, or ``MAX_PENDING_LOOKUPS`` task instances being looked up
 (a database that hangs: 20,000 requests of 500 task instances once left 20,000 waiting tasks), a
 request is counted at once as ``dag_id=<unknown>`` (said once in the log, and in the shutdown line).
 
 A retried attempt's first answered task store read is also counted once as ``retry_resumed`` or
-``retry_not_resumed`` (:mod:`.retries`): the worker notes each task instance's first answered read
+``retry_not_resumed`` (``retries``): the worker notes each task instance's first answered read
 on the loop, and once the attempt is known to be a retry, claims it for the host on a lookup thread.
 """
 
@@ -111,7 +111,7 @@ class StoreCalls:
     ) -> None:
         """Count one answered request (on the event loop, after the response). Never raises.
 
-        ``span`` is only ever given to :class:`~.tracing.TracedStoreCalls` (traces on)."""
+        ``span`` is only ever given to ``TracedStoreCalls`` (traces on)."""
         try:
             self.stats.requests += 1
             ident = requester(scope, route, status)
@@ -203,7 +203,7 @@ class StoreCalls:
     # -- callers, and the end ------------------------------------------------------------------
 
     def caller(self, tags: Tags) -> Caller:
-        """The (shared) :class:`Caller` of one tag set."""
+        """The (shared) ``Caller`` of one tag set."""
         key = tuple(sorted(tags.items()))
         caller = self._callers.get(key)
         if caller is None:

@@ -8,7 +8,7 @@ span made here has that ``traceparent`` as its parent, so it sits under the task
 
 * kind SERVER: this process serves a request whose parent is remote (OpenTelemetry's span kinds),
   and a CLIENT span here would draw a second caller of the store in service graphs;
-* the task side's name and database attributes (:mod:`store_metrics.counting.tracing`):
+* the task side's name and database attributes (``store_metrics.counting.tracing``):
   ``get task_state_store``, ``db.system.name``, ``db.collection.name``, ``db.operation.name``,
   ``store_metrics.outcome`` (decided from the status, as the counters decide it), so one query
   finds the spans of both ``count_at`` modes; plus the HTTP server's ``http.request.method`` and
@@ -16,11 +16,11 @@ span made here has that ``traceparent`` as its parent, so it sits under the task
 * on a failure ``error.type``: the exception's class when the route raised, else the status code
   (HTTP's convention); status ERROR for a 5xx or an exception only (a 4xx is the caller's error);
 * ``store_metrics.retry``: on the span of a retried attempt's first answered read that this worker
-  decided (:mod:`.retries`). That decision waits for the attempt's lookup, so such a span is ended
+  decided (``retries``). That decision waits for the attempt's lookup, so such a span is ended
   once decided, with the time its response finished as its end.
 
-:class:`TracedServerMetrics` is chosen once per worker, when its metrics are made: with traces off
-the worker runs :class:`~.metrics.ServerMetrics` unchanged and never imports this module. Nothing
+``TracedServerMetrics`` is chosen once per worker, when its metrics are made: with traces off
+the worker runs ``ServerMetrics`` unchanged and never imports this module. Nothing
 here raises into a request: a failure costs one log line.
 """
 
@@ -61,7 +61,7 @@ from .store_calls import StoreCalls
 
 HTTP_METHOD: Final = "http.request.method"
 HTTP_STATUS: Final = "http.response.status_code"
-#: The server's outcomes (:func:`~.routes.outcome_of`) as the task side's spans say them.
+#: The server's outcomes (``outcome_of``) as the task side's spans say them.
 SPAN_OUTCOMES: Final = {
     Outcome.READ_FOUND.value: "found",
     Outcome.READ_ABSENT.value: "absent",
@@ -183,7 +183,7 @@ class RouteTracing:
 
 
 class TracedStoreCalls(StoreCalls):
-    """:class:`~.store_calls.StoreCalls` that answers and ends each request's span.
+    """``StoreCalls`` that answers and ends each request's span.
 
     A span is ended once its request is counted, except the span of a task instance's first answered
     read this worker saw: it is held until the attempt is known (its lookup answered) and, for a
@@ -245,7 +245,7 @@ def _decided(task: asyncio.Task[bool], span: RouteSpan, found: bool) -> None:
 
 
 class TracedServerMetrics(ServerMetrics):
-    """:class:`~.metrics.ServerMetrics` whose state store requests are also spans (module docs)."""
+    """``ServerMetrics`` whose state store requests are also spans (module docs)."""
 
     def __init__(self, *args: Any, tracing: RouteTracing, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -279,7 +279,7 @@ class TracedServerMetrics(ServerMetrics):
 
 
 def route_tracing(traces: str) -> RouteTracing | None:
-    """This worker's :class:`RouteTracing` for ``[store_metrics] traces``, or ``None`` (decided once,
+    """This worker's ``RouteTracing`` for ``[store_metrics] traces``, or ``None`` (decided once,
     when the worker's metrics are made): ``off`` never; ``auto`` where Airflow's ``[traces] otel_on``
     is on; ``on`` also without it; either way only where a tracer provider is set (Airflow sets its
     own in every process when ``otel_on`` is on)."""

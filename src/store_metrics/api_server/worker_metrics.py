@@ -1,7 +1,7 @@
 """This API server worker's metrics, decided once per process from ``[store_metrics]``: none,
-:class:`~.metrics.ServerMetrics`, or (``count_at = api_server`` with traces on) the traced
-:class:`~.tracing.TracedServerMetrics`. It sits above both: :mod:`.metrics` knows nothing of
-tracing, and :mod:`.tracing` is imported only when a worker traces.
+``ServerMetrics``, or (``count_at = api_server`` with traces on) the traced
+``TracedServerMetrics``. It sits above both: ``metrics`` knows nothing of
+tracing, and ``tracing`` is imported only when a worker traces.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ _decided_pid = 0
 
 
 def server_metrics() -> ServerMetrics | None:
-    """This worker's :class:`ServerMetrics`, made from ``[store_metrics]`` on first use.
+    """This worker's ``ServerMetrics``, made from ``[store_metrics]`` on first use.
 
     ``None`` (once decided, for the life of the process) when store-metrics or its server side
     is switched off, or the configuration is bad: the middleware then only passes requests on.
@@ -99,7 +99,7 @@ def _build() -> ServerMetrics | None:
 
 
 def _route_tracing(traces: str) -> RouteTracing | None:
-    """The worker's :class:`~.tracing.RouteTracing` (``[store_metrics] traces``), or ``None``: a
+    """The worker's ``RouteTracing`` (``[store_metrics] traces``), or ``None``: a
     failure to set it up costs a log line, and the requests are counted untraced."""
     from ..config.options import TRACES_OFF
 

@@ -1,7 +1,7 @@
 """An API server worker's identity: ``<short host name>-<slot>``, never a process id.
 
 The slot is the lowest number free on this host: an exclusive ``flock`` on one file per slot in a
-folder of this user's own in the temp directory (checked by :mod:`.own_folder`: owner, mode, not a
+folder of this user's own in the temp directory (checked by ``own_folder``: owner, mode, not a
 link; the files opened through its descriptor, never through a link), held for the worker's life.
 The kernel releases it when the worker exits, however it ends (a crash or SIGKILL included), so the
 worker that replaces it takes the same slot, and its series carry the same ``worker`` label:
@@ -10,7 +10,7 @@ the workers a host runs at once. A process that cannot take a slot (no
 usable temp directory, a folder that is not this user's own, all ``MAX_SLOTS`` taken) falls back to
 ``<host>-p<pid>`` and says so once: its metrics are made and served all the same.
 
-With ``worker_label = slot`` (:func:`label`) the label is the slot alone (``0``, ``p<pid>``): the same
+With ``worker_label = slot`` (``label``) the label is the slot alone (``0``, ``p<pid>``): the same
 in every pod of a Deployment, so a rollout brings no new values where the scrape's ``instance``
 keeps the pods apart.
 """
@@ -89,7 +89,7 @@ def _take_slot(pid: int, dir_fd: int) -> str:
 
 
 def label(style: str, directory: Path | None = None) -> str:
-    """This process's ``worker`` label: :func:`claim`'s ``<host>-<slot>`` (``host_slot``), or the slot
+    """This process's ``worker`` label: ``claim``'s ``<host>-<slot>`` (``host_slot``), or the slot
     alone (``slot``)."""
     identity = claim(directory)
     return identity.removeprefix(f"{host()}-") if style == "slot" else identity

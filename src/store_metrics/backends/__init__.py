@@ -1,7 +1,7 @@
 """Backend adapters, one module each, and the loader that turns a backend name into one.
 
 A backend's library is imported only inside its own module, and that module is imported only
-here, at configuration time: a missing extra surfaces as :class:`~store_metrics.errors.MissingExtraError`
+here, at configuration time: a missing extra surfaces as ``MissingExtraError``
 when the emitter is configured, never as an ``ImportError`` inside a task.
 """
 
@@ -35,8 +35,8 @@ def _missing_package(exc: ImportError) -> str:
 def create_backend(name: str, **options: Any) -> Backend:
     """Import the adapter for ``name`` and build it with ``options``.
 
-    ``options`` are the backend's own keywords (:func:`store_metrics.config.options.split_arguments`
-    picks them); one the option table does not give this backend is a :class:`ConfigError`.
+    ``options`` are the backend's own keywords (``store_metrics.config.options.split_arguments``
+    picks them); one the option table does not give this backend is a ``ConfigError``.
     Building does no I/O; sockets and providers are made later by ``open()`` on the
     emitter's worker thread.
     """

@@ -19,11 +19,11 @@ add those microseconds to the request that observed the value, the flush has not
 do (4 µs instead of 1.5 s), the values are exact rather than bucket means, and a StatsD receiver
 gets them spread over the interval instead of all at once. What an Airflow logger does per call
 is what Airflow does on its own request paths: the StatsD loggers send one UDP datagram (the
-address resolved when the client is built, in :meth:`AirflowStatsBackend.open` on the worker),
+address resolved when the client is built, in ``AirflowStatsBackend.open`` on the worker),
 the OTel logger records in memory.
 
 Observations made before the backend is open in this process still arrive as a
-``HistogramDelta`` in :meth:`AirflowStatsBackend.export`: one ``stats.timing`` per observation,
+``HistogramDelta`` in ``AirflowStatsBackend.export``: one ``stats.timing`` per observation,
 each bucket's observations as its mean, so counts and sums are exact.
 """
 
@@ -69,7 +69,7 @@ def _build_client_now(shared_stats: Any) -> None:
 
 
 class _Unsent(Exception):
-    """Raised inside :meth:`AirflowStatsBackend.export` with what of one delta was not sent."""
+    """Raised inside ``AirflowStatsBackend.export`` with what of one delta was not sent."""
 
     def __init__(self, unsent: Delta) -> None:
         super().__init__()
@@ -140,7 +140,7 @@ class AirflowStatsBackend:
         """Whether Airflow's ``[metrics]`` enables no backend, so the sums would go nowhere."""
         return _airflow_metrics().sender == NONE
 
-    #: How a series' tags are handed to Airflow (see :func:`_airflow_statsd_dict`), set at open().
+    #: How a series' tags are handed to Airflow (see ``_airflow_statsd_dict``), set at open().
     _tag_dict = staticmethod(_plain_dict)
 
     def open(self, source: TotalsSource) -> None:

@@ -10,7 +10,7 @@ gauge line per gauge::
     airflow.api_server.state_store.request.duration:7.25|d|@0.5|#store:task,operation:get,...
     airflow.api_server.event_loop.stall.max:212.5|g|#worker:host-123
 
-Every byte comes from :mod:`.statsd_lines` and leaves on one socket (:mod:`.udp`), packed
+Every byte comes from ``statsd_lines`` and leaves on one socket (``udp``), packed
 into datagrams of at most 1432 bytes (DogStatsD's own limit, which fits a 1500-byte MTU), each
 ended by a newline as datadog's own client ends them. Lines
 carry no client telemetry and no origin-detection field (``|c:<container-id>``), which

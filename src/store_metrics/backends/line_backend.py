@@ -1,13 +1,13 @@
 """StatsD lines over one UDP socket: what the ``statsd`` and ``dogstatsd`` backends share.
 
-:class:`LineBackend` formats every delta with :mod:`.statsd_lines` (so the byte-exact wire
-tests cover the bytes sent) and sends them through :class:`UdpSender`; the two backends differ
-only in their :class:`~store_metrics.backends.statsd_lines.Style`, datagram size and description.
+``LineBackend`` formats every delta with ``statsd_lines`` (so the byte-exact wire
+tests cover the bytes sent) and sends them through ``UdpSender``; the two backends differ
+only in their ``Style``, datagram size and description.
 
-The host is resolved and the socket connected in :meth:`UdpSender.open` (on the emitter's
+The host is resolved and the socket connected in ``UdpSender.open`` (on the emitter's
 worker thread; a host that does not resolve fails there, before anything is sent). After that,
 each datagram either leaves the process or raises: the lines of a datagram whose ``send`` raised
-are reported back as unsent (:class:`~store_metrics.errors.PartialExport`), the others count as
+are reported back as unsent (``PartialExport``), the others count as
 sent.
 
 A receiver that is down is only noticed by the kernel after the fact (an ICMP "port
@@ -15,7 +15,7 @@ unreachable" sets an error on the socket that the *next* send raises, once). So 
 that found it down is lost, as with any UDP sender. Left at that, the send after the error is
 accepted by the kernel and lost again, and an outage would lose every other flush. Instead, once
 a send was refused, every later send first sends an empty probe datagram and waits up to
-:data:`PROBE_WAIT` for the refusal: while the receiver stays down nothing more is sent (all is
+``PROBE_WAIT`` for the refusal: while the receiver stays down nothing more is sent (all is
 kept), and the first flush after it is back costs the wait once. Receivers ignore empty
 datagrams (statsd_exporter, the Datadog Agent and the Collector skip empty lines).
 
@@ -24,10 +24,10 @@ datagram the receiver's socket has no room for is dropped by the receiver's kern
 never hears of it (its own send buffer empties at once; waiting for it to be writable tells
 nothing). One flush of 150,000 series is about 19 MB; sent in one burst, statsd_exporter lost half
 of it even with a 4 MiB read buffer. So the sender paces itself: a token bucket of ``max_udp_rate``
-bytes a second, which starts full with :data:`BURST` bytes (a task's few lines leave at once). Each
+bytes a second, which starts full with ``BURST`` bytes (a task's few lines leave at once). Each
 send has a deadline (the flush's: the caller's wait, or the flush interval for the background
 flush); a datagram the pace would hold past it is not sent, and what it and the rest carry is
-raised as :class:`~store_metrics.errors.Deferred`, kept for the next flush, never sent twice.
+raised as ``Deferred``, kept for the next flush, never sent twice.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ PROBE_WAIT = 0.05
 #: few lines leave without a wait; a flush larger than this is spread at ``max_udp_rate``.
 BURST = 65_536
 #: A paced sender sleeps at least this long at a time (a sleep per 512-byte datagram would cost
-#: more than the send itself), and at most :data:`MAX_SLEEP`, to see a deadline moved sooner.
+#: more than the send itself), and at most ``MAX_SLEEP``, to see a deadline moved sooner.
 MIN_SLEEP = 0.005
 MAX_SLEEP = 0.05
 #: Deltas formatted and packed at a time (a datagram is not filled across two chunks).
@@ -71,7 +71,7 @@ class UdpSender:
         self.port = port
         self.max_datagram = max_datagram
         self.end = end
-        #: Bytes per second at most (0: unpaced); the bucket holds :data:`BURST` bytes.
+        #: Bytes per second at most (0: unpaced); the bucket holds ``BURST`` bytes.
         self.rate = rate
         self._tokens = float(BURST)
         self._stamp = time.monotonic()
@@ -97,8 +97,8 @@ class UdpSender:
     def send(self, lines: Sequence[Line], deadline: Callable[[], float] = _never) -> None:
         """Send every line at the pace allowed, until ``deadline()`` at the latest.
 
-        Raises :class:`PartialExport` with what the failed datagrams carried, or (nothing failed)
-        :class:`Deferred` with what the pace held back past the deadline.
+        Raises ``PartialExport`` with what the failed datagrams carried, or (nothing failed)
+        ``Deferred`` with what the pace held back past the deadline.
         """
         sock = self._sock
         if sock is None:
@@ -205,14 +205,14 @@ class LineBackend:
         self._udp.open()
 
     def pace_until(self, deadline: Callable[[], float]) -> None:
-        """The deadline of the next :meth:`export` (:class:`~store_metrics.counting.contracts.Paced`)."""
+        """The deadline of the next ``export`` (``Paced``)."""
         self._deadline = deadline
 
     def export(self, deltas: Sequence[Delta]) -> None:
         """Send the deltas' lines at the pace allowed; what is held back at the deadline is
-        raised as :class:`Deferred`.
+        raised as ``Deferred``.
 
-        Formatted and sent :data:`CHUNK` deltas at a time, the deadline looked at before each
+        Formatted and sent ``CHUNK`` deltas at a time, the deadline looked at before each
         chunk: formatting 150,000 lines takes seconds on a busy host, longer than a task's wait.
         """
         deadline, self._deadline = self._deadline, _never

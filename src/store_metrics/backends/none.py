@@ -11,7 +11,7 @@ from ..counting.deltas import Delta
 class NoneBackend:
     """Sends nothing; useful to switch emission off while keeping the plugin installed."""
 
-    #: The emitter pushes as to any backend; :meth:`export` drops what it is given (the emitter's
+    #: The emitter pushes as to any backend; ``export`` drops what it is given (the emitter's
     #: cumulative counts stay readable in memory, as ``store_metrics.testing`` reads them).
     pull = False
     opens_without_io = False

@@ -11,7 +11,7 @@ histograms go as one sampled ``h`` line per non-empty bucket and gauges as ``g``
 
     airflow.api_server.state_store.request.duration,store=task,operation=get,...:7.25|h|@0.5
 
-Every byte comes from :mod:`store_metrics.backends.statsd_lines` and leaves on one socket (:mod:`.udp`),
+Every byte comes from ``store_metrics.backends.statsd_lines`` and leaves on one socket (``udp``),
 at most ``max_udp_rate`` bytes a second; a datagram that fails to send, or that the pace holds past
 the flush's deadline, is kept for the next flush, one that was sent is never sent again.
 No client library is needed: the ``statsd`` extra stays for compatibility and installs nothing.

@@ -1,9 +1,9 @@
 """The exact text of StatsD and DogStatsD lines, and how they are packed into datagrams.
 
-Pure formatting, no I/O, so every byte the UDP backends (:mod:`.udp`) send can be unit-tested here.
-Tag values come put to the tag value rule of :mod:`store_metrics.naming` (the emitter's series
+Pure formatting, no I/O, so every byte the UDP backends (``udp``) send can be unit-tested here.
+Tag values come put to the tag value rule of ``store_metrics.naming`` (the emitter's series
 hold them so), which leaves no separator in them; a line escapes any separator left in a value it
-is given all the same (:func:`~store_metrics.naming.wire_safe`), so it stays one well-formed line.
+is given all the same (``wire_safe``), so it stays one well-formed line.
 """
 
 from __future__ import annotations

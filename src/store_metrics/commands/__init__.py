@@ -1,9 +1,9 @@
-"""The ``store-metrics`` command: :mod:`.cli` parses, one module per subcommand does the work.
+"""The ``store-metrics`` command: ``cli`` parses, one module per subcommand does the work.
 
-* :mod:`.cli` -- the parser and the dispatch (entry point ``store-metrics``);
-* :mod:`.check` -- ``store-metrics check``;
-* :mod:`.demo` -- ``store-metrics demo``, with :mod:`.demo_sources` feeding the dashboard's other rows.
+* ``cli`` -- the parser and the dispatch (entry point ``store-metrics``);
+* ``check`` -- ``store-metrics check``;
+* ``demo`` -- ``store-metrics demo``, with ``demo_sources`` feeding the dashboard's other rows.
 
-``export`` and ``inventory`` live with what they serve (:mod:`store_metrics.shipped.export`,
-:mod:`store_metrics.inventory.command`).
+``export`` and ``inventory`` live with what they serve (``store_metrics.shipped.export``,
+``store_metrics.inventory.command``).
 """

@@ -8,8 +8,8 @@ reported here, not logged from a worker thread), sends one ``store_metrics.check
 flushes it, and says what "sent" proves for that backend and whether the counts keep their tags on
 the way. When the scrape port is already taken it says by which process of this host, and whether
 that is a store-metrics endpoint; with ``count_at = api_server`` it warns of an API server of this
-host that serves the Execution API without the core app (:mod:`.host_processes`). Exit codes:
-:data:`EXIT_CODES` (0 sent, 1 bad configuration, the same message the plugin logs, 2 missing extra,
+host that serves the Execution API without the core app (``host_processes``). Exit codes:
+``EXIT_CODES`` (0 sent, 1 bad configuration, the same message the plugin logs, 2 missing extra,
 3 the backend failed, 4 the configuration sends nowhere, 5 the counts would lose their tags).
 """
 

@@ -6,7 +6,7 @@ the plugin (OpenTelemetry backend, Prometheus exporter). It prints the series ex
 Prometheus scrape of that endpoint shows them, plus Airflow's own ``resumable_job.*`` counters
 (received on a local StatsD socket), and with ``--serve`` keeps the endpoint up.
 
-The same endpoint also serves every other row of the dashboard (:mod:`store_metrics.commands.demo_sources`):
+The same endpoint also serves every other row of the dashboard (``store_metrics.commands.demo_sources``):
 the API server's route metrics and stall monitor (the plugin's middleware on the in-process
 Execution API the runs talk to), an asset watcher's calls (its trigger run the triggerer's way,
 three times), retried tasks (one resumes, one starts over) and a failing call (``example_retries``),
@@ -197,7 +197,7 @@ def _other_dag(line: str) -> bool:
 
 def state_store_series(exposition: str) -> list[str]:
     """The proposal's state store series of a scrape, without the scope/instance/job labels (as the
-    proposal shows them); asset watchers' and the retried tasks' calls are left to :func:`other_rows`."""
+    proposal shows them); asset watchers' and the retried tasks' calls are left to ``other_rows``."""
     lines = []
     for line in exposition.splitlines():
         if _SERIES.match(line) and not _other_dag(line):

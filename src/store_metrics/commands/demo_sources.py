@@ -4,16 +4,16 @@ Everything goes to the demo's one OpenTelemetry ``MeterProvider`` (the tasks' Pr
 so one scrape target lights the whole dashboard, through the product's own code paths:
 
 * **API server rows**: the plugin's root middleware
-  (:class:`~store_metrics.api_server.StateStoreRouteMetrics`) on the in-process Execution API that
+  (``StateStoreRouteMetrics``) on the in-process Execution API that
   ``dag.test()`` talks to. That is Airflow's own Execution API app, serving the routes an API server
   serves under ``/execution``; the stall monitor watches the
   loop it runs on.
 * **Triggers row**: an asset watcher's trigger run as Airflow's triggerer runs one: a fresh instance
   from its serialized form, ``asset_state_store`` set to the watched asset's store, instrumented by
-  the plugin's triggerer hook (:func:`store_metrics.integration.triggerer.instrument_trigger`), its
+  the plugin's triggerer hook (``store_metrics.integration.triggerer.instrument_trigger``), its
   calls going to the same in-process Execution API through a supervisor's comms.
 * **Footprint row**: the inventory's collection over the demo's metadata database, published as the
-  inventory's gauges (:class:`~store_metrics.inventory.publish.Publisher`).
+  inventory's gauges (``Publisher``).
 
 Airflow is imported only inside the functions: the demo sets its environment first.
 """

@@ -1,11 +1,11 @@
 """What runs on this host, as ``store-metrics check`` needs to know it: read from ``/proc`` (Linux).
 
-* :func:`port_holder`: who listens on a TCP port (the process and its command line), and whether
+* ``port_holder``: who listens on a TCP port (the process and its command line), and whether
   that listener is a store-metrics scrape endpoint (it answers ``/metrics`` as Prometheus text, and
   either serves store-metrics' series or is an Airflow or store-metrics process);
-* :func:`execution_only_api_servers`: the ``airflow api-server`` processes started without the
+* ``execution_only_api_servers``: the ``airflow api-server`` processes started without the
   core app (``--apps execution``), where Airflow adds no plugin middleware, so nothing is counted;
-* :func:`kubernetes_namespace`: the namespace of the pod this runs in, if it runs in one.
+* ``kubernetes_namespace``: the namespace of the pod this runs in, if it runs in one.
 
 Everything here only reads, is bounded (one HTTP request with a short timeout) and degrades to
 "unknown" where ``/proc`` is missing or a process belongs to another user.

@@ -16,7 +16,7 @@ otherwise sends them itself, tagged, to the same place (``statsd_host``/``statsd
 ``statsd_prefix``). So with no ``[store_metrics]`` section counts arrive with their tags whatever
 ``[metrics]`` says, or, where ``[metrics]`` sends nowhere, not at all and the plugin says so.
 An explicit ``backend = airflow`` on a sender that would drop tags or names is refused
-(:attr:`AirflowMetrics.loses`), never sent half-labelled.
+(``AirflowMetrics.loses``), never sent half-labelled.
 """
 
 from __future__ import annotations

@@ -4,14 +4,14 @@ Each option is written here once: its name, how its value is checked, what it ac
 default, where Airflow's own configuration supplies it, which backends take it, and one line of
 documentation. Everything else derives from this table:
 
-* :func:`store_metrics.config.reader.read_options` reads and checks the ``[store_metrics]`` options;
+* ``store_metrics.config.reader.read_options`` reads and checks the ``[store_metrics]`` options;
 * ``store-metrics check`` prints them with where each value came from;
-* :func:`store_metrics.configure` / ``create_emitter`` reject an argument that is not here, and
+* ``store_metrics.configure`` / ``create_emitter`` reject an argument that is not here, and
   hand each backend only the arguments it declares here;
-* the docs' configuration table (docs/configure.md) is :func:`markdown_table` (a test keeps them
+* the docs' configuration table (docs/configure.md) is ``markdown_table`` (a test keeps them
   equal);
 * Airflow's own view of the section (``airflow config list``, ``airflow config get-value``) is
-  :mod:`store_metrics.integration.provider_info`, built from this table.
+  ``store_metrics.integration.provider_info``, built from this table.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ BACKENDS: Final[dict[str, tuple[str, str]]] = {
     "none": ("store_metrics.backends.none", ""),
 }
 #: ``backend = auto`` (the default): a backend chosen from Airflow's ``[metrics]`` so the counts keep
-#: their tags (:mod:`store_metrics.config.auto_backend`).
+#: their tags (``store_metrics.config.auto_backend``).
 AUTO: Final = "auto"
 BACKEND_CHOICES: Final = (AUTO, *BACKENDS)
 OTEL_EXPORTERS: Final = ("otlp", "prometheus", "console")
@@ -69,7 +69,7 @@ Check = Callable[[str, object], Any]
 
 @dataclass(frozen=True)
 class Option:
-    """One option. ``check(name, raw)`` returns the typed value or raises :class:`ConfigError`."""
+    """One option. ``check(name, raw)`` returns the typed value or raises ``ConfigError``."""
 
     name: str
     check: Check
@@ -548,7 +548,7 @@ EMITTER_OPTIONS: Final[tuple[Option, ...]] = tuple(o for o in OPTIONS if o.emitt
 #: The ``[store_metrics]`` options, in table order.
 CONFIG_OPTIONS: Final[tuple[Option, ...]] = tuple(o for o in OPTIONS if o.in_config)
 #: An example value of each ``[store_metrics]`` option, for Airflow's configuration reference
-#: (``airflow config list``; :mod:`store_metrics.integration.provider_info`).
+#: (``airflow config list``; ``store_metrics.integration.provider_info``).
 EXAMPLES: Final[dict[str, str]] = {
     "enabled": "false",
     "count_at": "api_server",
@@ -596,7 +596,7 @@ def default(name: str) -> Any:
 def split_arguments(backend: str, arguments: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Check ``configure()`` keyword arguments; return (emitter's, backend's own keywords).
 
-    An argument the table does not know is a :class:`ConfigError` naming it and the known ones.
+    An argument the table does not know is a ``ConfigError`` naming it and the known ones.
     Known ones that ``backend`` does not take are dropped, so one set of settings serves every
     backend.
     """

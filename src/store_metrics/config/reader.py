@@ -5,11 +5,11 @@ Options come from section ``[store_metrics]`` of ``airflow.cfg`` or from
 when Airflow is installed; without Airflow only the environment is read). Defaults follow
 Airflow's ``[metrics]`` section, so with no ``[store_metrics]`` section at all metrics go where
 Airflow's own metrics go, always with their tags (``backend = auto``:
-:mod:`store_metrics.config.auto_backend`).
+``store_metrics.config.auto_backend``).
 
-Every bad value raises :class:`~store_metrics.errors.ConfigError` naming the option and the
+Every bad value raises ``ConfigError`` naming the option and the
 accepted values; the plugin logs that once and leaves tasks uninstrumented. ``backend = airflow``
-where Airflow's sender would drop the tags raises :class:`~store_metrics.errors.TagsLostError`.
+where Airflow's sender would drop the tags raises ``TagsLostError``.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class OptionValues:
     ui_grafana_url: str = default("ui_grafana_url")
     #: Where each value came from, for ``store-metrics check``.
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
-    #: Why ``backend = auto`` stands for :attr:`backend` here ('' when the backend was set).
+    #: Why ``backend = auto`` stands for ``backend`` here ('' when the backend was set).
     backend_reason: str = field(default="", compare=False)
 
     @property
@@ -88,7 +88,7 @@ class OptionValues:
         return self.count_at == COUNT_AT_API_SERVER
 
     def configure_kwargs(self) -> dict[str, Any]:
-        """Arguments for :func:`store_metrics.configure`: the backend, and every option it takes."""
+        """Arguments for ``store_metrics.configure``: the backend, and every option it takes."""
         values = self.as_dict()
         kwargs: dict[str, Any] = {"backend": self.backend}
         for option in CONFIG_OPTIONS:
@@ -136,7 +136,7 @@ def airflow_reader() -> OptionReader:
     """Read options through Airflow's configuration (airflow.cfg, then environment, then defaults).
 
     Airflow also knows ``[store_metrics]``'s defaults, from this package's provider info
-    (:mod:`store_metrics.integration.provider_info`): a value equal to that default reads as not set, so that
+    (``store_metrics.integration.provider_info``): a value equal to that default reads as not set, so that
     ``store-metrics check`` says "default" and the ``[metrics]`` fallbacks still apply.
     """
     from airflow.sdk.configuration import conf
@@ -176,7 +176,7 @@ def _present_options(read: OptionReader, environ: Mapping[str, str]) -> Iterable
 
 
 def read_options(read: OptionReader | None = None, environ: Mapping[str, str] | None = None) -> OptionValues:
-    """Read and check ``[store_metrics]``; raise :class:`ConfigError` on the first bad value."""
+    """Read and check ``[store_metrics]``; raise ``ConfigError`` on the first bad value."""
     read = read or default_reader()
     env = os.environ if environ is None else environ
     for name in _present_options(read, env):

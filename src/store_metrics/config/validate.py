@@ -1,6 +1,6 @@
 """Checks for option values, shared by the configuration reader and the backend factories.
 
-Each check raises :class:`~store_metrics.errors.ConfigError` naming the option and what it
+Each check raises ``ConfigError`` naming the option and what it
 accepts, so a typo in ``airflow.cfg`` and a bad argument in Python read the same.
 """
 

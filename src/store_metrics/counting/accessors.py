@@ -2,8 +2,8 @@
 
 They work on anything shaped like the Task SDK's accessors (no Airflow import here):
 
-* :func:`instrument_task_store` wraps ``context["task_state_store"]``;
-* :func:`instrument_asset_store` wraps ``context["asset_state_store"]``, either the mapping
+* ``instrument_task_store`` wraps ``context["task_state_store"]``;
+* ``instrument_asset_store`` wraps ``context["asset_state_store"]``, either the mapping
   (``store[MY_ASSET].get(...)`` and the single-asset sugar ``store.get(...)``) or one
   per-asset accessor.
 
@@ -24,7 +24,7 @@ A retried attempt's task store (``instrument_task_store(..., retried=True)``) is
 and its copies, whichever thread or coroutine reads first. A read that raises decides nothing.
 Every other wrapper keeps the one-add ``get``.
 
-A wrapper made with a ``tracer`` is a subclass whose methods (:mod:`.tracing`) also make each call
+A wrapper made with a ``tracer`` is a subclass whose methods (``tracing``) also make each call
 an OpenTelemetry CLIENT span; which class a wrapper is gets decided once, when it is made, so a
 wrapper without a tracer runs exactly the methods above and imports no OpenTelemetry.
 """
@@ -83,9 +83,9 @@ class InstrumentedStore:
         object.__setattr__(self, "_store", store)
         object.__setattr__(self, "_emitter", emitter)
         object.__setattr__(self, "_tags", dict(tags))
-        #: A retried attempt's :class:`FirstRead` (its ``get``/``aget`` decide it), else ``None``.
+        #: A retried attempt's ``FirstRead`` (its ``get``/``aget`` decide it), else ``None``.
         object.__setattr__(self, "_retry", retry)
-        #: A traced wrapper's :class:`~.tracing.Tracing` (only its methods read it), else ``None``.
+        #: A traced wrapper's ``Tracing`` (only its methods read it), else ``None``.
         object.__setattr__(self, "_trace", trace)
         # Bound methods, looked up once: a call then costs one attribute load and one add.
         object.__setattr__(self, "_found", bump(Outcome.READ_FOUND))
@@ -262,7 +262,7 @@ def _retried_get(self: Any, key: str, default: Any = None) -> Any:
 
 
 async def _retried_aget(self: Any, key: str, default: Any = None) -> Any:
-    """``aget`` of a retried attempt's task store, as :func:`_retried_get`."""
+    """``aget`` of a retried attempt's task store, as ``_retried_get``."""
     try:
         value = await self._inner.aget(key, _ABSENT)
     except Exception:
@@ -338,8 +338,8 @@ def _class_for(
     mapping: bool, async_methods: frozenset[str], retried: bool = False, traced: bool = False
 ) -> type:
     """The wrapper class for an inner accessor with exactly these async methods (a retried attempt's
-    task store: its ``get`` and, where it has one, ``aget`` also decide :class:`FirstRead`; a traced
-    wrapper: every method also a span, :mod:`.tracing`, which decides a retry itself)."""
+    task store: its ``get`` and, where it has one, ``aget`` also decide ``FirstRead``; a traced
+    wrapper: every method also a span, ``tracing``, which decides a retry itself)."""
     namespace: dict[str, Any]
     if traced:
         from . import tracing
@@ -413,7 +413,7 @@ def instrument_task_store(
     ``retried``: the store of a retried attempt's first execution (``try_number >= 2``, not resumed
     from a deferral or a reschedule): its first read that answers also counts
     ``task_state_store.retry_resumed`` or ``retry_not_resumed``, once.
-    ``tracer``: an OpenTelemetry tracer: every call is also a CLIENT span (:mod:`.tracing`), its key
+    ``tracer``: an OpenTelemetry tracer: every call is also a CLIENT span (``tracing``), its key
     on it only with ``trace_keys``; a retried attempt's decision also goes on ``task_span``. Without
     a tracer the wrapper is the counting one, unchanged.
     """
@@ -433,7 +433,7 @@ def instrument_asset_store(
     inner: Any, emitter: Emitter, tags: Mapping[str, str], *, tracer: Any = None, trace_keys: bool = False
 ) -> Any:
     """Wrap ``context["asset_state_store"]`` (the mapping or one asset's accessor); ``tracer`` and
-    ``trace_keys`` as for :func:`instrument_task_store`."""
+    ``trace_keys`` as for ``instrument_task_store``."""
     if is_instrumented(inner):
         return inner
     if tracer is None:

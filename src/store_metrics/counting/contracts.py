@@ -1,14 +1,14 @@
 """The typed contracts between the accessors, the emitter and the backends (Protocols only).
 
-* :class:`Counter` and :class:`Emitter` are all the accessor wrappers know: they ask the emitter
+* ``Counter`` and ``Emitter`` are all the accessor wrappers know: they ask the emitter
   once for a counter per (metric, tag set) and then only call ``add()``.
-* :class:`Histogram` and :class:`Gauge` are what the API server side records
-  (:mod:`store_metrics.api_server`): ``record()`` counts an observation into the metric's fixed
+* ``Histogram`` and ``Gauge`` are what the API server side records
+  (``store_metrics.api_server``): ``record()`` counts an observation into the metric's fixed
   buckets, ``observe()`` keeps the largest value of the export interval. Both are in-memory only.
-* :class:`Backend` is what an adapter (OpenTelemetry, DogStatsD, StatsD, Airflow, none)
-  implements; :class:`~store_metrics.emitter.AggregatingEmitter` drives it off the hot path.
-  Counters reach it as :class:`~store_metrics.counting.deltas.CounterDelta` (or, for pull backends,
-  through :class:`TotalsSource`), histograms as ``HistogramDelta`` and gauges as ``GaugeValue``.
+* ``Backend`` is what an adapter (OpenTelemetry, DogStatsD, StatsD, Airflow, none)
+  implements; ``AggregatingEmitter`` drives it off the hot path.
+  Counters reach it as ``CounterDelta`` (or, for pull backends,
+  through ``TotalsSource``), histograms as ``HistogramDelta`` and gauges as ``GaugeValue``.
 """
 
 from __future__ import annotations
@@ -77,17 +77,17 @@ class Backend(Protocol):
     sockets, DNS and exporters may block here without costing the task anything.
     """
 
-    #: ``True``: the backend reads counters through :meth:`TotalsSource.totals` when its system
+    #: ``True``: the backend reads counters through ``TotalsSource.totals`` when its system
     #: collects (OpenTelemetry observable counters). ``False``: the emitter pushes counter deltas
-    #: to :meth:`export`. Histograms and gauges are always pushed, once per flush.
+    #: to ``export``. Histograms and gauges are always pushed, once per flush.
     pull: bool
-    #: ``True`` when :meth:`open` does no network I/O (OpenTelemetry: instruments on a provider):
+    #: ``True`` when ``open`` does no network I/O (OpenTelemetry: instruments on a provider):
     #: the emitter then opens it inside ``configure()``, so a collection or a scrape right after
     #: configuring sees the counters. ``False``: opened on the worker thread.
     opens_without_io: bool
     #: ``True`` when the backend takes every histogram observation as it happens, through
-    #: :meth:`LiveHistograms.record_histogram` (OpenTelemetry: straight into the SDK instrument,
-    #: whose own aggregation is cheap), instead of as a :class:`~store_metrics.counting.deltas.HistogramDelta`
+    #: ``LiveHistograms.record_histogram`` (OpenTelemetry: straight into the SDK instrument,
+    #: whose own aggregation is cheap), instead of as a ``HistogramDelta``
     #: per flush. Export then costs O(series), not O(observations).
     live_histograms: bool
     #: The metric name prefix it sends under (``""``: the target adds its own, as Airflow's does).
@@ -111,7 +111,7 @@ class Backend(Protocol):
         """Send the deltas, each exactly once.
 
         Returning means every delta was sent. When only some were, raise
-        :class:`~store_metrics.errors.PartialExport` with the ones that were not: the emitter
+        ``PartialExport`` with the ones that were not: the emitter
         keeps those for the next flush and never sends the others again. Any other exception
         means nothing was sent, and the emitter keeps every delta.
         """
@@ -122,33 +122,33 @@ class Backend(Protocol):
         ...
 
     def close(self, timeout: float) -> None:
-        """Release what :meth:`open` created."""
+        """Release what ``open`` created."""
         ...
 
     def after_fork_in_child(self) -> None:
-        """Drop what was inherited from the parent; :meth:`open` is called again in the child."""
+        """Drop what was inherited from the parent; ``open`` is called again in the child."""
         ...
 
 
 @runtime_checkable
 class Paced(Protocol):
-    """What a backend that paces its sends (the StatsD ones) implements besides :class:`Backend`."""
+    """What a backend that paces its sends (the StatsD ones) implements besides ``Backend``."""
 
     def pace_until(self, deadline: Callable[[], float]) -> None:
-        """Make the next :meth:`Backend.export` wait no later than ``deadline()`` (``time.monotonic()``
+        """Make the next ``Backend.export`` wait no later than ``deadline()`` (``time.monotonic()``
         seconds; it may move sooner while the export runs, when a flush is asked for with a shorter
         wait): what its pace has not let out by then is raised as
-        :class:`~store_metrics.errors.Deferred` and kept for the next flush."""
+        ``Deferred`` and kept for the next flush."""
         ...
 
 
 class LiveHistograms(Protocol):
-    """What a backend with ``live_histograms = True`` implements besides :class:`Backend`."""
+    """What a backend with ``live_histograms = True`` implements besides ``Backend``."""
 
     def record_histogram(self, metric: Metric, tags: TagTuple, value: float) -> None:
         """Record one observation now, on the caller's thread: in memory only, never blocking.
 
-        May raise (the emitter logs that once and carries on); called only after :meth:`Backend.open`.
+        May raise (the emitter logs that once and carries on); called only after ``Backend.open``.
         """
         ...
 

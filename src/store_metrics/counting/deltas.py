@@ -1,9 +1,9 @@
 """The values that travel from the emitter to a backend: what one series counted since the last push.
 
-Plain immutable data, imported by the tags (:mod:`store_metrics.naming`), the contracts
-(:mod:`.contracts`), the emitter and every backend; it imports nothing of ours but the catalogue,
+Plain immutable data, imported by the tags (``store_metrics.naming``), the contracts
+(``contracts``), the emitter and every backend; it imports nothing of ours but the catalogue,
 so none of them import each other through it. A histogram's buckets also say which observations
-stand for them downstream (:func:`sampled_observations`), the same for every backend.
+stand for them downstream (``sampled_observations``), the same for every backend.
 """
 
 from __future__ import annotations
@@ -86,5 +86,5 @@ def sampled_observations(buckets: Buckets) -> list[tuple[float, int]]:
     return [(bucket_mean(buckets, i), n) for i, n in enumerate(buckets.counts) if n]
 
 
-#: What :meth:`~store_metrics.counting.contracts.Backend.export` receives.
+#: What ``export`` receives.
 Delta = CounterDelta | HistogramDelta | GaugeValue

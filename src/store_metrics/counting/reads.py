@@ -1,6 +1,6 @@
-"""What a wrapped read shares with the traced wrappers (:mod:`.tracing`): the private default
-handed to the inner ``get``, and a retried attempt's one decision (:class:`FirstRead`). Below both
-:mod:`.accessors` and :mod:`.tracing`, so neither imports the other's module to get them.
+"""What a wrapped read shares with the traced wrappers (``tracing``): the private default
+handed to the inner ``get``, and a retried attempt's one decision (``FirstRead``). Below both
+``accessors`` and ``tracing``, so neither imports the other's module to get them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The process-wide emitter: configure it once, and every wrapper made afterwards uses it.
 
-Until :func:`configure` is called the active emitter is a :class:`~store_metrics.emitter.NullEmitter`:
+Until ``configure`` is called the active emitter is a ``NullEmitter``:
 no thread, socket or provider exists, and wrapped accessors count nothing.
 """
 
@@ -21,8 +21,8 @@ _active: Emitter = NullEmitter()
 def configure(backend: str = default("backend"), **arguments: Any) -> AggregatingEmitter:
     """Build the emitter for ``backend`` and make it the active one.
 
-    Takes the arguments of :func:`create_emitter`. Raises
-    :class:`~store_metrics.errors.ConfigError` or :class:`~store_metrics.errors.MissingExtraError`
+    Takes the arguments of ``create_emitter``. Raises
+    ``ConfigError`` or ``MissingExtraError``
     here, never later. A previously configured emitter is flushed and closed.
     """
     emitter = create_emitter(backend, **arguments)
@@ -36,12 +36,12 @@ def create_emitter(backend: str = default("backend"), **arguments: Any) -> Aggre
     """Build an emitter for ``backend`` without making it the active one (the API server's own).
 
     ``backend="auto"`` (the default) does what the plugin does with no ``[store_metrics]`` backend:
-    it reads the configuration (:func:`store_metrics.config.reader.read_options`) for the backend that
+    it reads the configuration (``store_metrics.config.reader.read_options``) for the backend that
     keeps the tags on Airflow's ``[metrics]`` path, and for every argument not given here.
     ``arguments`` are the emitter's (``flush_interval``, ``flush_timeout``, ``exit_timeout``,
     ``max_series``) and the backends' (``host``, ``port``, ``prefix``, ``exporter``,
-    ``meter_provider``, ...): every name in :data:`store_metrics.config.options.OPTIONS`. One that is not
-    there (``prot=9125``) is a :class:`~store_metrics.errors.ConfigError` naming it; ones the
+    ``meter_provider``, ...): every name in ``store_metrics.config.options.OPTIONS``. One that is not
+    there (``prot=9125``) is a ``ConfigError`` naming it; ones the
     chosen backend does not take are ignored, so one set of settings serves every backend.
     """
     if backend == AUTO:
@@ -63,12 +63,12 @@ def create_emitter(backend: str = default("backend"), **arguments: Any) -> Aggre
 
 
 def get_emitter() -> Emitter:
-    """The active emitter (a no-op one until :func:`configure` is called)."""
+    """The active emitter (a no-op one until ``configure`` is called)."""
     return _active
 
 
 def set_emitter(emitter: Emitter) -> Emitter:
-    """Make ``emitter`` the active one and return the previous one (used by :mod:`store_metrics.testing`)."""
+    """Make ``emitter`` the active one and return the previous one (used by ``store_metrics.testing``)."""
     global _active
     with _lock:
         previous, _active = _active, emitter

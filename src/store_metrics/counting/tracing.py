@@ -1,6 +1,6 @@
 """Each state store call as an OpenTelemetry CLIENT span: the traced wrappers' methods.
 
-A wrapper made with a tracer (:func:`store_metrics.counting.accessors.instrument_task_store` and
+A wrapper made with a tracer (``store_metrics.counting.accessors.instrument_task_store`` and
 ``instrument_asset_store``'s ``tracer=``) is a subclass of the counting wrapper whose methods are
 the ones below: each call counts exactly as the untraced wrapper does, inside a span named and
 attributed per OpenTelemetry's database client conventions:
@@ -19,7 +19,7 @@ attributed per OpenTelemetry's database client conventions:
 The span is the current span while the inner call runs, so what the call does (the Task SDK's
 request to its supervisor carries the current context) belongs to it. The counter each call bumps
 (and a retry's decision counter) keeps the span's context when the span is sampled, as the
-exemplar of the ``otel`` backend's next collection (:mod:`store_metrics.backends.otel.observed`).
+exemplar of the ``otel`` backend's next collection (``store_metrics.backends.otel.observed``).
 Nothing here is imported unless a wrapper is traced: with traces off, a call runs the counting
 wrapper's methods unchanged.
 """

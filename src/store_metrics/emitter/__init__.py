@@ -1,11 +1,11 @@
 """The aggregating emitter and its parts, one job per module.
 
-* :mod:`.series`: one series per (metric, tag set) of each kind, behind one small interface;
-* :mod:`.registry`: finds and creates series, caps their number, drains and takes back deltas;
-* :mod:`.delivery`: opens the backend, pushes, keeps exactly what was not sent;
-* :mod:`.worker`: the one thread that pushes on an interval, on request and at close;
-* :mod:`.process`: what every emitter must hear of ``fork()`` and exit;
-* :mod:`.aggregating`: :class:`AggregatingEmitter`, the facade the rest of the package uses.
+* ``series``: one series per (metric, tag set) of each kind, behind one small interface;
+* ``registry``: finds and creates series, caps their number, drains and takes back deltas;
+* ``delivery``: opens the backend, pushes, keeps exactly what was not sent;
+* ``worker``: the one thread that pushes on an interval, on request and at close;
+* ``process``: what every emitter must hear of ``fork()`` and exit;
+* ``aggregating``: ``AggregatingEmitter``, the facade the rest of the package uses.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A state store call costs one locked integer add into a series the caller already holds.
 Everything that can block (opening the backend, DNS, sockets, exporters) happens on one worker
-thread (:mod:`.worker`), through :mod:`.delivery`; ``flush()`` and ``close()`` wait for it at
+thread (``worker``), through ``delivery``; ``flush()`` and ``close()`` wait for it at
 most their timeout and never raise.
 
 Per process: creating an emitter starts its worker and registers its exit flush. In a forked
@@ -121,7 +121,7 @@ class AggregatingEmitter:
 
     def watch_counters(self, moved: list[CounterSeries]) -> None:
         """Every counter series puts itself on ``moved`` when it moves (the native scrape endpoint
-        then reads only those): see :meth:`SeriesRegistry.watch_counters`."""
+        then reads only those): see ``SeriesRegistry.watch_counters``."""
         self._registry.watch_counters(moved)
 
     def counted_series(self, metric: Metric) -> int:
@@ -192,7 +192,7 @@ class AggregatingEmitter:
             process.cancel_at_exit(self)
 
     def at_exit(self) -> None:
-        """The exit flush (registered with :mod:`.process`): close within ``exit_timeout``."""
+        """The exit flush (registered with ``process``): close within ``exit_timeout``."""
         if self._pid != os.getpid() or self._exited:
             return
         self._exited = True

@@ -4,9 +4,9 @@ Runs on the emitter's worker thread only (and once on the configuring thread for
 that opens without I/O). Each push drains the pending deltas and hands them to the backend:
 what the backend says it sent is gone, what it did not send goes back to its series for the
 next push. So every count is delivered exactly once, whether a send fails before, during or
-after the first datagram. A backend that paces its sends (:class:`~store_metrics.counting.contracts.Paced`)
+after the first datagram. A backend that paces its sends (``Paced``)
 is given the push's deadline; what its pace held back then comes back as
-:class:`~store_metrics.errors.Deferred`, kept like any unsent part, and said once (it is no outage).
+``Deferred``, kept like any unsent part, and said once (it is no outage).
 
 Problems are logged once per kind of problem and outage: a backend that is down would
 otherwise log on every flush of every task. The first push that gets through after a failure

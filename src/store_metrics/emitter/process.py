@@ -1,6 +1,6 @@
 """Process events every live emitter must hear of: ``fork()`` and interpreter exit.
 
-* Before a ``fork()`` each emitter's worker is given up to :data:`FORK_WAIT` seconds to finish
+* Before a ``fork()`` each emitter's worker is given up to ``FORK_WAIT`` seconds to finish
   the push or open it is in: a fork in the middle of one (for example while the first DNS lookup
   imports the ``idna`` codec) would leave the child with a half-imported module and a backend
   it can never open.

@@ -1,9 +1,9 @@
 """The series of one emitter, found by (metric, tag set), with a cap on how many there are.
 
-Tag values go through the tag value rule (:mod:`store_metrics.naming`) once, when a series is first
+Tag values go through the tag value rule (``store_metrics.naming``) once, when a series is first
 asked for; after that the caller holds the series and counts into it directly. Past ``max_series``
 a new tag set is counted under one overflow series per metric (every tag value
-:data:`OVERFLOW_TAG_VALUE`, ``<overflow>``), so memory stays bounded whatever a DAG author puts in a
+``OVERFLOW_TAG_VALUE``, ``<overflow>``), so memory stays bounded whatever a DAG author puts in a
 tag, and the totals stay right.
 """
 
@@ -32,7 +32,7 @@ class SeriesRegistry:
         self._series: dict[tuple[str, TagTuple], Series] = {}
         self._by_metric: dict[str, list[Series]] = {}
         self._lock = threading.Lock()
-        #: Where counter series report that they moved (:meth:`watch_counters`), or ``None``.
+        #: Where counter series report that they moved (``watch_counters``), or ``None``.
         self._watch: list[CounterSeries] | None = None
         self._factories: dict[Kind, Callable[[Metric, TagTuple], Series]] = {
             Kind.COUNTER: CounterSeries,
@@ -86,7 +86,7 @@ class SeriesRegistry:
 
     def take_exemplars(self, metric: Metric) -> list[tuple[TagTuple, object]]:
         """The span context each counter series of ``metric`` was last counted in since the last
-        take (see :class:`~.series.CounterSeries`), each taken once."""
+        take (see ``CounterSeries``), each taken once."""
         with self._lock:
             series = list(self._by_metric.get(metric.name, ()))
         taken: list[tuple[TagTuple, object]] = []
@@ -101,7 +101,7 @@ class SeriesRegistry:
 
     def watch_counters(self, moved: list[CounterSeries]) -> None:
         """From now on every counter series puts itself on ``moved`` at its next add after it was
-        taken off (see :attr:`CounterSeries.watch`); those that exist go on it at once."""
+        taken off (see ``CounterSeries.watch``); those that exist go on it at once."""
         with self._lock:
             self._watch = moved
             for series in self._series.values():

@@ -2,7 +2,7 @@
 
 The three kinds share one small interface, which is all the registry and the delivery use:
 
-* ``take()`` returns what was counted since the last push as a :mod:`~store_metrics.counting.deltas`
+* ``take()`` returns what was counted since the last push as a ``deltas``
   value (``None`` when nothing was) and marks it pushed;
 * ``give_back(delta)`` returns a delta (or the part of it) that could not be sent, to go out
   with the next push;

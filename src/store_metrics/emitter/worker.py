@@ -1,12 +1,12 @@
 """The emitter's one worker thread: pushes on an interval, on request, and a last time on close.
 
-Callers never do I/O themselves: :meth:`FlushWorker.request` wakes the worker and waits at
+Callers never do I/O themselves: ``FlushWorker.request`` wakes the worker and waits at
 most its timeout for the push it asked for (a ticket), so a backend that is down or hangs costs
 a caller a bounded wait, never an error. Once a wait runs out, later waits in the process are
 skipped (``slow``) until the worker gets through a push: a dead collector must not cost every
 task its full flush timeout.
 
-A push that paces its sends (the StatsD backends) asks :meth:`FlushWorker.deadline` when to stop:
+A push that paces its sends (the StatsD backends) asks ``FlushWorker.deadline`` when to stop:
 the next background push's time, or sooner, the wait of a caller that is waiting for it (less a
 margin, so the caller hears the answer before its wait is over). What the pace holds back is kept
 for the next push; a caller's wait therefore bounds the push, not only the caller.
@@ -23,7 +23,7 @@ from typing import Any
 #: when it reached the backend.
 Push = Callable[[bool, Callable[[], float]], bool]
 
-#: A paced push stops this share of a waiting caller's wait (at most :data:`MAX_MARGIN` s) before
+#: A paced push stops this share of a waiting caller's wait (at most ``MAX_MARGIN`` s) before
 #: the wait is over, so that the caller hears the answer in time: 0.2 s of a task's 2 s
 #: ``flush_timeout``, 12 ms of the 0.05 s exit flush.
 MARGIN = 0.25

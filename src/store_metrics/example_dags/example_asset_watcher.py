@@ -1,6 +1,6 @@
 """An asset fed by an asset watcher, and the DAG it schedules (``store-metrics demo`` runs both).
 
-The watcher's trigger (:class:`~store_metrics.example_dags.watermark_trigger.QueueWatermarkTrigger`)
+The watcher's trigger (``QueueWatermarkTrigger``)
 keeps a watermark in the asset's state store; its calls are counted with ``dag_id="<none>"``,
 ``run_type="asset_watcher"``. The consumer makes no state store call of its own, so the proposal's
 series stay exactly the proposal's.

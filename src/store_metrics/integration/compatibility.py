@@ -1,6 +1,6 @@
 """Which Airflow this is, and what of store-metrics works on it (``store-metrics check`` prints it).
 
-:data:`TESTED` is the one list of the Airflow releases CI runs the tests on; ``scripts/matrix``
+``TESTED`` is the one list of the Airflow releases CI runs the tests on; ``scripts/matrix``
 reads the 3.3 releases from it (and looks the newest 3.4 release up on the package index when it
 runs). ``docs/airflow-versions.md`` says what is tested on each. Only the standard library is
 imported at module level: ``scripts/matrix`` loads this file by path, without the package.
@@ -33,7 +33,7 @@ def airflow_version() -> str | None:
 
 
 def is_supported(release: str) -> bool:
-    """Whether ``release`` is in :data:`SUPPORTED` (a pre-release of 3.3.0 or 3.5.0 is not)."""
+    """Whether ``release`` is in ``SUPPORTED`` (a pre-release of 3.3.0 or 3.5.0 is not)."""
     match = _RELEASE.match(release)
     if match is None:
         return False

@@ -2,18 +2,18 @@
 
 Registered under the ``airflow.plugins`` entry point, so ``pip install airflow-store-metrics``
 is the whole installation. Every Airflow process loads it, so importing it costs little and loads
-no other part of the package: its listener (:mod:`store_metrics.integration.task_listener`) imports what a
+no other part of the package: its listener (``store_metrics.integration.task_listener``) imports what a
 task needs when a task starts; the API server's middleware and the UI's views are imported when the
 API server builds its app. In the triggerer, ``on_starting`` hooks the trigger runner
-(:mod:`.triggerer`): the state store calls of asset watchers' triggers are counted too.
+(``triggerer``): the state store calls of asset watchers' triggers are counted too.
 
-In the API server, its FastAPI root middleware (:class:`~store_metrics.api_server.StateStoreRouteMetrics`)
+In the API server, its FastAPI root middleware (``StateStoreRouteMetrics``)
 counts the Execution API's state store requests and watches each worker's event loop. The plugin is
 global (no ``team_name``): Airflow 3.4 with ``[core] multi_team`` on skips the root middlewares of
 team-scoped plugins, so a subclass given a ``team_name`` says once, when Airflow loads it, that the
-API server counts nothing (:func:`skipped_middleware_reason`). With
+API server counts nothing (``skipped_middleware_reason``). With
 ``[store_metrics] count_at = api_server`` it also counts the calls on the task side's counters, with
-the task's tags (:mod:`store_metrics.api_server.attribution`), and task processes count nothing.
+the task's tags (``store_metrics.api_server.attribution``), and task processes count nothing.
 
 Nothing here may break a task: every hook catches everything and logs it once.
 """
@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - core-only installs
 
 
 class StateStoreRouteMetrics:
-    """The API server's root middleware (:class:`store_metrics.api_server.StateStoreRouteMetrics`),
+    """The API server's root middleware (``store_metrics.api_server.StateStoreRouteMetrics``),
     imported when the API server builds its app: never in a task process, where the plugin loads too."""
 
     def __new__(cls, app: Any, *args: Any, **kwargs: Any) -> Any:

@@ -1,6 +1,6 @@
 """What Airflow's providers manager learns about this package: its config section and its plugin.
 
-The ``apache_airflow_provider`` entry point (pyproject.toml) names :func:`get_provider_info`, the
+The ``apache_airflow_provider`` entry point (pyproject.toml) names ``get_provider_info``, the
 way Airflow's own providers (OpenLineage, for one) declare themselves. From it, ``airflow
 providers list`` lists the package, and ``airflow config list`` / ``airflow config get-value
 store_metrics <option>`` know the ``[store_metrics]`` section: every ``[store_metrics]`` option with

@@ -1,12 +1,12 @@
 """Setting a process up to count, once: what a task process and the trigger runner both do first.
 
-:func:`ensure_emitter` configures the process-wide emitter from ``[store_metrics]`` the first time
+``ensure_emitter`` configures the process-wide emitter from ``[store_metrics]`` the first time
 it is called in a process, and says once, in the log, where the counts go or why nothing is
-counted. The task listener (:mod:`.task_listener`) calls it when a task starts; the triggerer's
-hook (:mod:`.triggerer`) calls it in the trigger runner, before its event loop exists. Every later
+counted. The task listener (``task_listener``) calls it when a task starts; the triggerer's
+hook (``triggerer``) calls it in the trigger runner, before its event loop exists. Every later
 call returns the first answer.
 
-Importing it loads nothing but :mod:`store_metrics.logs`; the configuration, the emitter and a
+Importing it loads nothing but ``store_metrics.logs``; the configuration, the emitter and a
 backend are imported when it first runs.
 """
 
@@ -19,7 +19,7 @@ from .. import logs
 
 
 class _Setup:
-    """What :func:`ensure_emitter` decided in this process."""
+    """What ``ensure_emitter`` decided in this process."""
 
     ready: bool | None = None  # None: not decided yet in this process
 

@@ -4,12 +4,12 @@
   ``execute``): configure the emitter from ``[store_metrics]`` on first use in the process, then
   replace ``context["task_state_store"]`` and ``context["asset_state_store"]`` in the cached
   context with instrumented wrappers tagged from the task instance (a retried attempt's task store
-  also says, at its first read, whether the retry resumed: :func:`starts_a_retried_attempt`);
+  also says, at its first read, whether the retry resumed: ``starts_a_retried_attempt``);
 * ``on_task_instance_success|failed|skipped`` and ``before_stopping``: flush, bounded by
   ``flush_timeout``, without closing the emitter (``dag.test()`` runs many tasks in one process);
-* ``on_starting``, in the triggerer only: hook the trigger runner (:mod:`.triggerer`).
+* ``on_starting``, in the triggerer only: hook the trigger runner (``triggerer``).
 
-Importing it loads nothing but this module and :mod:`store_metrics.logs`: every Airflow process
+Importing it loads nothing but this module and ``store_metrics.logs``: every Airflow process
 loads the plugin, most never run a task, and a task pays for the emitter, the accessors and one
 backend only when its first task starts. Nothing here may break a task: every hook catches
 everything and logs it once.
@@ -47,7 +47,7 @@ def _task_side_counts() -> bool:
     """False with ``count_at = api_server``: the API server counts this process's calls, so it counts none.
 
     Decided once per process, before anything is configured: such a task process opens no backend.
-    A configuration that does not load is left to :func:`.startup.ensure_emitter` to report.
+    A configuration that does not load is left to ``startup.ensure_emitter`` to report.
     """
     if _state.counts_tasks is None:
         from ..config.reader import read_options

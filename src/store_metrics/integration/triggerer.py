@@ -12,20 +12,20 @@ subprocess calls no listener at all, and ``AirflowPlugin`` has no trigger attrib
 and only this module, wraps two methods of Airflow's internal ``TriggerRunner`` class:
 
 * ``run()``, the sync entry point of the trigger runner subprocess, before its event loop exists:
-  the emitter is configured there (:func:`.startup.ensure_emitter`, as in a task process; off the
+  the emitter is configured there (``startup.ensure_emitter``, as in a task process; off the
   loop: opening a backend may import modules or resolve names), and flushed there when the loop
   has ended (bounded by ``flush_timeout``; the emitter's own exit flush follows). In between, the
   emitter's worker thread flushes every ``flush_interval``: nothing is sent from the event loop.
 * ``run_trigger(trigger_id, trigger, ...)``, the coroutine that runs one trigger, before it calls
   the trigger's ``run()``: ``trigger.asset_state_store`` (and ``trigger.task_state_store``, on an
   Airflow that sets one on a deferred task's trigger) is replaced by the instrumented wrappers of
-  :mod:`store_metrics.counting.accessors`, with the same exactness as in a task (a private sentinel decides
+  ``store_metrics.counting.accessors``, with the same exactness as in a task (a private sentinel decides
   found vs absent, exceptions pass unchanged and count as ``error``, sync and async methods).
 
-:func:`install` does it, called from the plugin's ``on_starting`` listener, which Airflow calls in
+``install`` does it, called from the plugin's ``on_starting`` listener, which Airflow calls in
 the triggerer's main process when the triggerer's ``Job`` is made (``airflow/jobs/job.py``), before
 the trigger runner subprocess is started from that process. In every other process (scheduler, DAG
-processor, task processes) the trigger runner module is not loaded and :func:`install` does nothing.
+processor, task processes) the trigger runner module is not loaded and ``install`` does nothing.
 
 **Forked or a fresh interpreter.** On Linux the trigger runner subprocess is forked: it inherits
 the wrapped class. Airflow 3.4 may start it as a fresh interpreter instead
@@ -33,12 +33,12 @@ the wrapped class. Airflow 3.4 may start it as a fresh interpreter instead
 child is ``python -c <bootstrap>`` running the ``module:qualname`` named in
 ``_AIRFLOW_CHILD_TARGET``, which Airflow derives from ``TriggerRunnerSupervisor.run_in_process``.
 It loads no plugin and no listener, so a hook made in the parent would be lost silently. So
-:func:`install` also makes :func:`run_trigger_runner` the runner's entry point (it replaces
+``install`` also makes ``run_trigger_runner`` the runner's entry point (it replaces
 ``run_in_process``): a fresh interpreter then imports this module by name, and
-:func:`run_trigger_runner` hooks that process before it calls Airflow's own entry point. Forked or
+``run_trigger_runner`` hooks that process before it calls Airflow's own entry point. Forked or
 fresh, the same calls are counted. Where the entry point cannot be taken over (its shape changed)
 and the runner starts fresh, one line says that watcher calls are not counted, and
-``store-metrics check`` says so too (:func:`describe_triggerer`).
+``store-metrics check`` says so too (``describe_triggerer``).
 
 What would make this hook unnecessary: a listener spec for triggers (say
 ``on_trigger_starting(trigger, trigger_id, task_instance)``, called by the trigger runner in its
@@ -96,7 +96,7 @@ SUPERVISOR_CLASS: Final = "TriggerRunnerSupervisor"
 ENTRY: Final = "run_in_process"
 #: Where Airflow 3.4 decides whether a subprocess starts as a fresh interpreter.
 SUPERVISOR_MODULE: Final = "airflow.sdk.execution_time.supervisor"
-#: Set on our wrappers, so a second :func:`install` sees them.
+#: Set on our wrappers, so a second ``install`` sees them.
 _MARK: Final = "__store_metrics_hook__"
 
 
@@ -104,11 +104,11 @@ _lock = threading.Lock()
 
 
 class _Hook:
-    """What :func:`install` decided in this process."""
+    """What ``install`` decided in this process."""
 
     installed: bool = False
     absent: str | None = None  # why the hook points are missing, when they are
-    #: Airflow's own ``run_in_process`` (bound to its class) once :func:`run_trigger_runner` replaced it.
+    #: Airflow's own ``run_in_process`` (bound to its class) once ``run_trigger_runner`` replaced it.
     entry: Callable[[], Any] | None = None
 
 
@@ -163,7 +163,7 @@ def deferred_task_tags(trigger: Any, context: Any) -> dict[str, str]:
 def instrument_trigger(trigger: Any, context: Any = None) -> int:
     """Replace the trigger's state stores with instrumented wrappers; return how many were wrapped.
 
-    Counts into the active emitter (:func:`store_metrics.counting.runtime.get_emitter`). A trigger with no
+    Counts into the active emitter (``store_metrics.counting.runtime.get_emitter``). A trigger with no
     store, or whose stores are already wrapped, is left as it is. May raise (the caller logs).
     """
     emitter = runtime.get_emitter()
@@ -190,7 +190,7 @@ def instrument_trigger(trigger: Any, context: Any = None) -> int:
 
 def _tracer() -> tuple[Any, bool]:
     """This process's tracer and ``traces_keys`` where its calls are spans (decided once, as in a
-    task: :func:`.traces_choice.traces_wanted`), else ``(None, False)``. A trigger's calls are then
+    task: ``traces_choice.traces_wanted``), else ``(None, False)``. A trigger's calls are then
     spans under the span current while it runs: Airflow's ``trigger.<name>`` (a watcher's is a
     root span: it belongs to no task's trace; a deferred task's continues the task's trace)."""
     from .traces_choice import traces_wanted
@@ -307,7 +307,7 @@ def entry_point(supervisor_class: Any) -> Callable[[], Any] | str:
 
 
 def _take_over_entry(module: Any) -> str | None:
-    """Make :func:`run_trigger_runner` the runner's entry point; return why not, or ``None``."""
+    """Make ``run_trigger_runner`` the runner's entry point; return why not, or ``None``."""
     supervisor_class = getattr(module, SUPERVISOR_CLASS, None)
     entry = entry_point(supervisor_class)
     if isinstance(entry, str):
@@ -345,11 +345,11 @@ setattr(run_trigger_runner, _MARK, True)
 def install(*, in_runner: bool = False) -> bool:
     """Wrap ``TriggerRunner.run`` and ``run_trigger`` if this process loaded Airflow's triggerer.
 
-    The wrapped ``run`` sets the trigger runner subprocess up (:func:`.startup.ensure_emitter`)
+    The wrapped ``run`` sets the trigger runner subprocess up (``startup.ensure_emitter``)
     before its loop exists. Returns whether the hook is in place. Idempotent; never
     raises. Where the trigger runner module is not loaded (every process but the triggerer), it
     does nothing. Where its shape is not the one wrapped here, it logs one line and does nothing.
-    ``in_runner``: called by :func:`run_trigger_runner` in a freshly started trigger runner.
+    ``in_runner``: called by ``run_trigger_runner`` in a freshly started trigger runner.
     """
     module = sys.modules.get(RUNNER_MODULE)
     if module is None:

@@ -1,10 +1,10 @@
 """One collection: both tables read once, the last good footprint kept, each problem said once.
 
-:class:`Collector` is what the serve loop and the one-shot command call. A collection runs one
+``Collector`` is what the serve loop and the one-shot command call. A collection runs one
 aggregate query per table. A failure never escapes it:
 
 * the store keeps the footprint of its last good reading, and is marked down (``up = 0``);
-* the problem is logged once (:func:`store_metrics.logs.once`), keyed by its kind
+* the problem is logged once (``store_metrics.logs.once``), keyed by its kind
   (``timeout``, ``failed``: and the store; ``unavailable``: the database as a whole), however many
   intervals it lasts;
 * when the database cannot be reached at all, the other table is not tried in that collection:
@@ -52,7 +52,7 @@ class Collector:
 
     @property
     def snapshot(self) -> Snapshot:
-        """The latest :class:`Snapshot` (replaced whole after each collection: safe to read anytime)."""
+        """The latest ``Snapshot`` (replaced whole after each collection: safe to read anytime)."""
         return self._snapshot
 
     def collect(self, now: dt.datetime | None = None) -> Snapshot:

@@ -4,7 +4,7 @@ The inventory uses Airflow's own engine (``airflow.settings.engine``: the URL, c
 pool and ``pool_pre_ping`` of ``[database]``), so it reaches the database exactly as the
 scheduler does and reconnects on its own after the database comes back.
 
-Each query (:meth:`Database.read` for the inventory, :meth:`Database.fetch` for any aggregate
+Each query (``Database.read`` for the inventory, ``Database.fetch`` for any aggregate
 statement, e.g. the UI's per-DAG one) runs in its own short transaction, rolled back, under a
 statement timeout; read-only on PostgreSQL only (the other dialects get the timeout alone, so the
 role it connects as should only ``SELECT``):
@@ -17,7 +17,7 @@ role it connects as should only ``SELECT``):
   to the server's default afterwards so the pooled connection is left as it was;
 * SQLite — a progress handler that interrupts the statement past its deadline.
 
-:func:`problem_of` sorts a failure into one of a few kinds (``timeout``, ``unavailable``,
+``problem_of`` sorts a failure into one of a few kinds (``timeout``, ``unavailable``,
 ``failed``) so the inventory can say each kind once.
 """
 
@@ -37,7 +37,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from ..catalogue import Store
 from .queries import statement
 
-#: A statement :meth:`Database.fetch` runs: a ``SELECT`` or a ``UNION`` of them.
+#: A statement ``Database.fetch`` runs: a ``SELECT`` or a ``UNION`` of them.
 Query = Select[Any] | CompoundSelect[Any]
 
 #: SQLite calls the progress handler every this many virtual machine instructions.
@@ -107,7 +107,7 @@ class Database:
         return max(1, int(self.timeout * 1000))
 
     def read(self, store: Store, now: dt.datetime | None = None) -> Reading:
-        """Run ``store``'s aggregate query; raise what the database raised (see :func:`problem_of`)."""
+        """Run ``store``'s aggregate query; raise what the database raised (see ``problem_of``)."""
         at = now or dt.datetime.now(dt.timezone.utc)
         params = {"now": at} if store is Store.TASK else {}
         rows, duration_ms = self.fetch(statement(store), params)
@@ -115,7 +115,7 @@ class Database:
 
     def fetch(self, stmt: Query, params: Mapping[str, Any]) -> tuple[list[tuple[Any, ...]], float]:
         """Rows of ``stmt`` and its duration in ms, read-only under the timeout; raises what the
-        database raised (see :func:`problem_of`)."""
+        database raised (see ``problem_of``)."""
         ms = self.timeout_ms
         with self.engine.connect() as conn:
             try:
@@ -139,7 +139,7 @@ class Database:
 def statement_timeout(conn: Connection, ms: int) -> Iterator[None]:
     """The statements ``conn`` runs in this block (its transaction) read-only and cancelled after
     ``ms`` milliseconds, on each dialect's terms (see the module); MySQL's is a hint on the statement
-    (:func:`with_mysql_timeout`). Also what the API server's task instance lookups run under."""
+    (``with_mysql_timeout``). Also what the API server's task instance lookups run under."""
     dialect = conn.dialect
     if dialect.name == "postgresql":
         conn.exec_driver_sql("SET TRANSACTION READ ONLY")

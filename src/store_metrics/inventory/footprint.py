@@ -1,10 +1,10 @@
 """What one store's table holds, per group, with cardinality bounded: the top N and ``<other>``.
 
-A :class:`Group` is one row of an aggregate query (entries, bytes, references, oldest and newest
-write, expired entries). :func:`footprint_of` turns a query's rows into a :class:`StoreFootprint`:
+A ``Group`` is one row of an aggregate query (entries, bytes, references, oldest and newest
+write, expired entries). ``footprint_of`` turns a query's rows into a ``StoreFootprint``:
 
 1. group keys are the names exactly as Airflow has them (a missing one is ``<unknown>``); the tag value
-   rule of every other metric (:func:`~store_metrics.naming.tag_value`) is applied where they
+   rule of every other metric (``tag_value``) is applied where they
    become labels, and keeps them apart, so a DAG has the same labels on every path;
 2. the task store keeps the ``top`` DAGs by bytes (then entries, then name), and within each of
    them its ``top`` tasks; the other tasks of a kept DAG are summed under ``task_id="<other>"``, every
@@ -80,7 +80,7 @@ def _utc(value: Any) -> dt.datetime | None:
 
 
 def group_of(store: Store, values: Sequence[Any]) -> Group:
-    """A :class:`Group` from the aggregate columns of one row (after its key columns)."""
+    """A ``Group`` from the aggregate columns of one row (after its key columns)."""
     entries, stored, external, oldest, newest, *rest = values
     return Group(
         entries=int(entries or 0),

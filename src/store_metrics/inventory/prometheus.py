@@ -4,7 +4,7 @@ A scrape never touches the database: it renders the snapshot the serve loop last
 computed at scrape time. Series that left the footprint (a DAG whose entries were all deleted,
 one that dropped out of the top N) are simply absent from the next scrape, so Prometheus marks
 them stale, with no left-over values. Names are the catalogue's Prometheus names for the
-configured prefix, label values follow the tag value rule (:func:`~store_metrics.naming.tag_value`):
+configured prefix, label values follow the tag value rule (``tag_value``):
 the same series as the OpenTelemetry path would give.
 
 Served by ``prometheus_client`` (installed with the ``otel`` extra) on its own thread.
@@ -54,7 +54,7 @@ class SnapshotCollector:
 
 
 class Endpoint:
-    """A running scrape endpoint; :meth:`close` stops it."""
+    """A running scrape endpoint; ``close`` stops it."""
 
     def __init__(self, snapshot: Callable[[], Snapshot], prefix: str, host: str, port: int) -> None:
         client = _client()

@@ -6,7 +6,7 @@ series (statsd_exporter's TTL, the Collector's ``metric_expiration``) keep seein
 readings of the database. A series that left the footprint is sent once more as 0 and then no
 longer: push receivers keep a gauge's last value, and a stale non-zero value would be wrong.
 
-The emitter is made like the API server's (:func:`store_metrics.counting.runtime.create_emitter` from
+The emitter is made like the API server's (``store_metrics.counting.runtime.create_emitter`` from
 ``[store_metrics]``): cumulative temporality and its own ``service.instance.id`` for ``otel``,
 and for ``otel_exporter = prometheus`` its endpoint on ``inventory_port``.
 """

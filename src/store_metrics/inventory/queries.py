@@ -20,18 +20,18 @@ Nothing reads ``value`` into Python. Per group, the database returns:
 * ``external`` — entries whose value is a reference written by a worker-side custom backend
   (``[workers] state_store_backend``): the Task SDK stores ``{"__airflow_state_ref__": "<ref>"}``
   instead of the value, so its size in the table is the reference's, not the value's. Detected by
-  the value's first 25 characters, for values of at most :data:`MAX_REF_BYTES` (larger ones are
+  the value's first 25 characters, for values of at most ``MAX_REF_BYTES`` (larger ones are
   data held in the table, and are never sliced);
 * ``oldest`` / ``newest`` — ``min``/``max`` of ``updated_at``;
 * ``expired`` (task store only) — entries whose ``expires_at`` is before ``now``, still in the
   table because retention (``airflow db clean`` / the state store cleanup) has not run yet.
 
-The same aggregates serve the UI's State store tab (:mod:`store_metrics.ui`) for one DAG at a time:
-:func:`dag_statement` is one ``UNION ALL`` of the task store restricted to ``:dag_id`` (through the
+The same aggregates serve the UI's State store tab (``store_metrics.ui``) for one DAG at a time:
+``dag_statement`` is one ``UNION ALL`` of the task store restricted to ``:dag_id`` (through the
 table's ``idx_task_state_store_lookup`` index, which leads with ``dag_id``) and the asset store
 restricted to the assets that DAG uses (its schedule, its tasks' inlets and outlets: Airflow's three
 reference tables, looked up by their ``dag_id`` indexes, then ``asset_state_store``'s primary key).
-:func:`dag_totals_statement` is the task store per DAG (the deployment page).
+``dag_totals_statement`` is the task store per DAG (the deployment page).
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ def statement(store: Store) -> Select[Any]:
     return task_statement() if store is Store.TASK else asset_statement()
 
 
-#: How many leading columns of a row of :func:`statement` are its group key.
+#: How many leading columns of a row of ``statement`` are its group key.
 KEY_COLUMNS: dict[Store, int] = {Store.TASK: 2, Store.ASSET: 1}
 
 
@@ -173,8 +173,8 @@ def dag_asset_ids() -> CompoundSelect[Any]:
 def dag_statement() -> CompoundSelect[Any]:
     """One DAG's footprint in one statement: per task, then per asset it uses. Takes ``:dag_id``, ``:now``.
 
-    Each row: the store (a :class:`Store` value), the task id or the asset name, then the columns of
-    :class:`Column` (``expired`` is NULL for an asset).
+    Each row: the store (a ``Store`` value), the task id or the asset name, then the columns of
+    ``Column`` (``expired`` is NULL for an asset).
     """
     task, _, _ = _tables()
     tasks = (

@@ -2,7 +2,7 @@
 
 Two threads:
 
-* the **collector thread** reads both tables (:meth:`Collector.collect`), then waits
+* the **collector thread** reads both tables (``Collector.collect``), then waits
   ``interval`` seconds, and again: at most one aggregate query per table per interval, however
   long a query takes;
 * the **calling thread** ticks every ``tick`` seconds: it hands the latest snapshot to

@@ -28,12 +28,12 @@ paths, and tests/shipped/test_export.py checks they are byte for byte what this 
     datadog/dashboard.json                                 Datadog dashboard (DogStatsD series)
     datadog/monitors/*.json                                Datadog monitors, one per alert
 
-Every file but Helm's is a template (``templates/``) filled in by :mod:`.templating` with the
-catalogue's names for the prefix and the export settings (:mod:`.settings`: ``--set NAME=VALUE``).
+Every file but Helm's is a template (``templates/``) filled in by ``templating`` with the
+catalogue's names for the prefix and the export settings (``settings``: ``--set NAME=VALUE``).
 ``prometheus.yml`` loads the rule files by name from its own folder and the promtool tests load
 their rules the same way, so ``collector/`` works as it is written. ``helm/`` and ``kubernetes/``
 wrap the text of other files (the statsd mappings, the rules, the dashboard): they are rendered
-after :data:`FILES`, from what those rendered (:data:`WRAPPERS`).
+after ``FILES``, from what those rendered (``WRAPPERS``).
 """
 
 from __future__ import annotations
@@ -113,13 +113,13 @@ _VALUES: dict[str, Callable[[str, Mapping[str, str]], Mapping[str, str]]] = {
 }
 
 
-#: The promtool tests generated for the export's settings (:mod:`.rule_test_files`), after the rules.
+#: The promtool tests generated for the export's settings (``rule_test_files``), after the rules.
 TESTS: tuple[PurePosixPath, ...] = tuple(COLLECTOR / name for name in rule_test_files.BUILDERS)
-#: The paths written from templates and the generated tests, in order; :data:`WRAPPERS` add the ones
+#: The paths written from templates and the generated tests, in order; ``WRAPPERS`` add the ones
 #: that wrap them.
 FILES: tuple[PurePosixPath, ...] = (*TEMPLATES, *TESTS)
 
-#: Renderers of files that wrap the text of :data:`FILES` (rendered first): (files, prefix) -> files.
+#: Renderers of files that wrap the text of ``FILES`` (rendered first): (files, prefix) -> files.
 WRAPPERS: tuple[Callable[[Mapping[PurePosixPath, str], str], dict[PurePosixPath, str]], ...] = (
     helm.render,
     kubernetes.render,
@@ -156,7 +156,7 @@ def render_all(
     """Every file's text for ``prefix`` and the settings ``changes`` (others at their defaults), by path
     relative to the output folder; without ``tests``, not the generated promtool tests (they take
     seconds for long windows). ``target`` ``victoriametrics`` adapts the rule files and their tests
-    to vmalert (:mod:`.victoriametrics`). Raises :class:`ValueError` for a bad prefix, setting or
+    to vmalert (``victoriametrics``). Raises ``ValueError`` for a bad prefix, setting or
     target."""
     _check_prefix(prefix)
     _check_target(target)

@@ -15,7 +15,7 @@ the text of files other modules wrote, without reading it:
 The inventory runs the image built from ``helm/Dockerfile`` (its name a placeholder your
 kustomization's ``images`` replaces).
 
-The ports come from the option table, the worker count and the image from :mod:`.helm`.
+The ports come from the option table, the worker count and the image from ``helm``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The file is a template (``templates/otel-collector.yaml``: every processor's rea
 comments); its ``@collector_filter@`` keeps every catalogue metric under any prefix, so the file
 is the same whatever prefix the export is for. The scaled-out tier's front
 (``templates/otel-collector-front.yaml``) filters with the same condition; its resolver comes from
-the export settings (:func:`~store_metrics.shipped.settings.collector_resolver_block`).
+the export settings (``collector_resolver_block``).
 """
 
 from __future__ import annotations

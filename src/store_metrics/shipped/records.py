@@ -8,7 +8,7 @@ starts with the Prometheus form of the metric prefix, as the raw series do: for 
 fleets, a prefix migration) record apart, and every panel and alert reads its own prefix's series.
 
 Templates and generators write a recorded series by its base name (the empty prefix's) as a token,
-``@record:task:store_metrics_calls:increase@`` (:mod:`.templating` fills it in with :func:`name`).
+``@record:task:store_metrics_calls:increase@`` (``templating`` fills it in with ``name``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The rules that repeat per metric, generated from the catalogue (rules as data, as the mixins do).
 
-rules.yml's recording group is a template around :func:`call_recording_rules`: one rule per counter
-that has a :class:`~store_metrics.catalogue.Recording`, written once here, so adding a counter to
+rules.yml's recording group is a template around ``call_recording_rules``: one rule per counter
+that has a ``Recording``, written once here, so adding a counter to
 the catalogue gives it its recorded calls, its place in the series count the "counts stopped
 arriving" alert reads, and nothing to copy by hand.
 

@@ -6,7 +6,7 @@ snippet, Grafana and Datadog dashboards and monitors) follows, since each is a t
 ``@NAME@`` tokens are filled in from here. docs/alerts.md holds this table (generated from it).
 
 Each value is text, checked against its kind; a few derived values (``<duration>_seconds``,
-``<ratio>_percent`` and the ones :func:`values` lists) spare the templates any arithmetic.
+``<ratio>_percent`` and the ones ``values`` lists) spare the templates any arithmetic.
 """
 
 from __future__ import annotations

@@ -8,17 +8,17 @@ Templates are the files as users get them, except for ``@token@`` placeholders:
 * ``@full:<catalogue metric name>@`` becomes the dotted name as emitted
   (``airflow.task_state_store.write``: StatsD lines, DogStatsD and Datadog);
 * ``@record:<recorded series>@`` (``@record:task:store_metrics_calls:increase@``) becomes that
-  recorded series' name for the prefix (``task:airflow_store_metrics_calls:increase``, :mod:`.records`);
+  recorded series' name for the prefix (``task:airflow_store_metrics_calls:increase``, ``records``);
 * ``@buckets:<catalogue histogram>:<recorded series>@`` becomes classic-style bucket series from
   that recorded series of native histograms: one ``le`` series per bucket bound of the histogram
-  in the catalogue, and ``+Inf`` (:func:`native_buckets`);
+  in the catalogue, and ``+Inf`` (``native_buckets``);
 * any other token is a value the caller passes: an export setting (``@error_ratio@``,
-  :mod:`.settings`) or a computed value (``@collector_filter@``).
+  ``settings``) or a computed value (``@collector_filter@``).
 
 So renaming for a prefix is exact: only catalogue names change, never other text.
 
 Lines starting with ``#@`` are notes on the template itself and are left out. A file starts with
-:func:`written_header`, except JSON (which has no comments). An unknown token raises, so a
+``written_header``, except JSON (which has no comments). An unknown token raises, so a
 template cannot silently keep a placeholder or a metric the catalogue dropped.
 """
 
@@ -57,7 +57,7 @@ def _export_command(prefix: str) -> str:
 
 
 def generated_header(prefix: str, generator: str = "store_metrics.shipped") -> str:
-    """First line of a file generated from the catalogue (:mod:`.helm`'s values), or by ``generator``
+    """First line of a file generated from the catalogue (``helm``'s values), or by ``generator``
     for the export's settings (the promtool tests)."""
     source = "store_metrics.catalogue" if generator == "store_metrics.shipped" else "the export's settings"
     return (

@@ -9,16 +9,16 @@ entries nobody cleans up, and the inventory's freshness. Never a key or a value.
 
 One module per job:
 
-* :mod:`.views` — what the plugin registers: the two external views and the FastAPI app;
-* :mod:`.routes` — where the views live (mount point, routes, name): what links to them imports it;
-* :mod:`.app` — the app: the pages, their static files and their JSON routes;
-* :mod:`.access` — Airflow's auth manager decides who sees what;
-* :mod:`.sources` — per API server worker: options, database, Prometheus, cached answers;
-* :mod:`.cache` — the per-worker TTL cache (one load at a time per key);
-* :mod:`.reading` — the aggregate statements of :mod:`store_metrics.inventory`, for one DAG and all;
-* :mod:`.calls` — the calls from Prometheus, with the dashboards' PromQL;
-* :mod:`.payload` — the JSON the pages read;
-* :mod:`.status` — what ``store-metrics check`` says about the views;
+* ``views`` — what the plugin registers: the two external views and the FastAPI app;
+* ``routes`` — where the views live (mount point, routes, name): what links to them imports it;
+* ``app`` — the app: the pages, their static files and their JSON routes;
+* ``access`` — Airflow's auth manager decides who sees what;
+* ``sources`` — per API server worker: options, database, Prometheus, cached answers;
+* ``cache`` — the per-worker TTL cache (one load at a time per key);
+* ``reading`` — the aggregate statements of ``store_metrics.inventory``, for one DAG and all;
+* ``calls`` — the calls from Prometheus, with the dashboards' PromQL;
+* ``payload`` — the JSON the pages read;
+* ``status`` — what ``store-metrics check`` says about the views;
 * ``static/`` — the pages (HTML, CSS, JavaScript: shipped as they are, no build step).
 
 Importing this package imports neither FastAPI nor Airflow: the app is built when the API server

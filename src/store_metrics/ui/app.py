@@ -1,6 +1,6 @@
 """The FastAPI app behind the State store views, mounted by the API server at ``/store-metrics``.
 
-Routes (every one needs an authenticated user, :mod:`.access`):
+Routes (every one needs an authenticated user, ``access``):
 
 * ``GET /dags/{dag_id}``: the tab's page (``dag.html``), loaded by the UI's iframe;
 * ``GET /``: the deployment page (``deployment.html``);
@@ -12,10 +12,10 @@ Routes (every one needs an authenticated user, :mod:`.access`):
 No OpenAPI document or docs page is served (they would be routes without authentication). Handlers
 are ``async``: they never run on the API server's shared thread pool, where Airflow's own sync routes
 run (a Prometheus that never answers once held all of it); the reads run on the views' own few
-threads and are waited for on the event loop, each for a bounded time (:mod:`.sources`). The JSON
+threads and are waited for on the event loop, each for a bounded time (``sources``). The JSON
 is never cached by the browser (it depends on who asks).
 
-Imported only when the API server asks for the plugin's apps (:mod:`.views`), so FastAPI and
+Imported only when the API server asks for the plugin's apps (``views``), so FastAPI and
 Airflow's API modules are imported here at the top, where FastAPI resolves the handlers' annotations.
 """
 

@@ -6,13 +6,13 @@ answer (single flight per key). Nothing runs in the background: an entry is only
 request asks for it after it expired, so a worker nobody looks at does nothing. At most ``size``
 keys are kept, the least recently used dropped first.
 
-The views ask through :meth:`TtlCache.get_async`: the load runs on the views' own few threads
-(:class:`Pool`), and every request waits on the event loop, never on a thread, and for a bounded
+The views ask through ``TtlCache.get_async``: the load runs on the views' own few threads
+(``Pool``), and every request waits on the event loop, never on a thread, and for a bounded
 time: a request that finds a load under way waits at most ``wait`` seconds for it, the one that
-started it at most ``own_wait``; then :class:`Unanswered` (the views show the last answer, or say
+started it at most ``own_wait``; then ``Unanswered`` (the views show the last answer, or say
 there is none yet). A hung Prometheus or database therefore holds one of the views' threads per
 key, never Airflow's, and no request waits on it for long. At most ``cap`` loads are under way or
-queued at once (:class:`Busy` past that): the pending work is bounded, whatever arrives.
+queued at once (``Busy`` past that): the pending work is bounded, whatever arrives.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class Busy(Exception):
 
 
 class Pool:
-    """The views' own threads, with at most ``cap`` jobs under way or queued (:class:`Busy` past it)."""
+    """The views' own threads, with at most ``cap`` jobs under way or queued (``Busy`` past it)."""
 
     def __init__(self, threads: int, cap: int) -> None:
         self.threads = threads
@@ -87,7 +87,7 @@ class TtlCache(Generic[T]):
         self._entries: OrderedDict[Hashable, Cached[T]] = OrderedDict()
         self._lock = threading.Lock()
         self._loading: dict[Hashable, threading.Lock] = {}
-        #: The loads under way on a :class:`Pool`, by key (:meth:`get_async`).
+        #: The loads under way on a ``Pool``, by key (``get_async``).
         self._flights: dict[Hashable, concurrent.futures.Future[Cached[T]]] = {}
         #: How many times ``load`` ran (tests and the benchmark read it).
         self.loads = 0
@@ -131,9 +131,9 @@ class TtlCache(Generic[T]):
     async def get_async(
         self, key: Hashable, load: Callable[[], T], pool: Pool, *, wait: float, own_wait: float
     ) -> Cached[T]:
-        """:meth:`get`, the load on ``pool`` and every wait on the event loop, bounded (see the module).
+        """``get``, the load on ``pool`` and every wait on the event loop, bounded (see the module).
 
-        Raises :class:`Unanswered` when the wait is over, :class:`Busy` when the pool is full.
+        Raises ``Unanswered`` when the wait is over, ``Busy`` when the pool is full.
         """
         entry = self._fresh(key)
         if entry is not None:

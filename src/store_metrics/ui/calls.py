@@ -2,24 +2,24 @@
 whether its retries resumed.
 
 The PromQL reads what the dashboards' panels read: the recorded calls of ``collector/rules.yml``
-(:data:`store_metrics.shipped.records.CALLS` for the configured prefix, each rule interval's calls
+(``store_metrics.shipped.records.CALLS`` for the configured prefix, each rule interval's calls
 once, so their sum over a window is exact), with the same exclusion of asset watchers
 (``run_type="asset_watcher"`` belongs to
 no DAG) and the DAG's id as the counters carry it: the tag value rule
-(:func:`store_metrics.naming.tag_value`) keeps every id Airflow accepts as it is and two ids apart,
+(``store_metrics.naming.tag_value``) keeps every id Airflow accepts as it is and two ids apart,
 so the query names the very DAG the permission check was made for, and the values the plugin makes
 up (``<unknown>``, ``<none>``, ``<overflow>``) are no DAG's id. So the Prometheus
 it asks must load the shipped rules. One instant query per DAG and window, summed by ``task_id``,
 store and outcome; found ratios are computed from the same numbers (``read_found / (read_found +
 read_absent)``, as the dashboards' ratio panels). The same query also reads the recorded retried
-attempts (:data:`store_metrics.shipped.records.RETRIES`, kept apart from the calls): each task's
+attempts (``store_metrics.shipped.records.RETRIES``, kept apart from the calls): each task's
 resume rate, ``retry_resumed / (retry_resumed + retry_not_resumed)``.
 
 The inventory's own health (``store-metrics inventory``'s footprint age and up gauges) comes from
 the same Prometheus, for the deployment page.
 
 Only the standard library talks to Prometheus (``POST /api/v1/query``), with ``ui_timeout`` and the
-authentication and TLS of :mod:`.prometheus`.
+authentication and TLS of ``prometheus``.
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def counter_key(store: Store, outcome: Outcome) -> str:
 
 
 def read_calls(prometheus: Prometheus, dag_id: str, window: str, prefix: str) -> Calls:
-    """One query over ``prefix``'s recorded calls; raises :class:`PrometheusError`."""
+    """One query over ``prefix``'s recorded calls; raises ``PrometheusError``."""
     expr = calls_expr(dag_id, window, prefix)
     tasks: dict[str, dict[str, float]] = defaultdict(dict)
     retries: dict[str, dict[str, float]] = defaultdict(dict)
@@ -143,7 +143,7 @@ class InventoryHealth:
 
 
 def read_inventory_health(prometheus: Prometheus, prefix: str) -> InventoryHealth:
-    """Two small queries (the freshest replica's age, any replica up); raises :class:`PrometheusError`."""
+    """Two small queries (the freshest replica's age, any replica up); raises ``PrometheusError``."""
     age = prometheus.query(f"min by ({STORE}) ({INVENTORY_FOOTPRINT_AGE.prometheus_name(prefix)})")
     up = prometheus.query(f"max by ({STORE}) ({INVENTORY_UP.prometheus_name(prefix)})")
     return InventoryHealth(

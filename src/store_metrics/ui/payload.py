@@ -1,7 +1,7 @@
 """The JSON the pages read: aggregates and names only, never a key or a value.
 
-Each function takes what :mod:`.sources` answered and what the user may see (decided by
-:mod:`.access`), and returns plain data for FastAPI to serialise. Who may see what is applied here
+Each function takes what ``sources`` answered and what the user may see (decided by
+``access``), and returns plain data for FastAPI to serialise. Who may see what is applied here
 for the deployment page: DAGs the user may not read are left out *before* the top N are taken and
 before anything is summed, so neither a row, a total nor a count says anything about them.
 """

@@ -17,8 +17,8 @@ Secrets are read from files, never from the option itself (it would show in ``ai
 list``), at every query: a rotated token (a Kubernetes projected one) is picked up without a restart.
 Redirects are not followed (they would carry the credentials to wherever they point).
 
-A failure is a :class:`PrometheusError`: its text names the kind of problem (what the pages show any
-signed-in user: never a host, an address or the server's own words), :attr:`PrometheusError.detail`
+A failure is a ``PrometheusError``: its text names the kind of problem (what the pages show any
+signed-in user: never a host, an address or the server's own words), ``PrometheusError.detail``
 says everything (what the API server's log says).
 """
 
@@ -46,7 +46,7 @@ UNREADABLE: Final = "the file of [store_metrics] {option} could not be read"
 
 class PrometheusError(Exception):
     """Prometheus could not be reached, or refused the query: ``str()`` is the kind of problem (for
-    the pages), :attr:`detail` what exactly happened (for the log)."""
+    the pages), ``detail`` what exactly happened (for the log)."""
 
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(kind)
@@ -68,7 +68,7 @@ class Prometheus:
 
     @classmethod
     def from_options(cls, options: Any) -> Prometheus:
-        """From :class:`~store_metrics.config.reader.OptionValues` (``ui_prometheus_*``, ``ui_timeout``)."""
+        """From ``OptionValues`` (``ui_prometheus_*``, ``ui_timeout``)."""
         return cls(
             url=options.ui_prometheus_url,
             timeout=options.ui_timeout,

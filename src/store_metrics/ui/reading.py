@@ -1,9 +1,9 @@
 """What the UI reads from the metadata database: one DAG's footprint, and the deployment's.
 
-Both go through the inventory (:mod:`store_metrics.inventory`): its statements
-(:func:`~store_metrics.inventory.queries.dag_statement` and friends), its time-bounded
-transactions (:meth:`~store_metrics.inventory.database.Database.fetch`; read-only on PostgreSQL)
-and its :class:`~store_metrics.inventory.footprint.Group`. Only aggregates come back: no key, no value.
+Both go through the inventory (``store_metrics.inventory``): its statements
+(``dag_statement`` and friends), its time-bounded
+transactions (``fetch``; read-only on PostgreSQL)
+and its ``Group``. Only aggregates come back: no key, no value.
 
 Unlike the inventory's gauges, names are kept exactly as Airflow has them (not sanitised into tag
 values): the pages link to DAGs by their id.

@@ -1,7 +1,7 @@
 """Where the State store views live: the app's mount point, the views' routes in Airflow's UI, their name.
 
 Plain constants, so that what links to the views (the pages' JSON, ``store-metrics check``) does not
-import :mod:`.views`, which builds the app (:mod:`.app`), which serves that JSON (:mod:`.payload`).
+import ``views``, which builds the app (``app``), which serves that JSON (``payload``).
 """
 
 from __future__ import annotations

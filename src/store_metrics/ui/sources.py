@@ -1,20 +1,20 @@
 """Where the pages' numbers come from, per API server worker: the options, the database, Prometheus.
 
-One :class:`Sources` per worker (made at the first request, never at import). Each answer is
-cached for ``ui_cache_ttl`` seconds (:class:`~.cache.TtlCache`): a DAG's footprint per DAG, the
+One ``Sources`` per worker (made at the first request, never at import). Each answer is
+cached for ``ui_cache_ttl`` seconds (``TtlCache``): a DAG's footprint per DAG, the
 deployment's once, the calls per DAG and window. A query that fails never raises out of here: the
 answer carries the problem (and the last good value, if there was one), and the problem is logged
-once until the source works again (:class:`store_metrics.logs.Outage`).
+once until the source works again (``store_metrics.logs.Outage``).
 
-What the pages show of a failure is its kind (:data:`DATABASE_PROBLEMS`, the kinds of
-:mod:`.prometheus`): any signed-in user reads it, so never a host, a user name, an address or a
+What the pages show of a failure is its kind (``DATABASE_PROBLEMS``, the kinds of
+``prometheus``): any signed-in user reads it, so never a host, a user name, an address or a
 server's own message. The details go to the API server's log.
 
 The views use the ``*_now`` coroutines: each read runs on the views' own few threads
-(:class:`~.cache.Pool`, :data:`THREADS`), never on the API server's shared thread pool (where
+(``Pool``, ``THREADS``), never on the API server's shared thread pool (where
 Airflow's own sync routes run) nor on its event loop, and no request waits long for one
-(:meth:`~.cache.TtlCache.get_async`): a request waits at most :data:`WAIT` seconds for another's
-read of the same thing, and ``ui_timeout`` and :data:`GRACE` for its own; past that it is answered
+(``get_async``): a request waits at most ``WAIT`` seconds for another's
+read of the same thing, and ``ui_timeout`` and ``GRACE`` for its own; past that it is answered
 with the last answer, if any, saying it is not fresh.
 """
 
@@ -38,7 +38,7 @@ from .reading import DagFootprint, Deployment, read_dag, read_deployment
 
 T = TypeVar("T")
 LOG_KEY = "ui:"
-#: What the pages show of a failed database read, by :func:`~store_metrics.inventory.database.problem_of`.
+#: What the pages show of a failed database read, by ``problem_of``.
 DATABASE_PROBLEMS: Final[dict[str, str]] = {
     TIMEOUT: "the metadata database did not answer within ui_timeout",
     UNAVAILABLE: "the metadata database could not be reached",
@@ -268,7 +268,7 @@ _lock = threading.Lock()
 
 
 def sources() -> Sources:
-    """This worker's :class:`Sources`, made on first use."""
+    """This worker's ``Sources``, made on first use."""
     global _sources
     with _lock:
         if _sources is None:

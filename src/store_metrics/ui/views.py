@@ -6,7 +6,7 @@
 
 Both hrefs are relative (no leading ``/``): the UI resolves them against its ``<base href>``, i.e.
 the API server's base URL, so they also work behind a path prefix. The pages and their data are
-served by :func:`store_metrics.ui.app.create_app`, mounted by the API server at :data:`~.routes.URL_PREFIX`.
+served by ``store_metrics.ui.app.create_app``, mounted by the API server at ``URL_PREFIX``.
 
 ``[store_metrics] ui = false`` removes both views and the app. ``enabled`` and ``server_metrics``
 do not: they are about counting calls, and the tab shows the footprint without any counting.
@@ -71,7 +71,7 @@ def _app() -> Any:
 
 
 def fastapi_apps() -> list[dict[str, Any]]:
-    """The plugin's ``fastapi_apps``: the pages and their data under :data:`URL_PREFIX`."""
+    """The plugin's ``fastapi_apps``: the pages and their data under ``URL_PREFIX``."""
     if not enabled():
         return []
     return [{"app": _app(), "url_prefix": URL_PREFIX, "name": "store_metrics_ui"}]

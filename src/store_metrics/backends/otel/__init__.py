@@ -6,7 +6,7 @@ No OpenTelemetry call happens on a state store call: each catalogue counter is a
 
 Which ``MeterProvider``: the one passed in; else the global one if an SDK provider is set (for
 example Airflow's own when ``[metrics] otel_on``); else one of our own, never installed as the
-global, with a per-process ``service.instance.id`` and one reader (:mod:`.provider`):
+global, with a per-process ``service.instance.id`` and one reader (``provider``):
 
 * ``otlp``: OTLP over ``http/protobuf`` or ``grpc``, as the standard ``OTEL_EXPORTER_OTLP_*``
   variables say (endpoint, headers, protocol, timeout). Counters use **delta** temporality by
@@ -15,21 +15,21 @@ global, with a per-process ``service.instance.id`` and one reader (:mod:`.provid
 * ``prometheus``: a scrape endpoint (``prometheus_host:prometheus_port``, default ``:9464``).
 * ``console``: prints every export, for debugging.
 
-The exporter's packages are checked when the backend is configured (:mod:`.dependencies`), so a
-missing one is a :class:`~store_metrics.errors.MissingExtraError` then, not a failure on the
-worker thread. A failed OTLP export is said once, with its reason (:mod:`.exporter`).
+The exporter's packages are checked when the backend is configured (``dependencies``), so a
+missing one is a ``MissingExtraError`` then, not a failure on the
+worker thread. A failed OTLP export is said once, with its reason (``exporter``).
 
 The instruments of one provider (and prefix) are created once per process and report the sum
-over every emitter that used that provider (:mod:`.instruments`, :mod:`.observed`): configuring
+over every emitter that used that provider (``instruments``, ``observed``): configuring
 again with the same provider keeps counting, and a closed emitter's totals stay in the sum so
 the counters never go down.
 
 Histograms (the API server side) are **live**: the emitter hands every observation to
-:meth:`OtelBackend.record_histogram` as it happens, which records it into the SDK ``Histogram``
+``OtelBackend.record_histogram`` as it happens, which records it into the SDK ``Histogram``
 (created with the catalogue's bucket boundaries) on the caller's thread, in memory. The SDK
 aggregates, so an export costs O(series), however many observations there were. Observations
 made before the backend was open in this process still arrive as a ``HistogramDelta`` in
-:meth:`OtelBackend.export`, recorded as each bucket's mean so bucket counts and sums stay exact.
+``OtelBackend.export``, recorded as each bucket's mean so bucket counts and sums stay exact.
 Gauges are pushed once per flush and set on an SDK ``Gauge``. The API server's emitter uses
 ``cumulative`` temporality and its worker identity as ``service.instance.id``; with
 ``otel_exporter = prometheus`` each worker serves its own endpoint, on the first free port from
@@ -37,7 +37,7 @@ Gauges are pushed once per flush and set on an SDK ``Gauge``. The API server's e
 
 With ``otel_exporter = prometheus`` and our own provider, ``server_exposition = native`` (the
 default) serves that endpoint without the SDK: the same text, rendered incrementally off any
-event loop (:mod:`.exposition`); ``otel`` keeps the SDK's ``PrometheusMetricReader``.
+event loop (``exposition``); ``otel`` keeps the SDK's ``PrometheusMetricReader``.
 """
 
 from __future__ import annotations
@@ -326,7 +326,7 @@ def create(
     prometheus_port_tries: int = default("prometheus_port_tries"),
     exposition: str = default("server_exposition"),
 ) -> OtelBackend:
-    """Check the options and build the backend (no I/O; :meth:`OtelBackend.open` registers).
+    """Check the options and build the backend (no I/O; ``OtelBackend.open`` registers).
 
     When the provider will be our own (none passed in, no SDK provider set as the global one),
     the exporter's packages must be installed: checked and imported now.

@@ -1,6 +1,6 @@
 """Which packages each exporter needs besides the SDK, checked (and imported) at configuration time.
 
-A missing one is a :class:`~store_metrics.errors.MissingExtraError` when the backend is
+A missing one is a ``MissingExtraError`` when the backend is
 configured, naming the distribution to install, never an ``ImportError`` on the worker thread.
 """
 
@@ -36,7 +36,7 @@ def _importable(module: str) -> bool:
 
 
 def require_exporter(exporter: str, protocol: str) -> None:
-    """Import the chosen exporter's packages now; raise :class:`MissingExtraError` if one is missing.
+    """Import the chosen exporter's packages now; raise ``MissingExtraError`` if one is missing.
 
     Importing here, on the caller's thread at configuration time (about 40 ms for OTLP/HTTP),
     rather than in ``open()`` on the worker, also means a process that exits right after

@@ -1,10 +1,10 @@
 """The OTLP exporter of our own provider: built from the standard variables, wrapped to record failures.
 
 A failed OTLP export is not logged by the exporter on every attempt: what *our* exporter logs
-while it exports is kept (:class:`ResultRecorder`, with a logging filter) and becomes the reason
+while it exports is kept (``ResultRecorder``, with a logging filter) and becomes the reason
 in one store-metrics line per outage. On an explicit flush (a task's end) the emitter logs it;
 on the SDK's own periodic exports (what a long-lived API server or triggerer does all day) the
-recorder logs it, and logs again once an export succeeds. A TCP probe (:func:`unreachable`)
+recorder logs it, and logs again once an export succeeds. A TCP probe (``unreachable``)
 tells a refusing or unresolvable endpoint in a millisecond, so a task's end does not wait for
 the exporter's retries while the collector is down.
 """

@@ -6,10 +6,10 @@ translates them into ``prometheus_client`` families and formats every line again
 holding the interpreter (150,000 series: 6.9 s a scrape, an asyncio loop in the same process held
 up to 1.3 s, 4.9 KiB per series). Here:
 
-* the counter series' lines are kept, in blocks of :data:`CHUNK` series in the order the emitter
+* the counter series' lines are kept, in blocks of ``CHUNK`` series in the order the emitter
   made them, each block's lines joined and kept until one of them changes;
 * a counter series puts itself on a list at its first add after a scrape (one attribute test on
-  the hot path: :attr:`CounterSeries.watch <store_metrics.emitter.series.CounterSeries.watch>`), so
+  the hot path: ``CounterSeries.watch``), so
   a scrape reads the totals of those series only, makes again only their lines (the label part
   kept, a slice of the old line), joins again only the blocks that hold one and writes the others
   as they were: a scrape costs what moved, not every series (reading 150,000 scattered totals
@@ -17,7 +17,7 @@ up to 1.3 s, 4.9 KiB per series). Here:
   not report what moved, reads every block's totals and compares them in C (``map``,
   ``list.__ne__``);
 * the text is written block by block (``Transfer-Encoding: chunked``), with a short sleep after
-  every :data:`BLOCKS_PER_PAUSE` blocks or :data:`BUDGET` of work, whichever comes first, on the
+  every ``BLOCKS_PER_PAUSE`` blocks or ``BUDGET`` of work, whichever comes first, on the
   endpoint's own thread: no long C call (a 30 MB join, a 30 MB encode) and no long stretch of
   Python holds the interpreter, so a thread waiting for it (the API server's event loop) gets it
   within a few milliseconds, not after the whole scrape;
@@ -71,7 +71,7 @@ floatToGoString: Callable[[float], str] = _float_to_go
 #: sent as one piece.
 CHUNK: Final = 1_000
 #: Blocks written between two pauses at most. A block joined again is about 0.1 ms of work, one
-#: kept is a write that releases the interpreter: :data:`BUDGET` is what usually calls the pause
+#: kept is a write that releases the interpreter: ``BUDGET`` is what usually calls the pause
 #: (each pause costs a sleep and a wake, more than the work between two of them on an idle machine).
 BLOCKS_PER_PAUSE: Final = 32
 #: Seconds of rendering at most between two pauses, whatever the blocks hold.
@@ -170,13 +170,13 @@ class Family:
         self.bounds = [f"{b}" for b in metric.buckets] + ["+Inf"] if metric.kind is Kind.HISTOGRAM else []
         #: Histogram and gauge series, in the order they were first observed.
         self.series: dict[TagTuple, Any] = {}
-        #: Counters: one block per :data:`CHUNK` series of the emitter's list (append-only, so a
+        #: Counters: one block per ``CHUNK`` series of the emitter's list (append-only, so a
         #: series keeps its block and place).
         self.blocks: list[_Block] = []
 
 
 class _Block:
-    """The exposition lines of up to :data:`CHUNK` counter series (``b""`` while a series is 0) and
+    """The exposition lines of up to ``CHUNK`` counter series (``b""`` while a series is 0) and
     the totals they show."""
 
     __slots__ = ("body", "lines", "values")
@@ -189,7 +189,7 @@ class _Block:
 
 
 class _Pacer:
-    """Calls ``pause`` after :data:`BLOCKS_PER_PAUSE` blocks or :data:`BUDGET` seconds of work,
+    """Calls ``pause`` after ``BLOCKS_PER_PAUSE`` blocks or ``BUDGET`` seconds of work,
     whichever comes first (the clock read every 64 lines made, and after every block)."""
 
     __slots__ = ("_blocks", "_deadline", "_lines", "_pause")
@@ -323,7 +323,7 @@ class NativeExposition:
 
     def render(self, write: Callable[[bytes], None], pause: Callable[[], None] = lambda: None) -> None:
         """Write the whole exposition through ``write``, block by block, calling ``pause`` after at
-        most :data:`BLOCKS_PER_PAUSE` blocks of :attr:`chunk` series, or :data:`BUDGET` of work."""
+        most ``BLOCKS_PER_PAUSE`` blocks of ``chunk`` series, or ``BUDGET`` of work."""
         with self._render_lock:
             self._render(write, pause)
 
@@ -351,7 +351,7 @@ class NativeExposition:
 
     def _take_moved(self, source: SeriesSource, pacer: _Pacer) -> None:
         """Bring the counter blocks up to date: only the series that moved since the last scrape
-        when the source reports them (:class:`WatchedSource`), else every series."""
+        when the source reports them (``WatchedSource``), else every series."""
         watching = self._moved is not None or self._watch(source)
         taken = self._drain()
         if not watching or self._full:
@@ -457,7 +457,7 @@ class NativeExposition:
 
     def _write_blocks(self, family: Family, write: Callable[[bytes], None], pacer: _Pacer) -> None:
         """Every block of ``family``: joined again if a line changed, else as joined before; written,
-        with a pause after at most :data:`BLOCKS_PER_PAUSE` blocks or :data:`BUDGET` of work."""
+        with a pause after at most ``BLOCKS_PER_PAUSE`` blocks or ``BUDGET`` of work."""
         for block in family.blocks:
             body = block.body
             if body is None:

@@ -1,7 +1,7 @@
 """The instruments of one (provider, prefix), created once per process, and the registry that finds them.
 
 * one ``ObservableCounter`` per catalogue counter, whose callback reads the totals of every
-  emitter using this provider (:class:`~.observed.Observed`);
+  emitter using this provider (``Observed``);
 * one synchronous ``Histogram`` per histogram metric (the catalogue's bucket bounds as the
   advisory boundaries) and one ``Gauge`` per gauge metric, made at first use.
 

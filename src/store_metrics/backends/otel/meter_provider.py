@@ -4,7 +4,7 @@ Built only when no provider is passed in and no SDK provider is the global one; 
 as the global. It has a per-process ``service.instance.id`` (or the API server worker's) and one
 reader:
 
-* ``otlp``: a periodic reader over the OTLP exporter (:mod:`.exporter`);
+* ``otlp``: a periodic reader over the OTLP exporter (``exporter``);
 * ``prometheus``: a scrape endpoint served from a registry of our own, on the first free port
   from ``prometheus_port`` (several API server workers on one host each take their own);
 * ``console``: a periodic reader that prints every export, for debugging.
@@ -86,7 +86,7 @@ class OwnProvider:
     def prepare(self) -> None:
         """Build the resource and the OTLP exporter now, on the configuring thread (no I/O).
 
-        Otherwise :meth:`build` makes them, maybe on the emitter's worker; a process that exits
+        Otherwise ``build`` makes them, maybe on the emitter's worker; a process that exits
         right after configuring would then import ``requests``/``grpc`` and start the resource
         detectors' thread pool during interpreter shutdown, which fails, and its counts would be lost.
         """

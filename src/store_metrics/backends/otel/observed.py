@@ -2,7 +2,7 @@
 
 No OpenTelemetry call happens on a state store call: each catalogue counter is an
 ``ObservableCounter`` whose callback reads the emitters' in-memory totals (through
-:class:`~store_metrics.counting.contracts.TotalsSource`) when the SDK collects.
+``TotalsSource``) when the SDK collects.
 
 Exemplars: a series a traced call counted since the last collection carries that call's span
 context (``take_exemplars``); its observation is made in a context holding that span, so the

@@ -1,7 +1,7 @@
 """The ``otel`` backend's options: their defaults, and the checked values one backend keeps.
 
 Everything here is decided at configuration time, on the configuring thread: a bad option or a
-bad ``OTEL_EXPORTER_OTLP_PROTOCOL`` is a :class:`~store_metrics.errors.ConfigError` then.
+bad ``OTEL_EXPORTER_OTLP_PROTOCOL`` is a ``ConfigError`` then.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def otlp_protocol_from_env() -> str:
 
 @dataclass(frozen=True)
 class OtelOptions:
-    """One backend's checked options (see :func:`store_metrics.backends.otel.create`)."""
+    """One backend's checked options (see ``store_metrics.backends.otel.create``)."""
 
     exporter: str
     prefix: str

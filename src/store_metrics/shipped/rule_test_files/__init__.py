@@ -4,16 +4,16 @@ settings of that export (``collector/*.test.yml``).
 Hand-written tests hold for the settings they were written for; these are built for the export's
 own: steps of its ``rule_interval``, input series the ``selector`` accepts, its ``cluster_label``,
 windows, floors and ``for`` durations, and alerts rendered from the exported rule files. Every
-expected value is worked out from the calls a scenario makes (:mod:`.timeline`), exact by
+expected value is worked out from the calls a scenario makes (``timeline``), exact by
 construction and the same on Prometheus 2.42 and 3.x, so ``promtool test rules`` passes on both for
 any setting within its documented range (tests/shipped/test_rule_tests.py runs that table).
 
-* :mod:`.document`: a test file as data, and its YAML;
-* :mod:`.selector`: label values the ``selector`` accepts;
-* :mod:`.annotations`: an alert's annotations as Prometheus renders them;
-* :mod:`.timeline`, :mod:`.moments`, :mod:`.calls`: what the rules must record, when alerts fire;
-* :mod:`.calls_tests`: ``rules.test.yml``; :mod:`.watcher_tests`: ``watcher-rules.test.yml``;
-  :mod:`.footprint_tests`: ``footprint-rules.test.yml``.
+* ``document``: a test file as data, and its YAML;
+* ``selector``: label values the ``selector`` accepts;
+* ``annotations``: an alert's annotations as Prometheus renders them;
+* ``timeline``, ``moments``, ``calls``: what the rules must record, when alerts fire;
+* ``calls_tests``: ``rules.test.yml``; ``watcher_tests``: ``watcher-rules.test.yml``;
+  ``footprint_tests``: ``footprint-rules.test.yml``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """What an alert of a rendered rule file says when it fires: its labels and annotations, rendered as
 Prometheus renders them, for the promtool tests' expected alerts.
 
-:func:`alerts` reads the alerts' static labels and annotation templates from the rule file's text
-(the shape :mod:`store_metrics.shipped.templating` writes: one single-quoted line each); :func:`render`
+``alerts`` reads the alerts' static labels and annotation templates from the rule file's text
+(the shape ``store_metrics.shipped.templating`` writes: one single-quoted line each); ``render``
 fills a template in for an alert's labels, value and external labels. It knows exactly the template
 language the shipped annotations use (``$labels.x``, ``$externalLabels.x``, ``$value`` with
 ``humanize``, ``humanizePercentage``, ``humanizeDuration``, ``or``, ``if``/``else``/``end``), with

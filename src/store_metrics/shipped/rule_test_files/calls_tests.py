@@ -2,7 +2,7 @@
 
 Each group is a scenario; its input series are built for the settings (steps of ``rule_interval``,
 jobs and labels the ``selector`` accepts, the ``cluster_label``), and what it must give is worked out
-from the calls it makes (:mod:`.calls`, :mod:`.timeline`), never copied from a run of promtool.
+from the calls it makes (``calls``, ``timeline``), never copied from a run of promtool.
 """
 
 from __future__ import annotations
@@ -303,7 +303,7 @@ def alert_case(
     states: Groups | None = None,
 ) -> AlertCase:
     """Every group of ``name`` firing after evaluation ``at``, with its labels and annotations
-    (``states``: :func:`alert_states`, when the caller has them)."""
+    (``states``: ``alert_states``, when the caller has them)."""
     states = alert_states(ctx, alert, recorded) if states is None else states
     assert all(s[True][at] == s[False][at] for s in states.values()), f"{name}: step {at} is on an edge"
     shown = []

@@ -87,8 +87,8 @@ class Context:
         return self.steps(self.duration(name))
 
     def within_promtool(self, steps: int, what: str, *settings: str) -> None:
-        """Raise :class:`TooLong` (saying why) when a scenario of ``what`` spans more than
-        :data:`PROMTOOL_MAX_SAMPLES` steps: its windowed queries would load more samples than
+        """Raise ``TooLong`` (saying why) when a scenario of ``what`` spans more than
+        ``PROMTOOL_MAX_SAMPLES`` steps: its windowed queries would load more samples than
         promtool allows."""
         if steps > PROMTOOL_MAX_SAMPLES:
             given = ", ".join(f"{name} {self.values[name]}" for name in settings)

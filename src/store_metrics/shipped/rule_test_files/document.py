@@ -1,7 +1,7 @@
 """A promtool unit test file as data, and its YAML text (written here: the package has no dependency).
 
-A :class:`Document` holds the rule files, the evaluation interval and :class:`Group` s of input
-series with their expression and alert cases; :meth:`Document.text` writes it in the shape
+A ``Document`` holds the rule files, the evaluation interval and ``Group`` s of input
+series with their expression and alert cases; ``Document.text`` writes it in the shape
 ``promtool test rules`` reads (the same for Prometheus 2.42 and 3.x: no ``fuzzy_compare``, which
 2.x refuses, so every expected float is exact by construction), with the comments that say where
 each expected value comes from.
@@ -60,7 +60,7 @@ def _run(values: Sequence[Value], start: int) -> tuple[int, str]:
 
 
 def encode(values: Sequence[Value]) -> str:
-    """Per-step values (a number, ``None`` for no sample, :data:`STALE`) in promtool's notation:
+    """Per-step values (a number, ``None`` for no sample, ``STALE``) in promtool's notation:
     ``[0, 2, 4, None, None, 7]`` -> ``0+2x2 _x2 7``."""
     parts, index = [], 0
     while index < len(values):

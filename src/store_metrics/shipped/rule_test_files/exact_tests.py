@@ -5,7 +5,7 @@ A target new to Prometheus (a rolled-out API server pod, an exporter pod replaci
 scaled up) in a job Prometheus already watches holds calls made since it started: they count in
 full. A fresh Prometheus, whose jobs are all new, counts none of what its targets held when it
 first scraped them. Each group's expected sums are worked out twice: by the rule's model
-(:mod:`.timeline`) and as the calls the scenario made; the builder checks that they agree, so a
+(``timeline``) and as the calls the scenario made; the builder checks that they agree, so a
 scenario that is not exact cannot be written down as one.
 """
 

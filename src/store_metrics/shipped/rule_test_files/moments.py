@@ -1,7 +1,7 @@
 """When to look at an alert: the evaluations where Prometheus 2 and 3 agree on its state.
 
-From an alert's firing state after each evaluation (:func:`.timeline.firing`, once per window edge),
-:func:`moments` picks the evaluation just before it fires, the one it fires at, one while it keeps
+From an alert's firing state after each evaluation (``timeline.firing``, once per window edge),
+``moments`` picks the evaluation just before it fires, the one it fires at, one while it keeps
 firing and the one it resolves at, each where both edges give the same state (so the exported test
 holds on both major versions), or says it never fires.
 """

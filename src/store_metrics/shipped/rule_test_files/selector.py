@@ -2,7 +2,7 @@
 
 The rules add ``selector`` (PromQL label matchers, e.g. ``job=~"airflow-statsd|store-metrics-.*"``)
 to every raw series they read, so the tests' input series must carry labels it matches: a ``job``
-the selector accepts, and every other label it names. :class:`Labels` finds them: the words the
+the selector accepts, and every other label it names. ``Labels`` finds them: the words the
 tests would use anyway (``airflow``, ``statsd``, ``api``) where the selector accepts them, else
 strings built from the matchers' own values and regular expressions (each checked against every
 matcher of its label, as Prometheus anchors them).

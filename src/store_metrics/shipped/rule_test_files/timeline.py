@@ -3,12 +3,12 @@
 A scenario gives, per input series, one value per step (``interval`` seconds); promtool evaluates
 every rule group every step. This module computes, independently of PromQL, what the shipped rules
 are specified to give on those samples: each counter's calls as the call-recording rule defines them
-(:class:`Recorder`), sums of the recorded calls over a window, and each alert's firing steps under
-its ``for`` (:func:`firing`).
+(``Recorder``), sums of the recorded calls over a window, and each alert's firing steps under
+its ``for`` (``firing``).
 
 Prometheus 2 and 3 differ at the edge of a window: a sample exactly ``window`` old is in it for 2.x
 and out of it for 3.x (left-open ranges). Every computation here is made both ways
-(:data:`EDGES`), and the test builders only assert where the two agree, so one exported test file
+(``EDGES``), and the test builders only assert where the two agree, so one exported test file
 holds for Prometheus 2.42 and 3.x alike.
 """
 
@@ -133,7 +133,7 @@ class Recorder:
     def recorded(
         self, values: Sequence[Value], up: Sequence[Value], job_up: Sequence[Value], steps: int
     ) -> dict[bool, list[float | None]]:
-        """:meth:`record` at every step up to ``steps``, both edges. They must agree but where a
+        """``record`` at every step up to ``steps``, both edges. They must agree but where a
         sample exactly as old as the lookback delta is still read (a growth of 0) on one edge only:
         that changes no sum."""
         result = {

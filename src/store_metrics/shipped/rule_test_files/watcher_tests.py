@@ -1,7 +1,7 @@
 """watcher-rules.test.yml: StateStoreWatcherErrorRateHigh over rules.yml's recorded calls, for the
 settings of the export (steps of ``rule_interval``, the ``error_*`` settings, the selector's jobs,
 the ``cluster_label``), worked out from the calls each scenario makes as rules.test.yml's are
-(:mod:`.calls`), never copied from a run of promtool.
+(``calls``), never copied from a run of promtool.
 """
 
 from __future__ import annotations
