@@ -1,7 +1,7 @@
 """Fixtures every folder of the suite uses; each folder's own ``conftest.py`` adds what it needs.
 
 The suite is laid out by what a test needs: ``unit/`` the package in process (real sockets on
-127.0.0.1, fresh Python processes; no Airflow component running), ``pipeline/`` the exported files
+127.0.0.1, fresh Python processes; no Airflow component running), ``shipped/`` the exported files
 and the programs that read them (promtool, Prometheus, Alertmanager, helm, kubectl), ``airflow/``
 real Airflow (``dag.test()``, ``airflow standalone``, Celery, its API server and triggerer),
 ``docs/`` the documentation site, ``bench/`` the benchmarks through ``python -m benchmarks``.

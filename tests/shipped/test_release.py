@@ -38,7 +38,7 @@ WORKFLOW = ROOT / ".github" / "workflows" / "release.yml"
 
 #: The package data the code reads at run time (pyproject.toml's package-data), by folder or file.
 PACKAGE_DATA = (
-    "pipeline/templates",
+    "shipped/templates",
     "example_dags",
     "ui/static",
     "integration/provider_info.json",
