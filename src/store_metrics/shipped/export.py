@@ -28,8 +28,10 @@ paths, and tests/shipped/test_export.py checks they are byte for byte what this 
     datadog/dashboard.json                                 Datadog dashboard (DogStatsD series)
     datadog/monitors/*.json                                Datadog monitors, one per alert
 
-Every file but Helm's is a template (``templates/``) filled in by ``templating`` with the
-catalogue's names for the prefix and the export settings (``settings``: ``--set NAME=VALUE``).
+The Grafana dashboard and the Datadog dashboard and monitors are built from the catalogue for the
+prefix and the export settings (``settings``: ``--set NAME=VALUE``) by ``grafana`` and ``datadog``
+(``BUILT``, given a ``render_context.RenderContext``); every other file but Helm's is a template
+(``templates/``) filled in by ``templating`` with the catalogue's names and the settings.
 ``prometheus.yml`` loads the rule files by name from its own folder and the promtool tests load
 their rules the same way, so ``collector/`` works as it is written. ``helm/`` and ``kubernetes/``
 wrap the text of other files (the statsd mappings, the rules, the dashboard): they are rendered
@@ -47,8 +49,13 @@ from store_metrics import catalogue
 from store_metrics.naming import is_valid_prefix
 
 from . import helm, kubernetes, otel_collector, rule_test_files, rules, settings, templating, victoriametrics
+from .datadog import dashboard as datadog_dashboard
+from .datadog import monitors as datadog_monitors
+from .grafana import dashboard as grafana_dashboard
+from .render_context import RenderContext
 
 __all__ = [
+    "BUILT",
     "COLLECTOR",
     "DASHBOARDS",
     "DATADOG",
@@ -73,12 +80,6 @@ _PROVISIONING = DASHBOARDS / "provisioning"
 _MONITORS = DATADOG / "monitors"
 
 
-def _monitors() -> dict[PurePosixPath, str]:
-    """Every Datadog monitor template, at ``datadog/monitors/<name>``."""
-    names = [n for n in templating.template_names() if n.startswith(f"{_MONITORS}/")]
-    return {PurePosixPath(name): name for name in names}
-
-
 #: Relative path -> its template (under ``templates/``), in the order the files are written.
 TEMPLATES: dict[PurePosixPath, str] = {
     COLLECTOR / "otel-collector.yaml": "otel-collector.yaml",
@@ -97,11 +98,21 @@ TEMPLATES: dict[PurePosixPath, str] = {
         COLLECTOR / name: name
         for name in ("statsd-mapping.yml", "statsd-mapping-server.yml", "statsd-mapping-inventory.yml")
     },
-    DASHBOARDS / "store-metrics.json": "dashboards/store-metrics.json",
     _PROVISIONING / "datasources" / "store-metrics.yml": "grafana-datasource.yml",
     _PROVISIONING / "dashboards" / "store-metrics.yml": "grafana-dashboard-provider.yml",
-    DATADOG / "dashboard.json": "datadog/dashboard.json",
-    **_monitors(),
+}
+
+
+def _monitor(name: str) -> Callable[[RenderContext], str]:
+    return lambda ctx: datadog_monitors.render(name, ctx)
+
+
+#: Relative path -> its builder (the export's prefix and settings -> the file's text): the JSON
+#: files, built from the catalogue (no header line: JSON has no comments).
+BUILT: dict[PurePosixPath, Callable[[RenderContext], str]] = {
+    DASHBOARDS / "store-metrics.json": grafana_dashboard.render,
+    DATADOG / "dashboard.json": datadog_dashboard.render,
+    **{_MONITORS / name: _monitor(name) for name in sorted(datadog_monitors.MONITORS)},
 }
 #: A template's own tokens (beyond catalogue names), computed when the file is written from the
 #: prefix and the settings' values.
@@ -115,9 +126,9 @@ _VALUES: dict[str, Callable[[str, Mapping[str, str]], Mapping[str, str]]] = {
 
 #: The promtool tests generated for the export's settings (``rule_test_files``), after the rules.
 TESTS: tuple[PurePosixPath, ...] = tuple(COLLECTOR / name for name in rule_test_files.BUILDERS)
-#: The paths written from templates and the generated tests, in order; ``WRAPPERS`` add the ones
-#: that wrap them.
-FILES: tuple[PurePosixPath, ...] = (*TEMPLATES, *TESTS)
+#: The paths written from templates, built, and the generated tests, in order; ``WRAPPERS`` add the
+#: ones that wrap them.
+FILES: tuple[PurePosixPath, ...] = (*TEMPLATES, *BUILT, *TESTS)
 
 #: Renderers of files that wrap the text of ``FILES`` (rendered first): (files, prefix) -> files.
 WRAPPERS: tuple[Callable[[Mapping[PurePosixPath, str], str], dict[PurePosixPath, str]], ...] = (
@@ -165,6 +176,8 @@ def render_all(
         path: templating.render(name, prefix, {**given, **_computed(name, prefix, given)})
         for path, name in TEMPLATES.items()
     }
+    ctx = RenderContext(prefix, given)
+    files.update({path: build(ctx) for path, build in BUILT.items()})
     rule_files = {path.name: text for path, text in files.items() if path.parent == COLLECTOR}
     for path in TESTS if tests else ():
         files[path] = templating.generated_header(prefix, "store_metrics.shipped.rule_test_files") + (

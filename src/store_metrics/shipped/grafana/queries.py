@@ -18,9 +18,9 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
-from .. import promql
-from ..facts import FILTERS, WATCHER
-from ..tokens import SENTINEL, setting
+from ..dashboard_facts import FILTERS, WATCHER
+from ..render_context import RenderContext
+from . import promql
 
 __all__ = [
     "DS",
@@ -58,6 +58,8 @@ class Measure:
     #: ``(label, value)`` pairs a series must not have (the per-DAG panels leave out
     #: ``run_type="asset_watcher"``: a watcher belongs to no DAG).
     exclude: tuple[tuple[str, str], ...] = ()
+    #: The export this query is rendered for (its prefix and settings).
+    ctx: RenderContext = field(kw_only=True, compare=False, repr=False)
 
     @property
     def series(self) -> tuple[str, ...]:
@@ -74,16 +76,18 @@ class Measure:
         must match both, so the panel follows the dashboard's filter and keeps to (or away from)
         its own value.
         """
-        scope = promql.WATCHER_SCOPE if WATCHER in self.only else promql.SCOPE
-        matchers = [scope, *FILTER_MATCHERS, *promql.calls_matchers(self.stores, self.outcomes)]
+        matchers = [self._scope(), *FILTER_MATCHERS, *promql.calls_matchers(self.stores, self.outcomes)]
         matchers += [f'{label}="{value}"' for label, value in self.only]
         matchers += [f'{label}!="{value}"' for label, value in self.exclude]
         return ",".join(matchers)
 
+    def _scope(self) -> str:
+        return promql.watcher_scope(self.ctx) if WATCHER in self.only else promql.scope(self.ctx)
+
     def expr(self) -> str:
         if self.kind == "count":
-            return promql.count(self.selector, self.by)
-        return promql.per_second(self.selector, self.by)
+            return promql.count(self.ctx, self.selector, self.by)
+        return promql.per_second(self.ctx, self.selector, self.by)
 
     def raw_expr(self) -> str:
         """The raw counters of these calls (the series that carry exemplars), summed by group: the
@@ -93,11 +97,8 @@ class Measure:
         Grafana asks ``query_exemplars`` for. No ``rate()``: it drops ``__name__``, and two counters
         of one task (its reads and its writes) would then be one label set twice, which Prometheus
         refuses ("vector cannot contain metrics with the same labelset")."""
-        scope = promql.WATCHER_SCOPE if WATCHER in self.only else promql.SCOPE
-        names = "|".join(
-            catalogue.metric_for(s, o).prometheus_name(SENTINEL) for s in self.stores for o in self.outcomes
-        )
-        matchers = [f'__name__=~"{names}"', scope, *FILTER_MATCHERS]
+        names = "|".join(self.ctx.series(catalogue.metric_for(s, o)) for s in self.stores for o in self.outcomes)
+        matchers = [f'__name__=~"{names}"', self._scope(), *FILTER_MATCHERS]
         matchers += [f'{label}="{value}"' for label, value in self.only]
         matchers += [f'{label}!="{value}"' for label, value in self.exclude]
         return f"sum {promql.by(self.by)}({{{','.join(matchers)}}})"
@@ -191,7 +192,7 @@ class Target:
     instant: bool = False
     table: bool = False
 
-    def to_json(self, ref: str) -> dict[str, Any]:
+    def to_json(self, ref: str, ctx: RenderContext) -> dict[str, Any]:
         target: dict[str, Any] = {
             "datasource": DS,
             "refId": ref,
@@ -203,7 +204,7 @@ class Target:
         }
         if not self.instant:
             # Min step: every point spans at least one recorded sample ($__interval >= it).
-            target["interval"] = setting("rule_interval")
+            target["interval"] = ctx.setting("rule_interval")
         if self.table:
             target["format"] = "table"
         return target

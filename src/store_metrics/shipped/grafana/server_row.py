@@ -7,8 +7,8 @@ deployment and the API server's own job ($server_job) apply; the row's queries l
 
 from __future__ import annotations
 
-from ..promql import SERVER_SCOPE
-from ..tokens import record, setting
+from ..render_context import RenderContext
+from . import promql
 from .queries import Panel, Row, Server, Target
 
 __all__ = ["REQUESTS", "SERVER_ROW_TITLE", "server_row"]
@@ -18,25 +18,31 @@ _ABOUT = (
     " From the API server's root middleware (every task's state store calls reach it as "
     "Execution API requests), recorded by server-rules.yml: the workers summed."
 )
-_SCOPE = f"{{{SERVER_SCOPE}}}"
-_INTERVAL = setting("rule_interval_seconds")
-_REQUESTS = record("store_operation_outcome:store_metrics_api_requests:rate5m")
-#: The dashboard's $server_job offers the jobs that carry it.
-REQUESTS = _REQUESTS
-_DURATIONS = record("store_operation_value_size_le:store_metrics_api_request_duration_ms_bucket:rate5m")
-_REQUEST_SIZES = record("operation_le:store_metrics_api_request_size_bytes_bucket:rate5m")
-_RESPONSE_SIZES = record("operation_le:store_metrics_api_response_size_bytes_bucket:rate5m")
-_STALL_MAX = record("worker:store_metrics_api_loop_stall_max_ms:max")
-_STALLED = record("worker:store_metrics_api_loop_stalled:ratio_rate5m")
-_LONG_STALLS = record("store_operation:store_metrics_api_long_stalls:rate5m")
-_STALL_LENGTHS = record("le:store_metrics_api_loop_stall_ms_bucket:rate5m")
+#: The recorded requests (base name): the dashboard's $server_job offers the jobs that carry it.
+REQUESTS = "store_operation_outcome:store_metrics_api_requests:rate5m"
+_DURATIONS = "store_operation_value_size_le:store_metrics_api_request_duration_ms_bucket:rate5m"
+_REQUEST_SIZES = "operation_le:store_metrics_api_request_size_bytes_bucket:rate5m"
+_RESPONSE_SIZES = "operation_le:store_metrics_api_response_size_bytes_bucket:rate5m"
+_STALL_MAX = "worker:store_metrics_api_loop_stall_max_ms:max"
+_STALLED = "worker:store_metrics_api_loop_stalled:ratio_rate5m"
+_LONG_STALLS = "store_operation:store_metrics_api_long_stalls:rate5m"
+_STALL_LENGTHS = "le:store_metrics_api_loop_stall_ms_bucket:rate5m"
 
 
-def _quantile(q: str) -> str:
-    return f"histogram_quantile({q}, sum by (le, store, operation, value_size) ({_DURATIONS}{_SCOPE}))"
+def _scope(ctx: RenderContext) -> str:
+    return f"{{{promql.server_scope(ctx)}}}"
 
 
-def _per_bound(recorded: str, selector: str) -> str:
+def _over(ctx: RenderContext, aggregation: str, base: str) -> str:
+    """``aggregation`` over the recorded series ``base`` in the dashboard's deployment and server job."""
+    return f"{aggregation} ({ctx.record(base)}{_scope(ctx)})"
+
+
+def _quantile(ctx: RenderContext, q: str) -> str:
+    return f"histogram_quantile({q}, {_over(ctx, 'sum by (le, store, operation, value_size)', _DURATIONS)})"
+
+
+def _per_bound(ctx: RenderContext, recorded: str, selector: str) -> str:
     """Events per bucket within the range: the recorded per-second rates, integrated, one series per
     bound however ``le`` was spelled. Prometheus 3 stores a classic bucket's ``le="1024"`` as
     ``le="1024.0"`` (the Python exporter writes that from the start), so over a range reaching back
@@ -44,17 +50,17 @@ def _per_bound(recorded: str, selector: str) -> str:
     to a label of its own (``bound``), since rewriting ``le`` in place makes two series with one label
     set, which label_replace refuses; the values that Prometheus spells in exponent form
     (``1.048576e+06``) are spelled so by every path."""
-    integrated = f"sum_over_time({recorded}{selector}[$__range])"
+    integrated = f"sum_over_time({ctx.record(recorded)}{selector}[$__range])"
     normalised = f'label_replace({integrated}, "bound", "$1", "le", "(.+?)(?:\\\\.0)?")'
-    return f"sum by (bound) ({normalised}) * {_INTERVAL}"
+    return f"sum by (bound) ({normalised}) * {ctx.setting('rule_interval_seconds')}"
 
 
-def _sizes(recorded: str, operation: str) -> str:
+def _sizes(ctx: RenderContext, recorded: str, operation: str) -> str:
     """Requests per size bucket within the range."""
-    return _per_bound(recorded, f'{{{SERVER_SCOPE},operation="{operation}"}}')
+    return _per_bound(ctx, recorded, f'{{{promql.server_scope(ctx)},operation="{operation}"}}')
 
 
-def _latency(q: str) -> Panel:
+def _latency(ctx: RenderContext, q: str) -> Panel:
     name = f"p{round(float(q) * 100)}"
     return Panel(
         "timeseries",
@@ -62,13 +68,13 @@ def _latency(q: str) -> Panel:
         f"{name} of the time from the request reaching the API server's app to the last byte of its "
         "response, by store, operation and the size class of the value moved (the body of a set, the "
         "response to a get), over 5 minutes." + _ABOUT,
-        [Target(Server(_quantile(q)), "{{store}} {{operation}} {{value_size}}")],
+        [Target(Server(_quantile(ctx, q)), "{{store}} {{operation}} {{value_size}}")],
         unit="ms",
         w=6,
     )
 
 
-def _route_panels() -> list[Panel]:
+def _route_panels(ctx: RenderContext) -> list[Panel]:
     """Requests per second, latency quantiles and value sizes of the state store routes."""
     return [
         Panel(
@@ -78,15 +84,15 @@ def _route_panels() -> list[Panel]:
             "answered 404 is read_absent, as on the task side), over 5 minutes." + _ABOUT,
             [
                 Target(
-                    Server(f"sum by (store, operation, outcome) ({_REQUESTS}{_SCOPE})"),
+                    Server(_over(ctx, "sum by (store, operation, outcome)", REQUESTS)),
                     "{{store}} {{operation}} {{outcome}}",
                 )
             ],
             unit="reqps",
             w=6,
         ),
-        _latency("0.99"),
-        _latency("0.5"),
+        _latency(ctx, "0.99"),
+        _latency(ctx, "0.5"),
         Panel(
             "bargauge",
             "Value sizes (selected range)",
@@ -96,7 +102,7 @@ def _route_panels() -> list[Panel]:
             [
                 Target(
                     Server(
-                        _sizes(_REQUEST_SIZES, "set"),
+                        _sizes(ctx, _REQUEST_SIZES, "set"),
                         "count",
                     ),
                     "set <= {{bound}} B",
@@ -104,7 +110,7 @@ def _route_panels() -> list[Panel]:
                 ),
                 Target(
                     Server(
-                        _sizes(_RESPONSE_SIZES, "get"),
+                        _sizes(ctx, _RESPONSE_SIZES, "get"),
                         "count",
                     ),
                     "get <= {{bound}} B",
@@ -117,7 +123,7 @@ def _route_panels() -> list[Panel]:
     ]
 
 
-def _loop_panels() -> list[Panel]:
+def _loop_panels(ctx: RenderContext) -> list[Panel]:
     """Each worker's event-loop stalls: largest, share of time, long stalls by route, by length."""
     return [
         Panel(
@@ -128,7 +134,7 @@ def _loop_panels() -> list[Panel]:
             "serves had to wait.",
             [
                 Target(
-                    Server(f"max by (instance, worker) ({_STALL_MAX}{_SCOPE})"),
+                    Server(_over(ctx, "max by (instance, worker)", _STALL_MAX)),
                     "{{worker}} {{instance}}",
                 )
             ],
@@ -142,7 +148,7 @@ def _loop_panels() -> list[Panel]:
             "is the alert threshold (StateStoreApiServerLoopStalled, export setting loop_stalled_ratio).",
             [
                 Target(
-                    Server(f"max by (instance, worker) ({_STALLED}{_SCOPE})"),
+                    Server(_over(ctx, "max by (instance, worker)", _STALLED)),
                     "{{worker}} {{instance}}",
                 )
             ],
@@ -158,7 +164,7 @@ def _loop_panels() -> list[Panel]:
             "(another route, a plugin, garbage collection).",
             [
                 Target(
-                    Server(f"sum by (store, operation) ({_LONG_STALLS}{_SCOPE})"),
+                    Server(_over(ctx, "sum by (store, operation)", _LONG_STALLS)),
                     "{{store}} {{operation}}",
                 )
             ],
@@ -173,7 +179,7 @@ def _loop_panels() -> list[Panel]:
             [
                 Target(
                     Server(
-                        _per_bound(_STALL_LENGTHS, _SCOPE),
+                        _per_bound(ctx, _STALL_LENGTHS, _scope(ctx)),
                         "count",
                     ),
                     "<= {{bound}} ms",
@@ -186,6 +192,6 @@ def _loop_panels() -> list[Panel]:
     ]
 
 
-def server_row() -> Row:
+def server_row(ctx: RenderContext) -> Row:
     """Panels over the API server side's recorded series, by store/operation and by worker."""
-    return Row(SERVER_ROW_TITLE, [*_route_panels(), *_loop_panels()])
+    return Row(SERVER_ROW_TITLE, [*_route_panels(ctx), *_loop_panels(ctx)])

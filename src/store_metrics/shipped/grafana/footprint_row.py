@@ -21,9 +21,9 @@ from collections.abc import Callable
 from store_metrics import catalogue
 from store_metrics.catalogue import Store
 
-from ..facts import DAG_ID, TASK_ID
-from ..promql import CLUSTER
-from ..tokens import SENTINEL, record
+from ..dashboard_facts import DAG_ID, TASK_ID
+from ..render_context import RenderContext
+from . import promql
 from .queries import Footprint, Panel, Row, Target
 
 __all__ = ["FOOTPRINT_ROW_TITLE", "TOP", "footprint_row"]
@@ -34,9 +34,6 @@ FOOTPRINT_ROW_TITLE = (
 #: How many DAGs and assets the top panels show.
 TOP = 10
 ASSET, STORE = catalogue.ASSET, catalogue.STORE
-_DEPLOYMENT = f'{CLUSTER}="$cluster"'
-#: The dashboard's filters that apply to the task store's footprint per DAG.
-_DAG_SELECTOR = f'{{{_DEPLOYMENT},{DAG_ID}=~"${DAG_ID}"}}'
 
 _ABOUT = (
     " From store-metrics inventory --serve, which re-reads the state store tables every "
@@ -48,36 +45,42 @@ _ASSET_FILTERS = " Only the deployment filter applies (an asset belongs to no DA
 _OTHER = " `<other>`: the DAGs (tasks, assets) beyond inventory_top, summed, so totals stay exact."
 
 
-def _by_dag(name: str, modifier: str = "") -> str:
-    """The task store's ``name`` per DAG; ``modifier`` (``@ end()``, ``offset $__range``) on its selector."""
-    return (
-        f"sum by ({DAG_ID}) ({record(f'dag_id:store_metrics_footprint_{name}:sum')}{_DAG_SELECTOR}{modifier})"
-    )
+def _deployment(ctx: RenderContext) -> str:
+    return f'{promql.cluster(ctx)}="$cluster"'
 
 
-def _by_asset(name: str, modifier: str = "") -> str:
+def _by_dag(ctx: RenderContext, name: str, modifier: str = "") -> str:
+    """The task store's ``name`` per DAG (the dashboard's deployment and DAG filters); ``modifier``
+    (``@ end()``, ``offset $__range``) on its selector."""
+    recorded = ctx.record(f"dag_id:store_metrics_footprint_{name}:sum")
+    return f'sum by ({DAG_ID}) ({recorded}{{{_deployment(ctx)},{DAG_ID}=~"${DAG_ID}"}}{modifier})'
+
+
+def _by_asset(ctx: RenderContext, name: str, modifier: str = "") -> str:
     """The asset store's ``name`` per asset."""
-    return (
-        f"sum by ({ASSET}) ({record(f'asset:store_metrics_footprint_{name}:sum')}{{{_DEPLOYMENT}}}{modifier})"
-    )
+    recorded = ctx.record(f"asset:store_metrics_footprint_{name}:sum")
+    return f"sum by ({ASSET}) ({recorded}{{{_deployment(ctx)}}}{modifier})"
 
 
-def _top(by: Callable[[str, str], str], name: str, label: str) -> str:
+_By = Callable[[RenderContext, str, str], str]
+
+
+def _top(ctx: RenderContext, by: _By, name: str, label: str) -> str:
     """``name`` per group over time, for the TOP groups largest at the range's end only: a topk
     over a range query would show every group that was ever in the top at some step."""
-    return f"{by(name, '')} and on ({label}) topk({TOP}, {by(name, ' @ end()')})"
+    return f"{by(ctx, name, '')} and on ({label}) topk({TOP}, {by(ctx, name, ' @ end()')})"
 
 
-def _growth(by: Callable[[str, str], str], name: str) -> str:
+def _growth(ctx: RenderContext, by: _By, name: str) -> str:
     """How much each group grew over the selected range (an instant query at its end), the largest TOP.
 
     A group first seen inside the range grew by all it holds: ``or 0 * now`` gives it a start of 0,
     where the difference alone would leave it out (a new DAG, a fresh deployment)."""
-    now = by(name, "")
-    return f"topk({TOP}, {now} - ({by(name, ' offset $__range')} or 0 * {now}))"
+    now = by(ctx, name, "")
+    return f"topk({TOP}, {now} - ({by(ctx, name, ' offset $__range')} or 0 * {now}))"
 
 
-def _size_panels() -> list[Panel]:
+def _size_panels(ctx: RenderContext) -> list[Panel]:
     """Bytes and entries by DAG and by asset over time, the largest TOP at the range's end."""
     panels = []
     for scope, by, label, filters in (
@@ -94,7 +97,7 @@ def _size_panels() -> list[Panel]:
                 f"Bytes of the values the {scope.lower()} holds per {what} (the JSON text, measured by "
                 f"the database), {top} A {what} with entries held by a custom state store backend has "
                 "no bytes (size unknown): see external entries in the table." + _OTHER + _ABOUT + filters,
-                [Target(Footprint(_top(by, "bytes", label)), legend)],
+                [Target(Footprint(_top(ctx, by, "bytes", label)), legend)],
                 unit="bytes",
                 w=12,
             ),
@@ -102,14 +105,14 @@ def _size_panels() -> list[Panel]:
                 "timeseries",
                 f"{scope} entries by {what} (top {TOP})",
                 f"Entries (keys) the {scope.lower()} holds per {what}, {top}" + _OTHER + _ABOUT + filters,
-                [Target(Footprint(_top(by, "entries", label)), legend)],
+                [Target(Footprint(_top(ctx, by, "entries", label)), legend)],
                 w=12,
             ),
         ]
     return panels
 
 
-def _growth_panels() -> list[Panel]:
+def _growth_panels(ctx: RenderContext) -> list[Panel]:
     """The top growers over the selected range, and expired entries nobody removed."""
     growth_note = (
         " Growth over the dashboard's time range (the footprint at its end minus at its start); a "
@@ -124,8 +127,8 @@ def _growth_panels() -> list[Panel]:
             "Top growers by bytes (selected range)",
             f"The {TOP} DAGs and the {TOP} assets whose state store values grew most." + growth_note,
             [
-                Target(Footprint(_growth(_by_dag, "bytes"), "instant"), "DAG {{dag_id}}", instant=True),
-                Target(Footprint(_growth(_by_asset, "bytes"), "instant"), "asset {{asset}}", instant=True),
+                Target(Footprint(_growth(ctx, _by_dag, "bytes"), "instant"), "DAG {{dag_id}}", instant=True),
+                Target(Footprint(_growth(ctx, _by_asset, "bytes"), "instant"), "asset {{asset}}", instant=True),
             ],
             unit="bytes",
         ),
@@ -135,8 +138,8 @@ def _growth_panels() -> list[Panel]:
             f"The {TOP} DAGs and the {TOP} assets whose number of state store entries grew most."
             + growth_note,
             [
-                Target(Footprint(_growth(_by_dag, "entries"), "instant"), "DAG {{dag_id}}", instant=True),
-                Target(Footprint(_growth(_by_asset, "entries"), "instant"), "asset {{asset}}", instant=True),
+                Target(Footprint(_growth(ctx, _by_dag, "entries"), "instant"), "DAG {{dag_id}}", instant=True),
+                Target(Footprint(_growth(ctx, _by_asset, "entries"), "instant"), "asset {{asset}}", instant=True),
             ],
             decimals=0,
         ),
@@ -147,7 +150,7 @@ def _growth_panels() -> list[Panel]:
             "(DAGs with none are not shown). Airflow removes them only when `airflow state-store "
             "clean` runs: a count that keeps growing, or never drops, says nobody runs it (alert "
             "StateStoreRetentionNotApplied)." + _OTHER + _ABOUT + _TASK_FILTERS,
-            [Target(Footprint(f"{_by_dag('expired_entries')} > 0"), "{{dag_id}}")],
+            [Target(Footprint(f"{_by_dag(ctx, 'expired_entries')} > 0"), "{{dag_id}}")],
             decimals=0,
         ),
     ]
@@ -164,14 +167,14 @@ _TABLE_COLUMNS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def _task_gauge(gauge: str) -> str:
+def _task_gauge(ctx: RenderContext, gauge: str) -> str:
     """The inventory's per-task gauge, the max across replicas, with the deployment, DAG and task filters."""
-    metric = catalogue.get(f"{Store.TASK.value}.footprint.{gauge}").prometheus_name(SENTINEL)
-    selector = f'{{{_DEPLOYMENT},{DAG_ID}=~"${DAG_ID}",{TASK_ID}=~"${TASK_ID}"}}'
-    return f"max by ({CLUSTER}, {DAG_ID}, {TASK_ID}) ({metric}{selector})"
+    metric = ctx.series(catalogue.get(f"{Store.TASK.value}.footprint.{gauge}"))
+    selector = f'{{{_deployment(ctx)},{DAG_ID}=~"${DAG_ID}",{TASK_ID}=~"${TASK_ID}"}}'
+    return f"max by ({promql.cluster(ctx)}, {DAG_ID}, {TASK_ID}) ({metric}{selector})"
 
 
-def _table_panel() -> Panel:
+def _table_panel(ctx: RenderContext) -> Panel:
     """The task store's footprint per DAG and task, one column per gauge."""
     by = f"by ({DAG_ID}, {TASK_ID})"
     return Panel(
@@ -187,7 +190,7 @@ def _table_panel() -> Panel:
         "a rule would only copy them.",
         [
             Target(
-                Footprint(f"{aggregation} {by} ({_task_gauge(gauge)})", "instant"), instant=True, table=True
+                Footprint(f"{aggregation} {by} ({_task_gauge(ctx, gauge)})", "instant"), instant=True, table=True
             )
             for _, gauge, aggregation, _ in _TABLE_COLUMNS
         ],
@@ -199,12 +202,13 @@ def _table_panel() -> Panel:
     )
 
 
-def _health(recorded: str) -> str:
+def _health(ctx: RenderContext, recorded: str) -> str:
+    """The inventory's recorded health series ``recorded`` (its base name) per store."""
     aggregation = recorded.rsplit(":", 1)[1]  # max or min, as recorded
-    return f"{aggregation} by ({STORE}) ({recorded}{{{_DEPLOYMENT}}})"
+    return f"{aggregation} by ({STORE}) ({ctx.record(recorded)}{{{_deployment(ctx)}}})"
 
 
-def _health_panels() -> list[Panel]:
+def _health_panels(ctx: RenderContext) -> list[Panel]:
     """The inventory's own health per store: up, the footprint's age, the query's duration."""
     about = (
         " Per store (task, asset), from store-metrics inventory's own gauges; across replicas "
@@ -217,7 +221,7 @@ def _health_panels() -> list[Panel]:
             "1 when the inventory's last query of the store's table succeeded, 0 when it failed (the "
             "footprint shown is then the last one read); no line: no inventory reports (alert "
             "StateStoreInventoryDown, export setting inventory_down_for)." + about,
-            [Target(Footprint(_health(record("store:store_metrics_inventory_up:max"))), "{{store}}")],
+            [Target(Footprint(_health(ctx, "store:store_metrics_inventory_up:max")), "{{store}}")],
             decimals=0,
             max=1,
         ),
@@ -229,7 +233,7 @@ def _health_panels() -> list[Panel]:
             "setting inventory_stale_after)." + about,
             [
                 Target(
-                    Footprint(_health(record("store:store_metrics_inventory_footprint_age_seconds:min"))),
+                    Footprint(_health(ctx, "store:store_metrics_inventory_footprint_age_seconds:min")),
                     "{{store}}",
                 )
             ],
@@ -243,7 +247,7 @@ def _health_panels() -> list[Panel]:
             "scan of the table per inventory_interval, under inventory_timeout (30 s)." + about,
             [
                 Target(
-                    Footprint(_health(record("store:store_metrics_inventory_query_duration_ms:max"))),
+                    Footprint(_health(ctx, "store:store_metrics_inventory_query_duration_ms:max")),
                     "{{store}}",
                 )
             ],
@@ -252,6 +256,7 @@ def _health_panels() -> list[Panel]:
     ]
 
 
-def footprint_row() -> Row:
+def footprint_row(ctx: RenderContext) -> Row:
     """The collapsed Footprint row."""
-    return Row(FOOTPRINT_ROW_TITLE, [*_size_panels(), *_growth_panels(), _table_panel(), *_health_panels()])
+    panels = [*_size_panels(ctx), *_growth_panels(ctx), _table_panel(ctx), *_health_panels(ctx)]
+    return Row(FOOTPRINT_ROW_TITLE, panels)

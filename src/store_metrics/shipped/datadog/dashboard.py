@@ -20,7 +20,7 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
-from ..facts import (
+from ..dashboard_facts import (
     ALL_OUTCOMES,
     BOTH,
     DAG_ID,
@@ -38,7 +38,7 @@ from ..facts import (
     WATCHER_NOTE,
     store_word,
 )
-from ..tokens import SENTINEL, Value, dumps, setting
+from ..render_context import RenderContext, dumps
 from .queries import (
     ALL_CALLS,
     ENV,
@@ -88,14 +88,14 @@ def _timeseries(
     title: str,
     description: str,
     formulas: Sequence[Formula],
-    prefix: str,
+    ctx: RenderContext,
     by: Sequence[str] = (),
     *,
     bars: bool = True,
     only: Sequence[tuple[str, str]] = (),
     marker: str | None = None,
 ) -> dict[str, Any]:
-    req = request(formulas, prefix, by, only=only)
+    req = request(formulas, ctx, by, only=only)
     req["display_type"] = "bars" if bars else "line"
     definition: dict[str, Any] = {
         "type": "timeseries",
@@ -108,7 +108,7 @@ def _timeseries(
     }
     if marker is not None:  # a line at an alert's threshold (an export setting)
         definition["markers"] = [
-            {"label": "alert", "value": f"y = {setting(marker)}", "display_type": "error dashed"}
+            {"label": "alert", "value": f"y = {ctx.setting(marker)}", "display_type": "error dashed"}
         ]
     return _widget(definition)
 
@@ -117,16 +117,16 @@ def _value(
     title: str,
     description: str,
     formula: Formula,
-    prefix: str,
+    ctx: RenderContext,
     precision: int,
     *,
     alert_above: str | None = None,
 ) -> dict[str, Any]:
-    req = request([formula], prefix, scalar=True)
+    req = request([formula], ctx, scalar=True)
     if alert_above is not None:
         req["conditional_formats"] = [
-            {"comparator": ">", "value": Value(alert_above), "palette": "white_on_red"},
-            {"comparator": "<=", "value": Value(alert_above), "palette": "white_on_green"},
+            {"comparator": ">", "value": ctx.number(alert_above), "palette": "white_on_red"},
+            {"comparator": "<=", "value": ctx.number(alert_above), "palette": "white_on_green"},
         ]
     return _widget(
         {
@@ -144,7 +144,7 @@ def _toplist(
     title: str,
     description: str,
     formula: Formula,
-    prefix: str,
+    ctx: RenderContext,
     by: Sequence[str],
     *,
     only: Sequence[tuple[str, str]] = (),
@@ -154,13 +154,13 @@ def _toplist(
             "type": "toplist",
             "title": title,
             "description": description,
-            "requests": [request([formula], prefix, by, scalar=True, only=only)],
+            "requests": [request([formula], ctx, by, scalar=True, only=only)],
         }
     )
 
 
 def _table(
-    title: str, description: str, formulas: Sequence[Formula], prefix: str, by: Sequence[str]
+    title: str, description: str, formulas: Sequence[Formula], ctx: RenderContext, by: Sequence[str]
 ) -> dict[str, Any]:
     return _widget(
         {
@@ -168,7 +168,7 @@ def _table(
             "title": title,
             "description": description,
             "has_search_bar": "auto",
-            "requests": [request(formulas, prefix, by, scalar=True)],
+            "requests": [request(formulas, ctx, by, scalar=True)],
         }
     )
 
@@ -193,7 +193,7 @@ def _outcome_formulas(stores: Sequence[Store]) -> list[Formula]:
 # -- groups -------------------------------------------------------------------------------------
 
 
-def _overview(prefix: str) -> dict[str, Any]:
+def _overview(ctx: RenderContext) -> dict[str, Any]:
     calls = Formula(ALL_CALLS, "calls")
     return _group(
         "Overview (selected time frame)",
@@ -202,14 +202,14 @@ def _overview(prefix: str) -> dict[str, Any]:
                 "State store calls",
                 "Every state store call: reads, writes, deletes, clears, and calls that raised." + RANGE_NOTE,
                 calls,
-                prefix,
+                ctx,
                 0,
             ),
             _value(
                 "Reads per write",
                 "Task and asset store reads (found + absent) per write." + RANGE_NOTE,
                 Formula(READ_CALLS, "reads per write", WRITES),
-                prefix,
+                ctx,
                 2,
             ),
             _value(
@@ -218,7 +218,7 @@ def _overview(prefix: str) -> dict[str, Any]:
                 "found state saved by an earlier attempt of the same run, i.e. a retry that could "
                 "resume." + RANGE_NOTE,
                 _found(Store.TASK),
-                prefix,
+                ctx,
                 2,
             ),
             _value(
@@ -226,14 +226,14 @@ def _overview(prefix: str) -> dict[str, Any]:
                 "read_found / (read_found + read_absent) of the asset store: how often a watermark "
                 "read found a value." + RANGE_NOTE,
                 _found(Store.ASSET),
-                prefix,
+                ctx,
                 2,
             ),
             _value(
                 "Deletes and clears",
                 "delete and clear calls, task and asset stores." + RANGE_NOTE,
                 Formula(tuple(REMOVALS), "deletes and clears"),
-                prefix,
+                ctx,
                 0,
             ),
             _value(
@@ -241,7 +241,7 @@ def _overview(prefix: str) -> dict[str, Any]:
                 "Calls that raised / all calls. Red above the monitors' threshold (export setting "
                 "error_ratio)." + RANGE_NOTE,
                 Formula(ERRORS, "error ratio", ALL_CALLS),
-                prefix,
+                ctx,
                 4,
                 alert_above="error_ratio",
             ),
@@ -249,7 +249,7 @@ def _overview(prefix: str) -> dict[str, Any]:
     )
 
 
-def _calls(prefix: str) -> dict[str, Any]:
+def _calls(ctx: RenderContext) -> dict[str, Any]:
     return _group(
         "Calls by store, DAG and operation",
         [
@@ -257,26 +257,26 @@ def _calls(prefix: str) -> dict[str, Any]:
                 "Task store calls by operation",
                 "task_state_store calls, one bar per outcome." + COUNTS_NOTE,
                 _outcome_formulas((Store.TASK,)),
-                prefix,
+                ctx,
             ),
             _timeseries(
                 "Asset store calls by operation",
                 "asset_state_store calls, one bar per outcome." + COUNTS_NOTE,
                 _outcome_formulas((Store.ASSET,)),
-                prefix,
+                ctx,
             ),
             _timeseries(
                 "Calls by DAG and operation",
                 "State store calls (task + asset store) per DAG and outcome." + COUNTS_NOTE + _BY_DAG_NOTE,
                 _outcome_formulas(BOTH),
-                prefix,
+                ctx,
                 (DAG_ID,),
             ),
         ],
     )
 
 
-def _ratios(prefix: str) -> dict[str, Any]:
+def _ratios(ctx: RenderContext) -> dict[str, Any]:
     return _group(
         "Read/write and found ratios",
         [
@@ -285,7 +285,7 @@ def _ratios(prefix: str) -> dict[str, Any]:
                 "Reads (found + absent) per write, both stores, where the DAG wrote in the interval."
                 + _BY_DAG_NOTE,
                 [Formula(READ_CALLS, "reads per write", WRITES)],
-                prefix,
+                ctx,
                 (DAG_ID,),
                 bars=False,
             ),
@@ -294,7 +294,7 @@ def _ratios(prefix: str) -> dict[str, Any]:
                 "read_found / (read_found + read_absent) per DAG and store, where the DAG read in the "
                 "interval." + _BY_DAG_NOTE,
                 [_found(Store.TASK), _found(Store.ASSET)],
-                prefix,
+                ctx,
                 (DAG_ID,),
                 bars=False,
             ),
@@ -302,7 +302,7 @@ def _ratios(prefix: str) -> dict[str, Any]:
                 "Found ratio by DAG (selected range)",
                 "read_found / (read_found + read_absent) per DAG and store." + RANGE_NOTE + _BY_DAG_NOTE,
                 [_found(Store.TASK), _found(Store.ASSET)],
-                prefix,
+                ctx,
                 (DAG_ID,),
             ),
         ],
@@ -317,7 +317,7 @@ _RETRY_NOTE = (
 )
 
 
-def _retries(prefix: str) -> dict[str, Any]:
+def _retries(ctx: RenderContext) -> dict[str, Any]:
     rate = Formula(RESUMED, "resume rate", RETRIED)
     return _group(
         "Retries: did they resume?",
@@ -327,7 +327,7 @@ def _retries(prefix: str) -> dict[str, Any]:
                 "retry_resumed / (retry_resumed + retry_not_resumed): the share of retried attempts "
                 "whose first task store read found what an earlier attempt saved." + _RETRY_NOTE + RANGE_NOTE,
                 rate,
-                prefix,
+                ctx,
                 2,
             ),
             _timeseries(
@@ -335,7 +335,7 @@ def _retries(prefix: str) -> dict[str, Any]:
                 "Retried attempts per rollup interval, resumed (retry_resumed) and started over "
                 "(retry_not_resumed)." + _RETRY_NOTE + _BY_DAG_NOTE,
                 [Formula(RESUMED, "resumed"), Formula(STARTED_OVER, "started over")],
-                prefix,
+                ctx,
                 (DAG_ID,),
             ),
             _table(
@@ -351,14 +351,14 @@ def _retries(prefix: str) -> dict[str, Any]:
                     Formula(STARTED_OVER, "started over"),
                     rate,
                 ],
-                prefix,
+                ctx,
                 (DAG_ID, TASK_ID),
             ),
         ],
     )
 
 
-def _top(prefix: str) -> dict[str, Any]:
+def _top(ctx: RenderContext) -> dict[str, Any]:
     return _group(
         "Top DAGs and tasks",
         [
@@ -366,7 +366,7 @@ def _top(prefix: str) -> dict[str, Any]:
                 "Top DAGs by calls",
                 "The 10 DAGs with the most state store calls." + RANGE_NOTE + _BY_DAG_NOTE,
                 Formula(ALL_CALLS, "calls", limit=(10, "desc")),
-                prefix,
+                ctx,
                 (DAG_ID,),
             ),
             _table(
@@ -381,14 +381,14 @@ def _top(prefix: str) -> dict[str, Any]:
                     Formula(terms(BOTH, (Outcome.CLEAR,)), "clears"),
                     Formula(ERRORS, "errors"),
                 ],
-                prefix,
+                ctx,
                 TABLE_BY,
             ),
         ],
     )
 
 
-def _removals(prefix: str) -> dict[str, Any]:
+def _removals(ctx: RenderContext) -> dict[str, Any]:
     formulas = [Formula(((s, o),), f"{store_word(s)} {o.value}") for s, o in REMOVALS]
     return _group(
         "Delete and clear usage",
@@ -397,21 +397,21 @@ def _removals(prefix: str) -> dict[str, Any]:
                 "Deletes and clears by DAG",
                 "delete and clear calls per DAG and store." + COUNTS_NOTE + _BY_DAG_NOTE,
                 formulas,
-                prefix,
+                ctx,
                 (DAG_ID,),
             ),
             _table(
                 "Deletes and clears by DAG and task",
                 "delete and clear calls per DAG and task, by store." + RANGE_NOTE + _BY_DAG_NOTE,
                 formulas,
-                prefix,
+                ctx,
                 (DAG_ID, TASK_ID),
             ),
         ],
     )
 
 
-def _breakdowns(prefix: str) -> dict[str, Any]:
+def _breakdowns(ctx: RenderContext) -> dict[str, Any]:
     calls = Formula(ALL_CALLS, "calls", limit=(25, "desc"))
     return _group(
         "Breakdowns",
@@ -421,7 +421,7 @@ def _breakdowns(prefix: str) -> dict[str, Any]:
                 "State store calls per operator class. Operators call the store at very different "
                 "grains (one call per step vs one per task), so compare usage, not volume." + RANGE_NOTE,
                 calls,
-                prefix,
+                ctx,
                 (OPERATOR,),
             ),
             _toplist(
@@ -430,7 +430,7 @@ def _breakdowns(prefix: str) -> dict[str, Any]:
                 "asset_triggered), or asset_watcher for the calls asset-watcher triggers make in the "
                 "triggerer." + RANGE_NOTE,
                 calls,
-                prefix,
+                ctx,
                 (RUN_TYPE,),
             ),
             _toplist(
@@ -438,14 +438,14 @@ def _breakdowns(prefix: str) -> dict[str, Any]:
                 "State store calls per team (multi-team deployments; calls without a team have no "
                 "team_name tag)." + RANGE_NOTE,
                 calls,
-                prefix,
+                ctx,
                 (TEAM_NAME,),
             ),
         ],
     )
 
 
-def _errors(prefix: str) -> dict[str, Any]:
+def _errors(ctx: RenderContext) -> dict[str, Any]:
     per_store = [Formula(((s, Outcome.ERROR),), f"{store_word(s)} store errors") for s in BOTH]
     return _group(
         "Errors",
@@ -455,7 +455,7 @@ def _errors(prefix: str) -> dict[str, Any]:
                 "Calls that raised, by store and the method that raised (get, set, delete, clear)."
                 + COUNTS_NOTE,
                 per_store,
-                prefix,
+                ctx,
                 (OPERATION,),
             ),
             _timeseries(
@@ -463,7 +463,7 @@ def _errors(prefix: str) -> dict[str, Any]:
                 "Calls that raised / all calls, per DAG, where the DAG made calls in the interval. The "
                 "line is the monitor's threshold (over its own window)." + _BY_DAG_NOTE,
                 [Formula(ERRORS, "error ratio", ALL_CALLS)],
-                prefix,
+                ctx,
                 (DAG_ID,),
                 bars=False,
                 marker="error_ratio",
@@ -472,14 +472,14 @@ def _errors(prefix: str) -> dict[str, Any]:
                 "Errors by DAG, task and method",
                 "Calls that raised per DAG, task and method, by store." + RANGE_NOTE + _BY_DAG_NOTE,
                 per_store,
-                prefix,
+                ctx,
                 (DAG_ID, TASK_ID, OPERATION),
             ),
         ],
     )
 
 
-def _triggers(prefix: str) -> dict[str, Any]:
+def _triggers(ctx: RenderContext) -> dict[str, Any]:
     return _group(
         "Triggers: asset watchers in the triggerer (run_type asset_watcher)",
         [
@@ -489,7 +489,7 @@ def _triggers(prefix: str) -> dict[str, Any]:
                 + _WATCHER_NOTE
                 + COUNTS_NOTE,
                 [Formula(ALL_CALLS, "calls")],
-                prefix,
+                ctx,
                 (OPERATOR,),
                 only=WATCHERS,
             ),
@@ -500,7 +500,7 @@ def _triggers(prefix: str) -> dict[str, Any]:
                 + _WATCHER_NOTE
                 + COUNTS_NOTE,
                 _outcome_formulas((Store.ASSET,)),
-                prefix,
+                ctx,
                 only=WATCHERS,
             ),
             _toplist(
@@ -509,7 +509,7 @@ def _triggers(prefix: str) -> dict[str, Any]:
                 + _WATCHER_NOTE
                 + RANGE_NOTE,
                 Formula(ALL_CALLS, "calls", limit=(25, "desc")),
-                prefix,
+                ctx,
                 (OPERATOR, TASK_ID),
                 only=WATCHERS,
             ),
@@ -519,7 +519,7 @@ def _triggers(prefix: str) -> dict[str, Any]:
                 "per trigger class and watched asset: how often a watcher found the watermark it "
                 "keeps. 0 for long: it never finds it and starts over at every poll." + _WATCHER_NOTE,
                 [_found(Store.ASSET)],
-                prefix,
+                ctx,
                 (OPERATOR, TASK_ID),
                 bars=False,
                 only=WATCHERS,
@@ -532,7 +532,7 @@ def _triggers(prefix: str) -> dict[str, Any]:
                 + _WATCHER_NOTE
                 + COUNTS_NOTE,
                 [Formula(ERRORS, "errors")],
-                prefix,
+                ctx,
                 (OPERATOR, OPERATION),
                 only=WATCHERS,
             ),
@@ -540,8 +540,8 @@ def _triggers(prefix: str) -> dict[str, Any]:
     )
 
 
-def _note(prefix: str) -> dict[str, Any]:
-    example = catalogue.get("task_state_store.write").full_name(prefix)
+def _note(ctx: RenderContext) -> dict[str, Any]:
+    example = ctx.full_name(catalogue.get("task_state_store.write"))
     return _widget(
         {
             "type": "note",
@@ -561,15 +561,15 @@ def _note(prefix: str) -> dict[str, Any]:
     )
 
 
-def _template_variables() -> list[dict[str, Any]]:
-    env = {"name": ENV, "prefix": setting("datadog_env_tag"), "available_values": [], "defaults": ["*"]}
+def _template_variables(ctx: RenderContext) -> list[dict[str, Any]]:
+    env = {"name": ENV, "prefix": ctx.setting("datadog_env_tag"), "available_values": [], "defaults": ["*"]}
     return [
         env,
         *({"name": tag, "prefix": tag, "available_values": [], "defaults": ["*"]} for tag in FILTERS),
     ]
 
 
-def dashboard(prefix: str = SENTINEL) -> dict[str, Any]:
+def dashboard(ctx: RenderContext) -> dict[str, Any]:
     """The dashboard definition (the body of ``POST /api/v1/dashboard``)."""
     return {
         "title": TITLE,
@@ -577,22 +577,22 @@ def dashboard(prefix: str = SENTINEL) -> dict[str, Any]:
         "DogStatsD counters. Monitors, settings and runbooks: " + DOCS,
         "layout_type": "ordered",
         "reflow_type": "auto",
-        "template_variables": _template_variables(),
+        "template_variables": _template_variables(ctx),
         "widgets": [
-            _note(prefix),
-            _overview(prefix),
-            _errors(prefix),
-            _calls(prefix),
-            _ratios(prefix),
-            _retries(prefix),
-            _top(prefix),
-            _removals(prefix),
-            _breakdowns(prefix),
-            _triggers(prefix),
+            _note(ctx),
+            _overview(ctx),
+            _errors(ctx),
+            _calls(ctx),
+            _ratios(ctx),
+            _retries(ctx),
+            _top(ctx),
+            _removals(ctx),
+            _breakdowns(ctx),
+            _triggers(ctx),
         ],
     }
 
 
-def render(prefix: str = SENTINEL) -> str:
-    """``datadog/dashboard.json``'s template."""
-    return dumps(dashboard(prefix))
+def render(ctx: RenderContext) -> str:
+    """``datadog/dashboard.json`` for the export's prefix and settings."""
+    return dumps(dashboard(ctx))

@@ -22,8 +22,8 @@ from typing import Any
 
 from store_metrics import catalogue
 
-from ..facts import DAG_ID, OPERATOR, TASK_ID, WATCHER
-from ..tokens import SENTINEL, Value, dumps, setting
+from ..dashboard_facts import DAG_ID, OPERATOR, TASK_ID, WATCHER
+from ..render_context import RenderContext, dumps
 from .queries import ALL_CALLS, ERRORS, READ_CALLS, RETRIED, STARTED_OVER, Term, metric_query, scope, terms
 
 __all__ = ["FOLDER", "MONITORS", "PRIORITY", "monitors", "render"]
@@ -32,9 +32,6 @@ FOLDER = "monitors"
 TAGS = ["airflow", "store-metrics"]
 #: Datadog priority (1 highest) from the alert's severity.
 PRIORITY = {"critical": 1, "warning": 3, "info": 5}
-ENV = setting("datadog_env_tag")
-#: The environment of the alerting group, in a message.
-ENV_NAME = f"{{{{{ENV}.name}}}}"
 WATCHERS = (WATCHER,)
 
 
@@ -49,12 +46,22 @@ class Twin:
     by: tuple[str, ...]
 
 
-def _sum(terms_: Sequence[Term], by: Sequence[str], scope_text: str) -> str:
-    return " + ".join(metric_query(t, SENTINEL, scope_text, by) for t in terms_)
+def _env(ctx: RenderContext) -> str:
+    """The environment's tag (export setting datadog_env_tag): every monitor alerts per environment."""
+    return ctx.setting("datadog_env_tag")
+
+
+def _env_name(ctx: RenderContext) -> str:
+    """The environment of the alerting group, in a message."""
+    return f"{{{{{_env(ctx)}.name}}}}"
+
+
+def _sum(ctx: RenderContext, terms_: Sequence[Term], by: Sequence[str], scope_text: str) -> str:
+    return " + ".join(metric_query(t, ctx, scope_text, by) for t in terms_)
 
 
 def _ratio_monitor(
-    twin: Twin, scope_text: str, settings_of: str, texts: tuple[str, str, str]
+    ctx: RenderContext, twin: Twin, scope_text: str, settings_of: str, texts: tuple[str, str, str]
 ) -> dict[str, Any]:
     """Errors / all calls (both stores) over the window ``<settings_of>_window``, 0 unless the calls
     reach ``<settings_of>_min_calls``, above ``<settings_of>_ratio``: the error alerts' twins.
@@ -62,44 +69,44 @@ def _ratio_monitor(
     ``texts``: whose calls raised (``{{value}} of ...``), what it means, the recovery message.
     """
     alert, meaning, recovery = texts
-    by = (ENV, *twin.by)
-    errors, calls = _sum(ERRORS, by, scope_text), _sum(ALL_CALLS, by, scope_text)
-    floor = setting(f"{settings_of}_min_calls_minus_one")
-    window = setting(f"{settings_of}_window")
+    by = (_env(ctx), *twin.by)
+    errors, calls = _sum(ctx, ERRORS, by, scope_text), _sum(ctx, ALL_CALLS, by, scope_text)
+    floor = ctx.setting(f"{settings_of}_min_calls_minus_one")
+    window = ctx.setting(f"{settings_of}_window")
     query = f"sum(last_{window}):({errors}) / ({calls}) * is_greater({calls}, {floor})"
-    ratio, floor_calls = setting(f"{settings_of}_ratio_percent"), setting(f"{settings_of}_min_calls")
+    ratio, floor_calls = ctx.setting(f"{settings_of}_ratio_percent"), ctx.setting(f"{settings_of}_min_calls")
     said = (
-        f"{alert} over the last {window} ({ENV_NAME}): more than {ratio} of at least {floor_calls} "
+        f"{alert} over the last {window} ({_env_name(ctx)}): more than {ratio} of at least {floor_calls} "
         f"calls. {meaning}"
     )
-    return _monitor(twin, query, (said, recovery), f"{settings_of}_ratio")
+    return _monitor(ctx, twin, query, (said, recovery), f"{settings_of}_ratio")
 
 
-def _link(twin: Twin) -> str:
-    variables = [f"tpl_var_env={ENV_NAME}"]
+def _link(ctx: RenderContext, twin: Twin) -> str:
+    variables = [f"tpl_var_env={_env_name(ctx)}"]
     variables += [
         f"tpl_var_{tag}={{{{{tag}.name}}}}" for tag in twin.by if tag in (DAG_ID, OPERATOR, TASK_ID)
     ]
-    return setting("datadog_dashboard_link") + "&".join(variables)
+    return ctx.setting("datadog_dashboard_link") + "&".join(variables)
 
 
-def _message(twin: Twin, alert: str, recovery: str) -> str:
-    runbook = f"{setting('runbook_url_base')}{twin.alert.lower()}/"
+def _message(ctx: RenderContext, twin: Twin, alert: str, recovery: str) -> str:
+    runbook = f"{ctx.setting('runbook_url_base')}{twin.alert.lower()}/"
     return (
         f"{{{{#is_alert}}}}{alert}{{{{/is_alert}}}}\n"
         f"{{{{#is_recovery}}}}{recovery}{{{{/is_recovery}}}}\n"
-        f"Runbook: {runbook}\nDashboard: {_link(twin)}"
+        f"Runbook: {runbook}\nDashboard: {_link(ctx, twin)}"
     )
 
 
 def _monitor(
-    twin: Twin, query: str, texts: tuple[str, str], threshold: str | float, **options: Any
+    ctx: RenderContext, twin: Twin, query: str, texts: tuple[str, str], threshold: str | float, **options: Any
 ) -> dict[str, Any]:
     """``texts``: the message's alert and recovery text. ``threshold``: an export setting's name (the
     alert's threshold), or a number of the query's own."""
-    message = _message(twin, *texts)
-    limit: Any = Value(threshold) if isinstance(threshold, str) else threshold
-    text = setting(threshold) if isinstance(threshold, str) else f"{threshold:g}"
+    message = _message(ctx, twin, *texts)
+    limit: Any = ctx.number(threshold) if isinstance(threshold, str) else threshold
+    text = ctx.setting(threshold) if isinstance(threshold, str) else f"{threshold:g}"
     return {
         "name": f"[store-metrics] {twin.summary}",
         "type": "query alert",
@@ -113,14 +120,14 @@ def _monitor(
             "require_full_window": False,
             "include_tags": True,
             "new_group_delay": 60,
-            "renotify_interval": Value("datadog_renotify_minutes"),
+            "renotify_interval": ctx.number("datadog_renotify_minutes"),
             **options,
         },
     }
 
 
-def error_ratio_monitor() -> dict[str, Any]:
-    return _ratio_monitor(
+def error_ratio_monitor(ctx: RenderContext) -> dict[str, Any]:
+    return _ratio_monitor(ctx, 
         Twin(
             "StateStoreErrorRateHigh", "warning", "State store calls fail in DAG {{dag_id.name}}", (DAG_ID,)
         ),
@@ -134,8 +141,8 @@ def error_ratio_monitor() -> dict[str, Any]:
     )
 
 
-def failing_monitor() -> dict[str, Any]:
-    return _ratio_monitor(
+def failing_monitor(ctx: RenderContext) -> dict[str, Any]:
+    return _ratio_monitor(ctx, 
         Twin("StateStoreFailingAcrossDags", "critical", "The Airflow state store is failing", ()),
         scope(variables=False),
         "failing",
@@ -147,14 +154,14 @@ def failing_monitor() -> dict[str, Any]:
     )
 
 
-def watcher_error_ratio_monitor() -> dict[str, Any]:
+def watcher_error_ratio_monitor(ctx: RenderContext) -> dict[str, Any]:
     twin = Twin(
         "StateStoreWatcherErrorRateHigh",
         "warning",
         "State store calls fail in asset watcher {{operator.name}} on {{task_id.name}}",
         (OPERATOR, TASK_ID),
     )
-    return _ratio_monitor(
+    return _ratio_monitor(ctx, 
         twin,
         scope(WATCHERS, variables=False),
         "error",
@@ -167,26 +174,26 @@ def watcher_error_ratio_monitor() -> dict[str, Any]:
     )
 
 
-def never_read_monitor() -> dict[str, Any]:
+def never_read_monitor(ctx: RenderContext) -> dict[str, Any]:
     twin = Twin(
         "StateStoreTaskStateNeverRead",
         "info",
         "Task {{dag_id.name}}.{{task_id.name}} writes task state it never reads back",
         (DAG_ID, TASK_ID),
     )
-    by = (ENV, DAG_ID, TASK_ID)
-    writes = _sum(terms((catalogue.Store.TASK,), (catalogue.Outcome.WRITE,)), by, scope(variables=False))
+    by = (_env(ctx), DAG_ID, TASK_ID)
+    writes = _sum(ctx, terms((catalogue.Store.TASK,), (catalogue.Outcome.WRITE,)), by, scope(variables=False))
     task_reads = [t for t in READ_CALLS if t[0] is catalogue.Store.TASK]
     reads = " + ".join(
-        f"default_zero({metric_query(t, SENTINEL, scope(variables=False), by)})" for t in task_reads
+        f"default_zero({metric_query(t, ctx, scope(variables=False), by)})" for t in task_reads
     )
     # Writes in the window, times 1 when no read: a task without any read series has none to add.
-    query = f"sum(last_{setting('never_read_window')}):({writes}) * is_lesser({reads}, 1)"
-    return _monitor(
+    query = f"sum(last_{ctx.setting('never_read_window')}):({writes}) * is_lesser({reads}, 1)"
+    return _monitor(ctx, 
         twin,
         query,
         (
-            f"Over the last {setting('never_read_window')}, task {{{{task_id.name}}}} of DAG "
+            f"Over the last {ctx.setting('never_read_window')}, task {{{{task_id.name}}}} of DAG "
             "{{dag_id.name}} "
             "called task_state_store.set() and no attempt of it called get(): these writes cannot help "
             "a retry resume.",
@@ -196,27 +203,27 @@ def never_read_monitor() -> dict[str, Any]:
     )
 
 
-def retries_start_over_monitor() -> dict[str, Any]:
+def retries_start_over_monitor(ctx: RenderContext) -> dict[str, Any]:
     twin = Twin(
         "StateStoreRetriesStartOver",
         "warning",
         "Retries of {{dag_id.name}}.{{task_id.name}} start over",
         (DAG_ID, TASK_ID),
     )
-    by = (ENV, DAG_ID, TASK_ID)
+    by = (_env(ctx), DAG_ID, TASK_ID)
     scope_text = scope(variables=False)
-    started_over, retried = _sum(STARTED_OVER, by, scope_text), _sum(RETRIED, by, scope_text)
-    window = setting("retry_window")
-    floor = setting("retry_min_attempts_minus_one")
+    started_over, retried = _sum(ctx, STARTED_OVER, by, scope_text), _sum(ctx, RETRIED, by, scope_text)
+    window = ctx.setting("retry_window")
+    floor = ctx.setting("retry_min_attempts_minus_one")
     query = f"sum(last_{window}):({started_over}) / ({retried}) * is_greater({retried}, {floor})"
-    return _monitor(
+    return _monitor(ctx, 
         twin,
         query,
         (
-            f"Over the last {window} ({ENV_NAME}), {{{{value}}}} of the retried attempts of task "
+            f"Over the last {window} ({_env_name(ctx)}), {{{{value}}}} of the retried attempts of task "
             "{{task_id.name}} in DAG {{dag_id.name}} found nothing at their first task state store "
-            f"read and started over (more than {setting('retry_start_over_ratio_percent')} of at least "
-            f"{setting('retry_min_attempts')} retries): what its earlier attempts saved did not reach "
+            f"read and started over (more than {ctx.setting('retry_start_over_ratio_percent')} of at least "
+            f"{ctx.setting('retry_min_attempts')} retries): what its earlier attempts saved did not reach "
             "their retries.",
             "Retries of {{dag_id.name}}.{{task_id.name}} resume again (or no longer start over).",
         ),
@@ -224,28 +231,28 @@ def retries_start_over_monitor() -> dict[str, Any]:
     )
 
 
-def _server_query(metric: catalogue.Metric, aggregation: str, by: Sequence[str]) -> str:
+def _server_query(ctx: RenderContext, metric: catalogue.Metric, aggregation: str, by: Sequence[str]) -> str:
     grouping = f" by {{{','.join(by)}}}"
-    return f"{aggregation}:{metric.full_name(SENTINEL)}{{*}}{grouping}"
+    return f"{aggregation}:{ctx.full_name(metric)}{{*}}{grouping}"
 
 
-def loop_stalled_monitor() -> dict[str, Any]:
+def loop_stalled_monitor(ctx: RenderContext) -> dict[str, Any]:
     twin = Twin(
         "StateStoreApiServerLoopStalled",
         "warning",
         "API server worker {{worker.name}}: event loop stalled",
         (catalogue.WORKER,),
     )
-    stall = _server_query(catalogue.LOOP_STALL, "sum", (ENV, catalogue.WORKER))
-    window = setting("loop_stalled_for")
+    stall = _server_query(ctx, catalogue.LOOP_STALL, "sum", (_env(ctx), catalogue.WORKER))
+    window = ctx.setting("loop_stalled_for")
     # Stalled ms over the window / the window's ms: the share of time stalled.
-    query = f"sum(last_{window}):{stall}.as_count() / ({setting('loop_stalled_for_seconds')} * 1000)"
-    return _monitor(
+    query = f"sum(last_{window}):{stall}.as_count() / ({ctx.setting('loop_stalled_for_seconds')} * 1000)"
+    return _monitor(ctx, 
         twin,
         query,
         (
-            f"API server worker {{{{worker.name}}}} ({ENV_NAME}): its event loop was stalled {{{{value}}}} "
-            f"of the last {window} (more than {setting('loop_stalled_ratio_percent')}): every request it "
+            f"API server worker {{{{worker.name}}}} ({_env_name(ctx)}): its event loop was stalled {{{{value}}}} "
+            f"of the last {window} (more than {ctx.setting('loop_stalled_ratio_percent')}): every request it "
             "serves waits that much longer.",
             "API server worker {{worker.name}}: its event loop runs freely again.",
         ),
@@ -253,23 +260,23 @@ def loop_stalled_monitor() -> dict[str, Any]:
     )
 
 
-def long_stalls_monitor() -> dict[str, Any]:
+def long_stalls_monitor(ctx: RenderContext) -> dict[str, Any]:
     twin = Twin(
         "StateStoreApiServerLongStalls",
         "warning",
         "API server worker {{worker.name}}: long event-loop stalls",
         (catalogue.WORKER,),
     )
-    stalls = _server_query(catalogue.LONG_STALLS, "sum", (ENV, catalogue.WORKER))
-    window = setting("long_stalls_for")
-    query = f"sum(last_{window}):{stalls}.as_count() / {setting('long_stalls_for_seconds')} * 60"
-    return _monitor(
+    stalls = _server_query(ctx, catalogue.LONG_STALLS, "sum", (_env(ctx), catalogue.WORKER))
+    window = ctx.setting("long_stalls_for")
+    query = f"sum(last_{window}):{stalls}.as_count() / {ctx.setting('long_stalls_for_seconds')} * 60"
+    return _monitor(ctx, 
         twin,
         query,
         (
-            f"API server worker {{{{worker.name}}}} ({ENV_NAME}) had {{{{value}}}} event-loop stalls of "
-            f"stall_threshold_ms (keep it at {setting('long_stall_ms')} ms) or more a minute over the last "
-            f"{window}, more than {setting('long_stalls_per_minute')}. (Counted once per state store "
+            f"API server worker {{{{worker.name}}}} ({_env_name(ctx)}) had {{{{value}}}} event-loop stalls of "
+            f"stall_threshold_ms (keep it at {ctx.setting('long_stall_ms')} ms) or more a minute over the last "
+            f"{window}, more than {ctx.setting('long_stalls_per_minute')}. (Counted once per state store "
             "route in flight during a stall.)",
             "API server worker {{worker.name}}: no more long stalls.",
         ),
@@ -277,7 +284,7 @@ def long_stalls_monitor() -> dict[str, Any]:
     )
 
 
-def retention_monitor() -> dict[str, Any]:
+def retention_monitor(ctx: RenderContext) -> dict[str, Any]:
     twin = Twin(
         "StateStoreRetentionNotApplied",
         "warning",
@@ -285,16 +292,16 @@ def retention_monitor() -> dict[str, Any]:
         (catalogue.STORE,),
     )
     expired = catalogue.get("task_state_store.footprint.expired_entries")
-    total = _server_query(expired, "sum", (ENV,))
-    window = setting("retention_window")
+    total = _server_query(ctx, expired, "sum", (_env(ctx),))
+    window = ctx.setting("retention_window")
     # 1 at every point where expired entries are there and none was removed since the last one;
     # its minimum over the window is 1 only if that held for the whole window.
     query = f"min(last_{window}):is_greater({total}, 0) * is_greater(diff({total}), -0.5)"
-    return _monitor(
+    return _monitor(ctx, 
         twin,
         query,
         (
-            f"Expired task state store entries have been there ({ENV_NAME}), and not one removed, for "
+            f"Expired task state store entries have been there ({_env_name(ctx)}), and not one removed, for "
             f"{window}: nobody runs `airflow state-store clean` (or it fails).",
             "Expired state store entries are removed again.",
         ),
@@ -303,67 +310,67 @@ def retention_monitor() -> dict[str, Any]:
     )
 
 
-def inventory_down_monitor() -> dict[str, Any]:
+def inventory_down_monitor(ctx: RenderContext) -> dict[str, Any]:
     twin = Twin(
         "StateStoreInventoryDown",
         "warning",
         "The state store inventory cannot read the {{store.name}} store",
         (catalogue.STORE,),
     )
-    up = _server_query(catalogue.INVENTORY_UP, "max", (ENV, catalogue.STORE))
-    window = setting("inventory_down_for")
-    monitor = _monitor(
+    up = _server_query(ctx, catalogue.INVENTORY_UP, "max", (_env(ctx), catalogue.STORE))
+    window = ctx.setting("inventory_down_for")
+    monitor = _monitor(ctx, 
         twin,
         f"max(last_{window}):1 - {up}",
         (
             f"For {window} every query of store-metrics inventory on the {{{{store.name}}}} state store's "
-            f"table has failed ({ENV_NAME}), or no inventory reports at all (no data).",
+            f"table has failed ({_env_name(ctx)}), or no inventory reports at all (no data).",
             "The state store inventory reads the {{store.name}} store again.",
         ),
         0.0,
         notify_no_data=True,
-        no_data_timeframe=Value("inventory_down_for_minutes"),
+        no_data_timeframe=ctx.number("inventory_down_for_minutes"),
     )
     return monitor
 
 
-def metrics_missing_monitor() -> dict[str, Any]:
+def metrics_missing_monitor(ctx: RenderContext) -> dict[str, Any]:
     """A no-data monitor: the call counters of an environment stop arriving for ``missing_for``.
     The query's value never exceeds its threshold (a count is never negative): only no data alerts."""
     twin = Twin("StateStoreMetricsMissing", "warning", "store-metrics counters stopped arriving", ())
     counters = " + ".join(
-        _server_query(m, "sum", (ENV,)) + ".as_count()" for m in catalogue.STATE_STORE_METRICS
+        _server_query(ctx, m, "sum", (_env(ctx),)) + ".as_count()" for m in catalogue.STATE_STORE_METRICS
     )
-    window = setting("missing_for")
-    return _monitor(
+    window = ctx.setting("missing_for")
+    return _monitor(ctx, 
         twin,
         f"sum(last_{window}):-1 * ({counters})",
         (
-            f"No store-metrics counter has arrived for {window} ({ENV_NAME}): a target down or no longer "
+            f"No store-metrics counter has arrived for {window} ({_env_name(ctx)}): a target down or no longer "
             "scraped, a changed prefix or mapping, or the plugin no longer loaded. Every other monitor "
             "of this environment is blind meanwhile.",
             "store-metrics counters arrive again.",
         ),
         0.0,
         notify_no_data=True,
-        no_data_timeframe=Value("missing_for_minutes"),
+        no_data_timeframe=ctx.number("missing_for_minutes"),
     )
 
 
-def inventory_stale_monitor() -> dict[str, Any]:
+def inventory_stale_monitor(ctx: RenderContext) -> dict[str, Any]:
     twin = Twin(
         "StateStoreInventoryStale",
         "warning",
         "The {{store.name}} state store footprint is stale",
         (catalogue.STORE,),
     )
-    age = _server_query(catalogue.INVENTORY_FOOTPRINT_AGE, "min", (ENV, catalogue.STORE))
-    return _monitor(
+    age = _server_query(ctx, catalogue.INVENTORY_FOOTPRINT_AGE, "min", (_env(ctx), catalogue.STORE))
+    return _monitor(ctx, 
         twin,
-        f"min(last_{setting('inventory_stale_for')}):{age}",
+        f"min(last_{ctx.setting('inventory_stale_for')}):{age}",
         (
             f"The footprint store-metrics inventory shows for the {{{{store.name}}}} state store "
-            f"({ENV_NAME}) was read more than {setting('inventory_stale_after')} ago and has not "
+            f"({_env_name(ctx)}) was read more than {ctx.setting('inventory_stale_after')} ago and has not "
             "been refreshed since.",
             "The {{store.name}} state store footprint is fresh again.",
         ),
@@ -387,12 +394,11 @@ MONITORS = {
 }
 
 
-def monitors() -> dict[str, dict[str, Any]]:
+def monitors(ctx: RenderContext) -> dict[str, dict[str, Any]]:
     """Every monitor's definition, by file name."""
-    return {name: build() for name, build in MONITORS.items()}
+    return {name: build(ctx) for name, build in MONITORS.items()}
 
 
-def render(name: str, prefix: str = SENTINEL) -> str:
-    """``datadog/monitors/<name>``'s template."""
-    del prefix  # built for the sentinel prefix, which the templates turn into tokens
-    return dumps(MONITORS[name]())
+def render(name: str, ctx: RenderContext) -> str:
+    """``datadog/monitors/<name>`` for the export's prefix and settings."""
+    return dumps(MONITORS[name](ctx))

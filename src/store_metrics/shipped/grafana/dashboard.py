@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..facts import DOCS, FILTERS, TITLE, UID, WATCHER
-from ..promql import CALLS, CLUSTER
-from ..tokens import Value, dumps, setting
+from ..dashboard_facts import DOCS, FILTERS, TITLE, UID, WATCHER
+from ..render_context import RenderContext, dumps
+from . import promql
 from .footprint_row import footprint_row
 from .queries import DS, Measure, Panel, Row, Target, ref_id
 from .rows import build_rows, build_triggers_row
@@ -60,9 +60,7 @@ _TITLES = {
 # -- variables --------------------------------------------------------------------------------
 
 
-def _query_variable(
-    name: str, label: str, selector: str, *, metric: str = CALLS, **options: Any
-) -> dict[str, Any]:
+def _query_variable(name: str, label: str, selector: str, *, metric: str, **options: Any) -> dict[str, Any]:
     query = f"label_values({metric}{selector}, {label})"
     return {
         "name": name,
@@ -82,7 +80,7 @@ def _query_variable(
     }
 
 
-def _scope_variables() -> list[dict[str, Any]]:
+def _scope_variables(ctx: RenderContext) -> list[dict[str, Any]]:
     """One deployment, and one job per component, never All: two of them carrying the same calls (a
     second cluster, a migration scraped twice) are never added up. Without a cluster label, $cluster
     is empty and matches the series that have none.
@@ -93,24 +91,33 @@ def _scope_variables() -> list[dict[str, Any]]:
     (every shipped topology) the three pick that job; with a job per component, each row still has
     its component's data.
     """
-    in_cluster = f'{CLUSTER}="$cluster"'
+    cluster = promql.cluster(ctx)
+    in_cluster = f'{cluster}="$cluster"'
     watcher = f'{WATCHER[0]}="{WATCHER[1]}"'
-    one: dict[str, Any] = {"multi": False, "includeAll": False}
+    one: dict[str, Any] = {"multi": False, "includeAll": False, "metric": promql.calls(ctx)}
+    requests = ctx.record(SERVER_REQUESTS)
     return [
-        _query_variable("cluster", CLUSTER, "", title="Deployment", **one),
+        _query_variable("cluster", cluster, "", title="Deployment", **one),
         _query_variable("job", "job", f'{{{in_cluster},{WATCHER[0]}!="{WATCHER[1]}"}}', title="Job", **one),
         _query_variable("watcher_job", "job", f"{{{in_cluster},{watcher}}}", title="Watchers' job", **one),
         _query_variable(
-            "server_job", "job", f"{{{in_cluster}}}", metric=SERVER_REQUESTS, title="API server job", **one
+            "server_job", "job", f"{{{in_cluster}}}", **{**one, "metric": requests}, title="API server job"
         ),
     ]
 
 
-def _filter_variable(label: str, previous: Sequence[str]) -> dict[str, Any]:
-    matchers = [f'{CLUSTER}="$cluster"', 'job="$job"', *(f'{f}=~"${f}"' for f in previous)]
+def _filter_variable(ctx: RenderContext, label: str, previous: Sequence[str]) -> dict[str, Any]:
+    matchers = [f'{promql.cluster(ctx)}="$cluster"', 'job="$job"', *(f'{f}=~"${f}"' for f in previous)]
     selector = "{" + ",".join(matchers) + "}"
     return _query_variable(
-        label, label, selector, title=_TITLES[label], multi=True, includeAll=True, allValue=".*"
+        label,
+        label,
+        selector,
+        metric=promql.calls(ctx),
+        title=_TITLES[label],
+        multi=True,
+        includeAll=True,
+        allValue=".*",
     )
 
 
@@ -133,12 +140,12 @@ def _datasource_variable() -> dict[str, Any]:
     }
 
 
-def templating() -> list[dict[str, Any]]:
+def templating(ctx: RenderContext) -> list[dict[str, Any]]:
     """The data source, the deployment and job, then the chained filters (team, DAG, task, ...)."""
     return [
         _datasource_variable(),
-        *_scope_variables(),
-        *(_filter_variable(label, FILTERS[:i]) for i, label in enumerate(FILTERS)),
+        *_scope_variables(ctx),
+        *(_filter_variable(ctx, label, FILTERS[:i]) for i, label in enumerate(FILTERS)),
     ]
 
 
@@ -218,12 +225,12 @@ def _table_transformations(panel: Panel) -> list[dict[str, Any]]:
     ]
 
 
-def _threshold(panel: Panel, defaults: dict[str, Any]) -> None:
+def _threshold(ctx: RenderContext, panel: Panel, defaults: dict[str, Any]) -> None:
     """Red from the alert's threshold (an export setting) up: a dashed line on a time series."""
     if panel.threshold is None:
         return
     base = "green" if panel.kind == "stat" else "transparent"
-    steps = [{"color": base, "value": None}, {"color": "red", "value": Value(panel.threshold)}]
+    steps = [{"color": base, "value": None}, {"color": "red", "value": ctx.number(panel.threshold)}]
     defaults["thresholds"] = {"mode": "absolute", "steps": steps}
     if panel.kind == "timeseries":
         defaults.setdefault("custom", {})["thresholdsStyle"] = {"mode": "dashed"}
@@ -238,7 +245,7 @@ def _links(panel: Panel) -> list[dict[str, Any]]:
     return [{"title": f"Filter the dashboard to this {' and '.join(panel.link_labels)}", "url": url}]
 
 
-def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
+def _panel_json(ctx: RenderContext, panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     defaults: dict[str, Any] = {"unit": panel.unit, "color": {"mode": "palette-classic"}}
     if panel.decimals is not None:
         defaults["decimals"] = panel.decimals
@@ -250,12 +257,12 @@ def _panel_json(panel: Panel, panel_id: int, x: int, y: int) -> dict[str, Any]:
     if panel.kind not in _OPTIONS:  # pragma: no cover - guarded by the tests
         raise ValueError(panel.kind)
     options = _OPTIONS[panel.kind](defaults)
-    _threshold(panel, defaults)
+    _threshold(ctx, panel, defaults)
     overrides = [
         {"matcher": {"id": "byName", "options": column}, "properties": [{"id": "unit", "value": unit}]}
         for column, unit in panel.column_units.items()
     ]
-    targets = [t.to_json(ref_id(i)) for i, t in enumerate(panel.targets)]
+    targets = [t.to_json(ref_id(i), ctx) for i, t in enumerate(panel.targets)]
     if panel.exemplars is not None:
         targets.append(_exemplar_target(panel.exemplars, ref_id(len(targets))))
         overrides.append(_hidden(ref_id(len(targets) - 1)))
@@ -315,33 +322,35 @@ def _row_json(row: Row, row_id: int, y: int, collapsed: bool, nested: list[dict[
     }
 
 
-def _place(panels: Sequence[Panel], first_id: int, y: int) -> tuple[list[dict[str, Any]], int]:
+def _place(
+    ctx: RenderContext, panels: Sequence[Panel], first_id: int, y: int
+) -> tuple[list[dict[str, Any]], int]:
     """Panels left to right from ``y``, wrapping at the grid's width; and the y below them."""
     placed: list[dict[str, Any]] = []
     x = row_height = 0
     for offset, panel in enumerate(panels):
         if x + panel.w > GRID_WIDTH:
             x, y, row_height = 0, y + row_height, 0
-        placed.append(_panel_json(panel, first_id + offset, x, y))
+        placed.append(_panel_json(ctx, panel, first_id + offset, x, y))
         x += panel.w
         row_height = max(row_height, panel.h)
     return placed, y + row_height
 
 
-def _layout() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _layout(ctx: RenderContext) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The dashboard's top-level panels, and the panels nested in the collapsed rows."""
     panels: list[dict[str, Any]] = []
     panel_id, y = 1, 0
-    for row in build_rows():
+    for row in build_rows(ctx):
         panels.append(_row_json(row, panel_id, y, collapsed=False, nested=[]))
-        placed, y = _place(row.panels, panel_id + 1, y + 1)
+        placed, y = _place(ctx, row.panels, panel_id + 1, y + 1)
         panels += placed
         panel_id += 1 + len(placed)
     # The Footprint, Triggers and API server rows, collapsed: their panels live inside the row and
     # load when it is opened.
     nested: list[dict[str, Any]] = []
-    for row in (footprint_row(), build_triggers_row(), server_row()):
-        inside, _ = _place(row.panels, panel_id + 1, y + 1)
+    for row in (footprint_row(ctx), build_triggers_row(ctx), server_row(ctx)):
+        inside, _ = _place(ctx, row.panels, panel_id + 1, y + 1)
         panels.append(_row_json(row, panel_id, y, collapsed=True, nested=inside))
         nested += inside
         panel_id, y = panel_id + 1 + len(inside), y + 1
@@ -385,8 +394,9 @@ def _dashboard_links() -> list[dict[str, Any]]:
     ]
 
 
-def dashboard() -> dict[str, Any]:
-    panels, nested = _layout()
+def dashboard(ctx: RenderContext) -> dict[str, Any]:
+    """The dashboard's JSON document for the export's prefix and settings."""
+    panels, nested = _layout(ctx)
     kinds = sorted({p["type"] for p in [*panels, *nested] if p["type"] != "row"})
     return {
         "__elements": {},
@@ -400,11 +410,11 @@ def dashboard() -> dict[str, Any]:
         "id": None,
         "links": _dashboard_links(),
         "panels": panels,
-        "refresh": setting("dashboard_refresh"),
+        "refresh": ctx.setting("dashboard_refresh"),
         "schemaVersion": SCHEMA_VERSION,
         "tags": ["airflow", "store-metrics", "state-store"],
-        "templating": {"list": templating()},
-        "time": {"from": setting("dashboard_from"), "to": "now"},
+        "templating": {"list": templating(ctx)},
+        "time": {"from": ctx.setting("dashboard_from"), "to": "now"},
         "timepicker": {},
         "timezone": "",
         "title": TITLE,
@@ -426,27 +436,26 @@ def _targets(rows: Sequence[Row]) -> list[tuple[str, str, Target]]:
     ]
 
 
-def specs() -> list[tuple[str, str, Target]]:
+def specs(ctx: RenderContext) -> list[tuple[str, str, Target]]:
     """(panel title, refId, target) for every query of the task-side rows, in JSON order."""
-    return _targets(build_rows())
+    return _targets(build_rows(ctx))
 
 
-def footprint_specs() -> list[tuple[str, str, Target]]:
+def footprint_specs(ctx: RenderContext) -> list[tuple[str, str, Target]]:
     """(panel title, refId, target) for every query of the collapsed Footprint row."""
-    return _targets([footprint_row()])
+    return _targets([footprint_row(ctx)])
 
 
-def trigger_specs() -> list[tuple[str, str, Target]]:
+def trigger_specs(ctx: RenderContext) -> list[tuple[str, str, Target]]:
     """(panel title, refId, target) for every query of the collapsed Triggers row."""
-    return _targets([build_triggers_row()])
+    return _targets([build_triggers_row(ctx)])
 
 
-def server_specs() -> list[tuple[str, str, Target]]:
+def server_specs(ctx: RenderContext) -> list[tuple[str, str, Target]]:
     """(panel title, refId, target) for every query of the collapsed API server row."""
-    return _targets([server_row()])
+    return _targets([server_row(ctx)])
 
 
-def render(prefix: str = "") -> str:
-    """``store-metrics.json``'s template (settings and, with a prefix, names as tokens)."""
-    del prefix  # the template names no metric outside the footprint table's (built for the sentinel)
-    return dumps(dashboard())
+def render(ctx: RenderContext) -> str:
+    """``store-metrics.json`` for the export's prefix and settings."""
+    return dumps(dashboard(ctx))

@@ -19,8 +19,7 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
-from .. import promql
-from ..facts import (
+from ..dashboard_facts import (
     ALL_OUTCOMES,
     BOTH,
     DAG_ID,
@@ -35,7 +34,8 @@ from ..facts import (
     WATCHER_NOTE,
     store_word,
 )
-from ..promql import RETRIES
+from ..render_context import RenderContext
+from . import promql
 from .queries import FILTER_MATCHERS, Measure, Panel, Ratio, Retries, Row, Spec, Target, TopK, ref_id
 
 __all__ = [
@@ -72,7 +72,9 @@ EXEMPLARS_NOTE = (
 
 @dataclass(frozen=True)
 class Queries:
-    """The query specs of the task-side rows."""
+    """The query specs of the task-side rows, rendered for ``ctx``."""
+
+    ctx: RenderContext
 
     def m(
         self,
@@ -88,7 +90,7 @@ class Queries:
         out: they would all show up as one DAG called ``none``.
         """
         exclude = WATCHERS if DAG_ID in by and not only else ()
-        return Measure(kind, tuple(stores), tuple(outcomes), tuple(by), tuple(only), exclude)
+        return Measure(kind, tuple(stores), tuple(outcomes), tuple(by), tuple(only), exclude, ctx=self.ctx)
 
     def everything(self, kind: str, by: Sequence[str] = (), only: Sequence[tuple[str, str]] = ()) -> Measure:
         return self.m(kind, *EVERYTHING, by, only)
@@ -417,20 +419,20 @@ def errors_row(q: Queries) -> Row:
     )
 
 
-def _retried(outcome: str = "") -> str:
+def _retried(ctx: RenderContext, outcome: str = "") -> str:
     """Retried attempts (of ``outcome``, or all) within the range, per DAG and task."""
-    matchers = [promql.SCOPE, *FILTER_MATCHERS]
+    matchers = [promql.scope(ctx), *FILTER_MATCHERS]
     if outcome:
         matchers.append(f'outcome="{outcome}"')
     matchers.append(f'{RUN_TYPE}!="{catalogue.RUN_TYPE_ASSET_WATCHER}"')
     selector = ",".join(matchers)
-    return f"sum by ({DAG_ID}, {TASK_ID}) (sum_over_time({RETRIES}{{{selector}}}[$__range]))"
+    return f"sum by ({DAG_ID}, {TASK_ID}) (sum_over_time({promql.retries(ctx)}{{{selector}}}[$__range]))"
 
 
 def retries_row(q: Queries) -> Row:
     """Did the retries resume? Per DAG and task: resumed, started over, and the resume rate."""
-    resumed, started_over = _retried("retry_resumed"), _retried("retry_not_resumed")
-    rate = promql.ratio(resumed, _retried())
+    resumed, started_over = _retried(q.ctx, "retry_resumed"), _retried(q.ctx, "retry_not_resumed")
+    rate = promql.ratio(resumed, _retried(q.ctx))
     return Row(
         "Retries: did they resume?",
         [
@@ -543,12 +545,12 @@ ROW_BUILDERS: tuple[Callable[[Queries], Row], ...] = (
 )
 
 
-def build_rows() -> list[Row]:
+def build_rows(ctx: RenderContext) -> list[Row]:
     """The task-side rows, in dashboard order."""
-    queries = Queries()
+    queries = Queries(ctx)
     return [build(queries) for build in ROW_BUILDERS]
 
 
-def build_triggers_row() -> Row:
+def build_triggers_row(ctx: RenderContext) -> Row:
     """The collapsed Triggers row."""
-    return triggers_row(Queries())
+    return triggers_row(Queries(ctx))

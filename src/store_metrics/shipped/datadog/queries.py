@@ -17,7 +17,8 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
-from ..facts import ALL_OUTCOMES, BOTH, DAG_ID, FILTERS, READS, WATCHER
+from ..dashboard_facts import ALL_OUTCOMES, BOTH, DAG_ID, FILTERS, READS, WATCHER
+from ..render_context import RenderContext
 
 __all__ = [
     "ALL_CALLS",
@@ -70,10 +71,10 @@ def scope(
     return "{" + (",".join(parts) or "*") + "}"
 
 
-def metric_query(term: Term, prefix: str, scope_text: str, by: Sequence[str]) -> str:
+def metric_query(term: Term, ctx: RenderContext, scope_text: str, by: Sequence[str]) -> str:
     """``sum:<prefix>.<store>.<outcome>{scope} by {tags}.as_count()``."""
     counter = term if isinstance(term, catalogue.Metric) else catalogue.metric_for(*term)
-    metric = counter.full_name(prefix)
+    metric = ctx.full_name(counter)
     grouping = f" by {{{','.join(by)}}}" if by else ""
     return f"sum:{metric}{scope_text}{grouping}.as_count()"
 
@@ -95,7 +96,7 @@ def _sum(names: Sequence[str]) -> str:
 
 def request(
     formulas: Sequence[Formula],
-    prefix: str,
+    ctx: RenderContext,
     by: Sequence[str] = (),
     scalar: bool = False,
     only: Sequence[tuple[str, str]] = (),
@@ -116,7 +117,7 @@ def request(
         query: dict[str, Any] = {
             "data_source": "metrics",
             "name": name,
-            "query": metric_query(term, prefix, scope_text, by),
+            "query": metric_query(term, ctx, scope_text, by),
         }
         if scalar:
             query["aggregator"] = "sum"
