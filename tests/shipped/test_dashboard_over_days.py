@@ -33,7 +33,8 @@ from typing import Any
 import pytest
 import yaml
 
-from generators.grafana.dashboard import specs, trigger_specs
+from store_metrics.shipped.grafana.dashboard import specs, trigger_specs
+from store_metrics.shipped.render_context import RenderContext
 from support import component_series
 from support.dashboard import COLLECTOR, DASHBOARDS, dashboard, interpolate
 from support.e2e import Model, dashboard_rows, expected
@@ -218,7 +219,7 @@ def test_stat_panels_equal_the_calls_of_the_range(served: tuple[PrometheusServer
     prom, end = served
     made = Model()
     made.counts.update(component_series.calls(("tasks", "watchers"), span / 60))
-    by_ref = {(title, ref): target for title, ref, target in specs()}
+    by_ref = {(title, ref): target for title, ref, target in specs(RenderContext())}
     stats = [p for p in dashboard()["panels"] if p["type"] == "stat"]
     assert stats
     for panel in stats:
@@ -241,7 +242,10 @@ def test_per_second_panels_equal_the_calls_at_every_step(
     prom, end = served
     per_minute = Model()
     per_minute.counts.update(component_series.calls(("tasks", "watchers"), 1))
-    by_ref = {(title, ref): target for title, ref, target in [*specs(), *trigger_specs()]}
+    by_ref = {
+        (title, ref): target
+        for title, ref, target in [*specs(RenderContext()), *trigger_specs(RenderContext())]
+    }
     checked = 0
     for panel in dashboard_panels():
         for target in panel["targets"]:

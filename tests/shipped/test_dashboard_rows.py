@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from generators.grafana.dashboard import footprint_specs, trigger_specs
-from generators.grafana.footprint_row import FOOTPRINT_ROW_TITLE
-from generators.grafana.rows import NO_WATCHERS_NOTE, TRIGGERS_ROW_TITLE
-from generators.grafana.server_row import SERVER_ROW_TITLE
 from store_metrics import catalogue
+from store_metrics.shipped.grafana.dashboard import footprint_specs, trigger_specs
+from store_metrics.shipped.grafana.footprint_row import FOOTPRINT_ROW_TITLE
+from store_metrics.shipped.grafana.rows import NO_WATCHERS_NOTE, TRIGGERS_ROW_TITLE
+from store_metrics.shipped.grafana.server_row import SERVER_ROW_TITLE
+from store_metrics.shipped.render_context import RenderContext
 from support.dashboard import (
     DASHBOARDS,
     VARIABLES,
@@ -167,7 +168,7 @@ WATCHER_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
 @pytest.mark.prometheus
 def test_triggers_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) -> None:
     committed = panel_exprs(triggers_row())
-    assert set(committed) == {(title, ref) for title, ref, _ in trigger_specs()}
+    assert set(committed) == {(title, ref) for title, ref, _ in trigger_specs(RenderContext())}
     cases = [
         (committed[(title, ref)], variables, samples) for title, ref, variables, samples in WATCHER_EXPECTED
     ]
@@ -333,7 +334,7 @@ FOOTPRINT_EXPECTED: list[tuple[str, str, dict[str, str], dict[str, float]]] = [
 @pytest.mark.prometheus
 def test_footprint_queries_evaluate_to_the_hand_computed_values(tmp_path: Path) -> None:
     committed = panel_exprs(footprint_row())
-    assert set(committed) == {(title, ref) for title, ref, _ in footprint_specs()}
+    assert set(committed) == {(title, ref) for title, ref, _ in footprint_specs(RenderContext())}
     cases = [
         (committed[(title, ref)], variables, samples) for title, ref, variables, samples in FOOTPRINT_EXPECTED
     ]

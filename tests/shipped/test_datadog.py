@@ -36,12 +36,12 @@ from datadog_api_client.model_utils import (
 from datadog_api_client.v1.model.dashboard import Dashboard
 from datadog_api_client.v1.model.monitor import Monitor
 
-from generators.datadog import dashboard as dd_dashboard
-from generators.datadog import monitors as dd_monitors
-from generators.facts import FILTERS
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 from store_metrics.shipped import settings
+from store_metrics.shipped.dashboard_facts import FILTERS
+from store_metrics.shipped.datadog import dashboard as dd_dashboard
+from store_metrics.shipped.datadog import monitors as dd_monitors
 from support.exported import OTHER_PREFIX
 from testbed.repository import ROOT
 

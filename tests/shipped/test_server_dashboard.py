@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from generators.grafana.dashboard import server_specs
-from generators.tokens import fill
 from store_metrics import catalogue
+from store_metrics.shipped.grafana.dashboard import server_specs
+from store_metrics.shipped.render_context import RenderContext
 from support.dashboard import assert_laid_out, evaluate_queries, interpolate, panel_exprs
 from support.promtool import promtool
 from testbed.repository import ROOT
@@ -64,12 +64,12 @@ def test_server_queries_read_the_server_rules_which_cover_every_server_metric() 
     ]
     recorded = {r["record"]: r["expr"] for r in rules if "record" in r}
     committed = {(p["title"], t["refId"]): t for p in server_row()["panels"] for t in p["targets"]}
-    specs = server_specs()
+    specs = server_specs(RenderContext())
     assert len(specs) == len(committed)
     read: set[str] = set()
     for title, ref, target in specs:
         expr = committed[(title, ref)]["expr"]
-        assert expr == fill(target.spec.expr())
+        assert expr == target.spec.expr()
         names = set(RECORD.findall(expr))
         assert names and names <= set(recorded), (title, names - set(recorded))
         assert not SERIES.findall(expr), title  # no raw series

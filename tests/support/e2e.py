@@ -330,17 +330,18 @@ def dashboard(exported: Path) -> dict[str, Any]:
 
 def dashboard_targets(exported: Path) -> list[tuple[str, dict[str, Any], Any]]:
     """(panel title, exported JSON target, generator spec) for every task-side dashboard query."""
-    from generators.grafana.dashboard import specs as dashboard_specs
-    from generators.tokens import fill
+    from store_metrics.shipped.grafana.dashboard import specs as dashboard_specs
+    from store_metrics.shipped.render_context import RenderContext
 
-    specs = {(title, ref): target for title, ref, target in dashboard_specs()}
+    ctx = RenderContext.of(changes=E2E_SETTINGS)
+    specs = {(title, ref): target for title, ref, target in dashboard_specs(ctx)}
     out = []
     for panel in dashboard(exported)["panels"]:
         for target in panel.get("targets", []):
             if target.get("exemplar"):
                 continue  # the raw counters' exemplars: no line of the panel
             spec_target = specs[(panel["title"], target["refId"])]
-            assert fill(spec_target.spec.expr(), changes=E2E_SETTINGS) == target["expr"], panel["title"]
+            assert spec_target.spec.expr() == target["expr"], panel["title"]
             out.append((panel["title"], target, spec_target.spec))
     assert out
     return out

@@ -57,7 +57,9 @@ class RenderContext:
     values: Mapping[str, str] = field(default_factory=settings.values)
 
     @classmethod
-    def of(cls, prefix: str = catalogue.DEFAULT_PREFIX, changes: Mapping[str, str] | None = None) -> RenderContext:
+    def of(
+        cls, prefix: str = catalogue.DEFAULT_PREFIX, changes: Mapping[str, str] | None = None
+    ) -> RenderContext:
         """The context for ``prefix`` and the settings ``changes`` (the others at their defaults)."""
         return cls(prefix, settings.values(changes))
 

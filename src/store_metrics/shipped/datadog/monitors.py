@@ -127,7 +127,8 @@ def _monitor(
 
 
 def error_ratio_monitor(ctx: RenderContext) -> dict[str, Any]:
-    return _ratio_monitor(ctx, 
+    return _ratio_monitor(
+        ctx,
         Twin(
             "StateStoreErrorRateHigh", "warning", "State store calls fail in DAG {{dag_id.name}}", (DAG_ID,)
         ),
@@ -142,7 +143,8 @@ def error_ratio_monitor(ctx: RenderContext) -> dict[str, Any]:
 
 
 def failing_monitor(ctx: RenderContext) -> dict[str, Any]:
-    return _ratio_monitor(ctx, 
+    return _ratio_monitor(
+        ctx,
         Twin("StateStoreFailingAcrossDags", "critical", "The Airflow state store is failing", ()),
         scope(variables=False),
         "failing",
@@ -161,7 +163,8 @@ def watcher_error_ratio_monitor(ctx: RenderContext) -> dict[str, Any]:
         "State store calls fail in asset watcher {{operator.name}} on {{task_id.name}}",
         (OPERATOR, TASK_ID),
     )
-    return _ratio_monitor(ctx, 
+    return _ratio_monitor(
+        ctx,
         twin,
         scope(WATCHERS, variables=False),
         "error",
@@ -189,7 +192,8 @@ def never_read_monitor(ctx: RenderContext) -> dict[str, Any]:
     )
     # Writes in the window, times 1 when no read: a task without any read series has none to add.
     query = f"sum(last_{ctx.setting('never_read_window')}):({writes}) * is_lesser({reads}, 1)"
-    return _monitor(ctx, 
+    return _monitor(
+        ctx,
         twin,
         query,
         (
@@ -216,7 +220,8 @@ def retries_start_over_monitor(ctx: RenderContext) -> dict[str, Any]:
     window = ctx.setting("retry_window")
     floor = ctx.setting("retry_min_attempts_minus_one")
     query = f"sum(last_{window}):({started_over}) / ({retried}) * is_greater({retried}, {floor})"
-    return _monitor(ctx, 
+    return _monitor(
+        ctx,
         twin,
         query,
         (
@@ -247,13 +252,14 @@ def loop_stalled_monitor(ctx: RenderContext) -> dict[str, Any]:
     window = ctx.setting("loop_stalled_for")
     # Stalled ms over the window / the window's ms: the share of time stalled.
     query = f"sum(last_{window}):{stall}.as_count() / ({ctx.setting('loop_stalled_for_seconds')} * 1000)"
-    return _monitor(ctx, 
+    return _monitor(
+        ctx,
         twin,
         query,
         (
-            f"API server worker {{{{worker.name}}}} ({_env_name(ctx)}): its event loop was stalled {{{{value}}}} "
-            f"of the last {window} (more than {ctx.setting('loop_stalled_ratio_percent')}): every request it "
-            "serves waits that much longer.",
+            f"API server worker {{{{worker.name}}}} ({_env_name(ctx)}): its event loop was stalled "
+            f"{{{{value}}}} of the last {window} (more than {ctx.setting('loop_stalled_ratio_percent')}): "
+            "every request it serves waits that much longer.",
             "API server worker {{worker.name}}: its event loop runs freely again.",
         ),
         "loop_stalled_ratio",
@@ -270,14 +276,15 @@ def long_stalls_monitor(ctx: RenderContext) -> dict[str, Any]:
     stalls = _server_query(ctx, catalogue.LONG_STALLS, "sum", (_env(ctx), catalogue.WORKER))
     window = ctx.setting("long_stalls_for")
     query = f"sum(last_{window}):{stalls}.as_count() / {ctx.setting('long_stalls_for_seconds')} * 60"
-    return _monitor(ctx, 
+    return _monitor(
+        ctx,
         twin,
         query,
         (
-            f"API server worker {{{{worker.name}}}} ({_env_name(ctx)}) had {{{{value}}}} event-loop stalls of "
-            f"stall_threshold_ms (keep it at {ctx.setting('long_stall_ms')} ms) or more a minute over the last "
-            f"{window}, more than {ctx.setting('long_stalls_per_minute')}. (Counted once per state store "
-            "route in flight during a stall.)",
+            f"API server worker {{{{worker.name}}}} ({_env_name(ctx)}) had {{{{value}}}} event-loop "
+            f"stalls of stall_threshold_ms (keep it at {ctx.setting('long_stall_ms')} ms) or more a minute "
+            f"over the last {window}, more than {ctx.setting('long_stalls_per_minute')}. (Counted once per "
+            "state store route in flight during a stall.)",
             "API server worker {{worker.name}}: no more long stalls.",
         ),
         "long_stalls_per_minute",
@@ -297,7 +304,8 @@ def retention_monitor(ctx: RenderContext) -> dict[str, Any]:
     # 1 at every point where expired entries are there and none was removed since the last one;
     # its minimum over the window is 1 only if that held for the whole window.
     query = f"min(last_{window}):is_greater({total}, 0) * is_greater(diff({total}), -0.5)"
-    return _monitor(ctx, 
+    return _monitor(
+        ctx,
         twin,
         query,
         (
@@ -319,7 +327,8 @@ def inventory_down_monitor(ctx: RenderContext) -> dict[str, Any]:
     )
     up = _server_query(ctx, catalogue.INVENTORY_UP, "max", (_env(ctx), catalogue.STORE))
     window = ctx.setting("inventory_down_for")
-    monitor = _monitor(ctx, 
+    monitor = _monitor(
+        ctx,
         twin,
         f"max(last_{window}):1 - {up}",
         (
@@ -342,13 +351,14 @@ def metrics_missing_monitor(ctx: RenderContext) -> dict[str, Any]:
         _server_query(ctx, m, "sum", (_env(ctx),)) + ".as_count()" for m in catalogue.STATE_STORE_METRICS
     )
     window = ctx.setting("missing_for")
-    return _monitor(ctx, 
+    return _monitor(
+        ctx,
         twin,
         f"sum(last_{window}):-1 * ({counters})",
         (
-            f"No store-metrics counter has arrived for {window} ({_env_name(ctx)}): a target down or no longer "
-            "scraped, a changed prefix or mapping, or the plugin no longer loaded. Every other monitor "
-            "of this environment is blind meanwhile.",
+            f"No store-metrics counter has arrived for {window} ({_env_name(ctx)}): a target down or no "
+            "longer scraped, a changed prefix or mapping, or the plugin no longer loaded. Every other "
+            "monitor of this environment is blind meanwhile.",
             "store-metrics counters arrive again.",
         ),
         0.0,
@@ -365,7 +375,8 @@ def inventory_stale_monitor(ctx: RenderContext) -> dict[str, Any]:
         (catalogue.STORE,),
     )
     age = _server_query(ctx, catalogue.INVENTORY_FOOTPRINT_AGE, "min", (_env(ctx), catalogue.STORE))
-    return _monitor(ctx, 
+    return _monitor(
+        ctx,
         twin,
         f"min(last_{ctx.setting('inventory_stale_for')}):{age}",
         (

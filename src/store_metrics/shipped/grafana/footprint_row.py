@@ -128,7 +128,9 @@ def _growth_panels(ctx: RenderContext) -> list[Panel]:
             f"The {TOP} DAGs and the {TOP} assets whose state store values grew most." + growth_note,
             [
                 Target(Footprint(_growth(ctx, _by_dag, "bytes"), "instant"), "DAG {{dag_id}}", instant=True),
-                Target(Footprint(_growth(ctx, _by_asset, "bytes"), "instant"), "asset {{asset}}", instant=True),
+                Target(
+                    Footprint(_growth(ctx, _by_asset, "bytes"), "instant"), "asset {{asset}}", instant=True
+                ),
             ],
             unit="bytes",
         ),
@@ -138,8 +140,12 @@ def _growth_panels(ctx: RenderContext) -> list[Panel]:
             f"The {TOP} DAGs and the {TOP} assets whose number of state store entries grew most."
             + growth_note,
             [
-                Target(Footprint(_growth(ctx, _by_dag, "entries"), "instant"), "DAG {{dag_id}}", instant=True),
-                Target(Footprint(_growth(ctx, _by_asset, "entries"), "instant"), "asset {{asset}}", instant=True),
+                Target(
+                    Footprint(_growth(ctx, _by_dag, "entries"), "instant"), "DAG {{dag_id}}", instant=True
+                ),
+                Target(
+                    Footprint(_growth(ctx, _by_asset, "entries"), "instant"), "asset {{asset}}", instant=True
+                ),
             ],
             decimals=0,
         ),
@@ -190,7 +196,9 @@ def _table_panel(ctx: RenderContext) -> Panel:
         "a rule would only copy them.",
         [
             Target(
-                Footprint(f"{aggregation} {by} ({_task_gauge(ctx, gauge)})", "instant"), instant=True, table=True
+                Footprint(f"{aggregation} {by} ({_task_gauge(ctx, gauge)})", "instant"),
+                instant=True,
+                table=True,
             )
             for _, gauge, aggregation, _ in _TABLE_COLUMNS
         ],

@@ -30,6 +30,7 @@ __all__ = [
     "watcher_scope",
 ]
 
+
 def calls(ctx: RenderContext) -> str:
     """The recorded calls."""
     return ctx.record(records.CALLS)

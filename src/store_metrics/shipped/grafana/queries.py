@@ -97,7 +97,9 @@ class Measure:
         Grafana asks ``query_exemplars`` for. No ``rate()``: it drops ``__name__``, and two counters
         of one task (its reads and its writes) would then be one label set twice, which Prometheus
         refuses ("vector cannot contain metrics with the same labelset")."""
-        names = "|".join(self.ctx.series(catalogue.metric_for(s, o)) for s in self.stores for o in self.outcomes)
+        names = "|".join(
+            self.ctx.series(catalogue.metric_for(s, o)) for s in self.stores for o in self.outcomes
+        )
         matchers = [f'__name__=~"{names}"', self._scope(), *FILTER_MATCHERS]
         matchers += [f'{label}="{value}"' for label, value in self.only]
         matchers += [f'{label}!="{value}"' for label, value in self.exclude]
