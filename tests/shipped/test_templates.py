@@ -1,22 +1,25 @@
-"""The shipped pipeline files are data: templates in the package, the dashboards' built by generators/.
+"""The shipped pipeline files: templates in the package, and the dashboards built at export time.
 
-* the dashboard templates (Grafana, Datadog) are exactly what the development-time generators
-  (``generators/``, not installed) build, with every catalogue name turned into its token;
+* the Grafana dashboard and the Datadog dashboard and monitors are built by the package
+  (``store_metrics.shipped.grafana``, ``store_metrics.shipped.datadog``) for the export's prefix and
+  settings, a setting written as a JSON number exactly as given;
 * every template in the package is written by ``export`` (none forgotten), and a token is renamed
-  exactly: the Prometheus name, the dotted name, or a value the caller passes; an unknown one fails.
+  exactly: the Prometheus name, the dotted name, or a value the caller passes; an unknown one fails;
+* every export setting is used by a template or a builder.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import PurePosixPath
 
 import pytest
 
 import store_metrics
-from generators import templates as generated
-from generators.tokens import SENTINEL, tokenize
 from store_metrics import catalogue
 from store_metrics.shipped import export, records, rule_test_files, rules, settings, templating
+from store_metrics.shipped.render_context import JsonNumber, RenderContext, dumps
 from store_metrics.shipped.rules import GENERATED_RECORDS
 
 #: The values export computes for a template (rules.yml's generated recording rules).
@@ -27,11 +30,53 @@ COMPUTED = {
 }
 
 
-def test_the_dashboard_templates_are_what_the_generators_build() -> None:
-    built = generated.build()
-    assert built, "no generated template"
-    for name, text in built.items():
-        assert templating.source(name) == text, f"{name} is out of date: run scripts/dashboards"
+class _ReadSettings(dict[str, str]):
+    """Settings' values that remember which ones a builder read."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        super().__init__(values)
+        self.read: set[str] = set()
+
+    def __getitem__(self, name: str) -> str:
+        self.read.add(name)
+        return super().__getitem__(name)
+
+
+def _exported(prefix: str, changes: dict[str, str]) -> dict[PurePosixPath, str]:
+    return export.render_all(prefix, changes, tests=False)
+
+
+def test_the_dashboards_are_built_for_the_export_s_prefix_and_settings() -> None:
+    files = _exported("myco.airflow", {"error_ratio": "0.2", "datadog_env_tag": "stage"})
+    grafana = files[export.DASHBOARDS / "store-metrics.json"]
+    assert "task:myco_airflow_store_metrics_calls:increase" in grafana
+    assert "myco_airflow_task_state_store_footprint_bytes" in grafana
+    assert "myco_airflow_task_state_store_write_total" in grafana  # the exemplars' raw counters
+    datadog = [text for path, text in files.items() if path.parts[0] == str(export.DATADOG)]
+    assert len(datadog) == 1 + len(export.BUILT) - 2  # the dashboard and every monitor
+    assert all(":myco.airflow." in text for text in datadog)
+    for text in [grafana, *datadog]:
+        json.loads(text)
+        assert not re.search(r"(?<![\w.])airflow[._](?:task|asset)_state_store", text)  # no other prefix
+        assert not re.search(r"@[A-Za-z_][A-Za-z0-9_.:]*@", text)  # no placeholder left
+    error_ratio = next(p for p in json.loads(grafana)["panels"] if p["title"] == "Error ratio")
+    assert error_ratio["fieldConfig"]["defaults"]["thresholds"]["steps"][1] == {"color": "red", "value": 0.2}
+    monitor = json.loads(files[export.DATADOG / "monitors" / "state-store-error-ratio.json"])
+    assert monitor["options"]["thresholds"] == {"critical": 0.2}
+    assert monitor["query"].endswith(" > 0.2") and "by {stage,dag_id}" in monitor["query"]
+
+
+def test_a_setting_written_as_a_json_number_keeps_its_text() -> None:
+    assert dumps({"critical": JsonNumber("0.050"), "text": "0.050"}) == (
+        '{\n  "critical": 0.050,\n  "text": "0.050"\n}\n'
+    )
+    with pytest.raises(ValueError, match="not a JSON number"):
+        JsonNumber("5m")
+    ctx = RenderContext()
+    with pytest.raises(ValueError, match="export setting error_window: '1h' is not a number"):
+        ctx.number("error_window")
+    with pytest.raises(KeyError, match="no export setting 'threshold'"):
+        ctx.setting("threshold")
 
 
 def test_every_template_is_exported() -> None:
@@ -41,24 +86,11 @@ def test_every_template_is_exported() -> None:
     assert set(export.TEMPLATES.values()) | wrapped == set(templating.template_names())
     with pytest.raises(KeyError, match="unknown token @collector_filter@"):
         templating.render("otel-collector.yaml", "airflow", {})  # its filter value not given
-    # The promtool tests generated for the export's settings (rule_test_files) are written too.
-    assert set(export.TEMPLATES) | set(export.TESTS) == set(export.FILES)
+    # The dashboards and monitors are built (no template of theirs), the promtool tests generated
+    # for the export's settings (rule_test_files): both are written too.
+    assert not {str(path) for path in export.BUILT} & set(templating.template_names())
+    assert set(export.TEMPLATES) | set(export.BUILT) | set(export.TESTS) == set(export.FILES)
     assert export.COLLECTOR / "rules.test.yml" in export.TESTS
-
-
-def test_tokens_rename_catalogue_names_exactly() -> None:
-    text = tokenize(f"x {SENTINEL}_task_state_store_write_total {SENTINEL}.asset_state_store.error y")
-    assert text == "x @task_state_store.write@ @full:asset_state_store.error@ y"
-    with pytest.raises(ValueError, match="not a catalogue name"):
-        tokenize(f"{SENTINEL}_not_a_metric")
-    duration = catalogue.SERVER_DURATION
-    assert tokenize(f"{duration.prometheus_name(SENTINEL)}_bucket") == f"@{duration.name}@_bucket"
-    calls = f"task:{SENTINEL}_store_metrics_calls:increase"
-    assert tokenize(f"sum({calls}[1h])") == "sum(@record:task:store_metrics_calls:increase@[1h])"
-    rendered = templating.render("dashboards/store-metrics.json", "myco.airflow", settings.values())
-    assert "myco_airflow_task_state_store_footprint_bytes" in rendered
-    assert "task:myco_airflow_store_metrics_calls:increase" in rendered
-    assert not re.search(r"@[A-Za-z_][A-Za-z0-9_.:]*@", rendered)
 
 
 def test_every_token_of_every_template_is_a_catalogue_name_or_a_setting() -> None:
@@ -87,7 +119,11 @@ def test_every_token_of_every_template_is_a_catalogue_name_or_a_setting() -> Non
                 continue
             metric = token.removeprefix("full:")
             assert metric in names or token in values or token in COMPUTED, (name, token)
-    # Every setting is used by some template (directly, or through a value derived from it).
+    # Every setting is used by some template or builder (directly, or through a value derived from it).
+    read = _ReadSettings(values)
+    for build in export.BUILT.values():
+        build(RenderContext("airflow", read))
+    used |= read.read
     for derived, sources in settings.DERIVED_FROM.items():
         if derived in used:
             used |= set(sources)
