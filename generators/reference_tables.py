@@ -9,7 +9,6 @@ the pages.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 from pathlib import Path
@@ -120,19 +119,18 @@ def _peer_versions(peer: str, *roles: str) -> str:
 
 
 def versions_table(link: str = VERSIONS_PAGE) -> str:
-    """Supported versions: Airflow and Python from pyproject.toml, Grafana from the dashboard, the
+    """Supported versions: Airflow and Python from pyproject.toml, Grafana from the dashboard's builder, the
     peers (statsd_exporter, the Collector, Prometheus, Alertmanager, Jaeger) from testbed/peers.py's pins:
     the minimum is the pin playing ``minimum``, and every pin is a version the tests run. ``link``
     is docs/airflow-versions.md as the page holding the table reaches it."""
     from store_metrics.integration.compatibility import TESTED
+    from store_metrics.shipped.grafana.dashboard import OLDEST_GRAFANA as grafana
     from testbed import peers
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     (airflow,) = project["optional-dependencies"]["airflow"]
     low, high = re.findall(r"[<>]=?\s*([\d.]+)", airflow)
     python = project["requires-python"].lstrip(">=")
-    dashboard = json.loads((ROOT / "dashboards" / "store-metrics.json").read_text())
-    grafana = next(r["version"] for r in dashboard["__requires"] if r["id"] == "grafana")
     prometheus = peers.pin_for("prometheus", "minimum").version
     statsd_exporter = peers.pin_for("statsd_exporter", "minimum").version
     collector = peers.pin_for("otelcol", "minimum").version

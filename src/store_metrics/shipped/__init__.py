@@ -2,11 +2,14 @@
 
 ``store-metrics export --out DIR [--prefix PREFIX]`` writes them (``export`` has the layout);
 the repository's ``collector/``, ``dashboards/``, ``helm/`` and ``datadog/`` hold what it writes for
-the default prefix. The files are data: templates under ``templates/`` (package data), filled in
-by ``templating`` (catalogue names renamed exactly for the prefix). The dashboards' templates
-are built at development time by the repository's ``generators/`` (not installed).
+the default prefix. Most files are data: templates under ``templates/`` (package data), filled in
+by ``templating`` (catalogue names renamed exactly for the prefix). The Grafana dashboard and the
+Datadog dashboard and monitors are built from the catalogue when the export runs, for its prefix
+and settings.
 
 * ``templating``: the one templating mechanism (``@token@``);
+* ``render_context``: what the dashboards are built for (prefix, settings) and their JSON writer;
+* ``dashboard_facts``: what both dashboards share; ``grafana``, ``datadog``: their builders;
 * ``records``: the recorded series' names, which carry the prefix;
 * ``export``: the layout, the writer and the ``export`` command;
 * ``otel_collector``: the collector's metric filter, computed from the catalogue;

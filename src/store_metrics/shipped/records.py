@@ -7,8 +7,10 @@ starts with the Prometheus form of the metric prefix, as the raw series do: for 
 ``task:store_metrics_calls:increase``. So two prefixes exported into one Prometheus (two Airflow
 fleets, a prefix migration) record apart, and every panel and alert reads its own prefix's series.
 
-Templates and generators write a recorded series by its base name (the empty prefix's) as a token,
-``@record:task:store_metrics_calls:increase@`` (``templating`` fills it in with ``name``).
+Templates write a recorded series by its base name (the empty prefix's) as a token,
+``@record:task:store_metrics_calls:increase@`` (``templating`` fills it in with ``name``); the
+dashboards' builders by its base name too, named for the export's prefix by ``name``
+(``store_metrics.shipped.render_context.RenderContext.record``).
 """
 
 from __future__ import annotations

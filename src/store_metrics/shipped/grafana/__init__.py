@@ -1,5 +1,7 @@
-"""The Grafana dashboard, built at development time and shipped as a template.
+"""The Grafana dashboard (``dashboards/store-metrics.json``), built when ``store-metrics export`` runs,
+for its prefix and settings (a ``store_metrics.shipped.render_context.RenderContext``).
 
+* ``promql``: PromQL over the recorded calls of the rule files;
 * ``queries``: the query specs (``Measure``, ``Ratio``,
   ``TopK``, ``Server``, ``Footprint``) and the panel model;
 * ``rows``: the task side's rows, one builder per row, and the collapsed Triggers row (asset
