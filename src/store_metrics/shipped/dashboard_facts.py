@@ -1,4 +1,4 @@
-"""What the Grafana and Datadog generators share: titles, labels, the watchers' tag, the links.
+"""What the Grafana and Datadog builders share: titles, labels, the watchers' tag, the links.
 
 Both dashboards answer the same questions over the same labels; each fact is here once.
 """

@@ -1,10 +1,10 @@
 """The dashboard's query specs and panel model.
 
-Every task-side query is a small declarative spec (``Measure``, ``Ratio``,
-``TopK``) over the recorded calls (``CALLS``), so the tests can
-compute, independently of PromQL, what each query must return for the calls a scenario made
-(tests/test_prometheus_e2e.py reads ``spec.kind``, ``spec.by``, ``spec.series`` and the class
-names). ``Server`` is a literal query over the API server's recorded series, which have no DAG
+Every task-side query is a small declarative spec (``Measure``, ``Ratio``, ``TopK``) over the
+recorded calls (``promql.calls``), rendered for one export (a ``Measure`` carries its
+``RenderContext``), so the tests can compute, independently of PromQL, what each query must return
+for the calls a scenario made (tests/support/e2e.py reads ``spec.kind``, ``spec.by``, ``spec.series``
+and the class names). ``Server`` is a literal query over the API server's recorded series, which have no DAG
 labels and so take no DAG filter; ``Footprint`` one over the inventory's (``store-metrics
 inventory``), which take the DAG filter only.
 """
