@@ -228,7 +228,7 @@ def _add_catalogue(commands: argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _add_export(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from ..shipped.export import FOLDERS
+    from ..shipped.folders import FOLDERS
 
     folders = ", ".join(f"{folder}/" for folder in FOLDERS)
     export = commands.add_parser(

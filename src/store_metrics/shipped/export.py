@@ -51,6 +51,7 @@ from store_metrics.naming import is_valid_prefix
 from . import helm, kubernetes, otel_collector, rule_test_files, rules, settings, templating, victoriametrics
 from .datadog import dashboard as datadog_dashboard
 from .datadog import monitors as datadog_monitors
+from .folders import COLLECTOR, DASHBOARDS, DATADOG, FOLDERS, HELM, KUBERNETES
 from .grafana import dashboard as grafana_dashboard
 from .render_context import RenderContext
 
@@ -69,13 +70,6 @@ __all__ = [
     "run",
 ]
 
-COLLECTOR = PurePosixPath("collector")
-DASHBOARDS = PurePosixPath("dashboards")
-HELM = helm.FOLDER
-DATADOG = PurePosixPath("datadog")
-KUBERNETES = kubernetes.FOLDER
-#: The folders ``export`` writes; the repository keeps each at the same path.
-FOLDERS = (COLLECTOR, DASHBOARDS, HELM, DATADOG, KUBERNETES)
 _PROVISIONING = DASHBOARDS / "provisioning"
 _MONITORS = DATADOG / "monitors"
 

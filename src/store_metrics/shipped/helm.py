@@ -31,7 +31,7 @@ from pathlib import PurePosixPath
 from store_metrics import __version__, catalogue
 from store_metrics.config import options
 
-from . import templating
+from . import folders, templating
 
 __all__ = [
     "AIRFLOW_IMAGE",
@@ -54,7 +54,7 @@ __all__ = [
     "wheel",
 ]
 
-FOLDER = PurePosixPath("helm")
+FOLDER = folders.HELM
 FILENAME = "values-store-metrics.yaml"
 API_SERVER_FILENAME = "values-store-metrics-api-server.yaml"
 DEV_FILENAME = "values-store-metrics-dev.yaml"

@@ -26,7 +26,7 @@ from pathlib import PurePosixPath
 
 from store_metrics.config import options
 
-from . import helm, templating
+from . import folders, helm, templating
 
 __all__ = [
     "API_SERVER",
@@ -40,7 +40,7 @@ __all__ = [
     "rule_object_name",
 ]
 
-FOLDER = PurePosixPath("kubernetes")
+FOLDER = folders.KUBERNETES
 BASE = FOLDER / "base"
 STATSD = FOLDER / "statsd"
 API_SERVER = FOLDER / "api-server"
