@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..catalogue import OPERATION, Operation, Outcome, Store, metric_for
-from .contracts import Emitter
+from ..contracts import Emitter
 from .reads import _ABSENT, FirstRead
 
 

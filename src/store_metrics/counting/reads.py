@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..catalogue import retry_metric
-from .contracts import Emitter
+from ..contracts import Emitter
 
 
 class _Absent:
