@@ -323,8 +323,8 @@ class _MappingMixin:
     def _init_mapping(self) -> None:
         object.__setattr__(self, "_children", {})
 
-    def __getitem__(self: _Mapping, asset: AssetKey) -> AsyncStateStore:
-        inner_accessor = self._inner[asset]
+    def __getitem__(self: _Mapping, key: AssetKey) -> AsyncStateStore:
+        inner_accessor = self._inner[key]
         children = self._children
         wrapped = children.get(id(inner_accessor))
         if wrapped is None or unwrap(wrapped) is not inner_accessor:

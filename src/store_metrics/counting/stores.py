@@ -65,7 +65,7 @@ class AsyncStateStore(StateStore, Protocol):
 class AssetStores(AsyncStateStore, Protocol):
     """``context["asset_state_store"]``: each asset's store by subscript, and the single-asset sugar."""
 
-    def __getitem__(self, asset: AssetKey) -> AsyncStateStore: ...
+    def __getitem__(self, key: AssetKey) -> AsyncStateStore: ...
 
 
 if TYPE_CHECKING:
