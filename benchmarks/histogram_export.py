@@ -46,7 +46,7 @@ def _values(n: int) -> list[float]:
 
 def _delta(values: list[float]) -> Any:
     from store_metrics.catalogue import SERVER_DURATION
-    from store_metrics.counting.deltas import Buckets, HistogramDelta
+    from store_metrics.deltas import Buckets, HistogramDelta
     from store_metrics.naming import normalize_tags
 
     bounds = SERVER_DURATION.buckets

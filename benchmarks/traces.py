@@ -76,6 +76,8 @@ def load_today() -> Any:
         check=True,
         timeout=30,
     ).stdout
+    # The contracts have moved since, from counting/ to the package's top (below counting/).
+    source = source.replace("from .contracts import", "from ..contracts import")
     name = "store_metrics.counting._accessors_before_traces"
     spec = importlib.util.spec_from_loader(name, loader=None)
     assert spec is not None

@@ -20,9 +20,9 @@ from pathlib import Path
 
 def main() -> int:
     result_path, *dag_files = sys.argv[1:]
+    from store_metrics import native
     from store_metrics.commands.demo import _load_dag, _output_to
     from store_metrics.counting import runtime
-    from store_metrics.integration import native
 
     if os.environ.get("STORE_METRICS_TEST_SIMULATE_NATIVE") == "1":
         native.airflow_emits_state_store_metrics = lambda: True  # type: ignore[assignment]

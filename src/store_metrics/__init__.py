@@ -22,8 +22,8 @@ _API = {
     "unwrap": "counting.accessors",
     "METRICS": "catalogue",
     "Metric": "catalogue",
-    "Counter": "counting.contracts",
-    "Emitter": "counting.contracts",
+    "Counter": "contracts",
+    "Emitter": "contracts",
     "ConfigError": "errors",
     "MissingExtraError": "errors",
     "configure": "counting.runtime",
@@ -51,8 +51,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .catalogue import METRICS, Metric
+    from .contracts import Counter, Emitter
     from .counting.accessors import instrument_asset_store, instrument_task_store, unwrap
-    from .counting.contracts import Counter, Emitter
     from .counting.runtime import configure, get_emitter, set_emitter, shutdown
     from .errors import ConfigError, MissingExtraError
 

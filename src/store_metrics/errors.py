@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .counting.deltas import Delta
+    from .deltas import Delta
 
 
 class ConfigError(ValueError):

@@ -33,7 +33,7 @@ import re
 from collections.abc import Mapping
 
 from . import catalogue
-from .counting.deltas import TagTuple
+from .deltas import TagTuple
 
 #: The longest tag value, in characters after escaping: an asset name's limit in Airflow (a DAG or
 #: task id is at most 250).

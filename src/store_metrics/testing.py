@@ -27,9 +27,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from .catalogue import Metric
-from .counting.contracts import Counter
-from .counting.deltas import TagTuple
+from .contracts import Counter
 from .counting.runtime import set_emitter
+from .deltas import TagTuple
 from .emitter.series import CounterSeries, GaugeSeries, HistogramSeries
 from .naming import normalize_tags, tag_value
 

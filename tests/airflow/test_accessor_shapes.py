@@ -1,4 +1,5 @@
-"""The accessor fakes of the unit tests have the shape of the installed Airflow's accessors, and the
+"""The accessor fakes of the unit tests and the Protocols that say what an accessor is
+(``store_metrics.counting.stores``) have the shape of the installed Airflow's accessors, and the
 wrappers of the real classes pass ``isinstance``, ``==``, ``hash`` and ``repr`` through.
 
 Run on every Airflow release of the matrix (``scripts/matrix``): the Task SDK's accessors are what
@@ -13,10 +14,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
+from typing import Any
 
 import pytest
 
+from store_metrics.counting import stores
 from support.fake_accessors import FakeAssetStore, FakeAssetStores, FakeAsyncTaskStore, FakeTaskStore
 
 pytestmark = pytest.mark.airflow
@@ -71,15 +73,41 @@ def _fake_shape(cls: type) -> dict[str, list[list[str]]]:
     }
 
 
-def test_fakes_have_the_shape_of_airflows_accessors(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def real(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The installed Airflow's accessors: their methods' shapes, and how their wrappers behave."""
     pytest.importorskip("airflow.sdk")
     # A fresh process (importing Airflow reconfigures logging, which other tests read), with an
     # Airflow home of its own.
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path_factory.mktemp("airflow_home"))}
     command = [sys.executable, "-c", _REAL_SHAPES]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
-    real = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_the_protocols_say_what_airflows_accessors_are(real: dict[str, Any]) -> None:
+    """Each Protocol's methods are the SDK class's, parameter for parameter (the SDK's may add
+    keyword-only ones with a default: the task store's ``retention``); mypy checks the types against
+    the Airflow it runs with, this every release of the matrix."""
+    task_async = "aget" in real["shapes"]["TaskStateStoreAccessor"]
+    task_protocol = stores.AsyncStateStore if task_async else stores.StateStore
+    for protocol, sdk_class in (
+        (task_protocol, "TaskStateStoreAccessor"),
+        (stores.AsyncStateStore, "AssetStateStoreAccessor"),
+        (stores.AssetStores, "AssetStateStoreAccessors"),
+    ):
+        sdk = real["shapes"][sdk_class]
+        for name, parameters in _fake_shape(protocol).items():
+            assert name in sdk, (sdk_class, name)
+            extra = sdk[name][len(parameters) :]
+            assert sdk[name][: len(parameters)] == parameters, (sdk_class, name)
+            assert all(kind == "KEYWORD_ONLY" for _, kind in extra), (sdk_class, name, extra)
+    assert real["shapes"]["TaskStateStoreAccessor"]["set"][-1] == ["retention", "KEYWORD_ONLY"]
+
+
+def test_fakes_have_the_shape_of_airflows_accessors(real: dict[str, Any]) -> None:
     # Same methods, same parameter names and kinds (annotations differ: no Airflow types here).
     # The task accessor is sync only up to Task SDK 1.3; 1.4 (Airflow 3.4) adds the async four.
     task_async = "aget" in real["shapes"]["TaskStateStoreAccessor"]

@@ -52,7 +52,7 @@ _SERVER = textwrap.dedent(
     """
     from store_metrics import catalogue
     from store_metrics.backends.airflow_stats import create
-    from store_metrics.counting.deltas import Buckets, GaugeValue, HistogramDelta
+    from store_metrics.deltas import Buckets, GaugeValue, HistogramDelta
 
     class NoTotals:
         def totals(self, metric):
@@ -128,7 +128,7 @@ def test_an_export_that_fails_part_way_keeps_exactly_what_was_not_sent(
     pytest.importorskip("airflow.sdk.observability")
     from store_metrics import catalogue
     from store_metrics.backends import airflow_stats
-    from store_metrics.counting.deltas import Buckets, CounterDelta, HistogramDelta
+    from store_metrics.deltas import Buckets, CounterDelta, HistogramDelta
     from store_metrics.errors import PartialExport
 
     duration = catalogue.SERVER_DURATION

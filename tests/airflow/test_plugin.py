@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from store_metrics.integration import compatibility, native, plugin, task_listener
+from store_metrics import native
+from store_metrics.integration import compatibility, plugin, task_listener
 from testbed.airflow import clean_environ
 from testbed.endpoints import SilentTcpServer
 from testbed.ports import free_port

@@ -74,9 +74,9 @@ def test_a_task_loads_one_backend_and_never_the_server_the_ui_or_the_pipeline() 
     backends = [m for m in modules if m.startswith("store_metrics.backends.")]
     # The statsd backend, the UDP sender it shares with dogstatsd, and the lines they both send.
     assert backends == [
+        "store_metrics.backends.line_backend",
         "store_metrics.backends.statsd",
         "store_metrics.backends.statsd_lines",
-        "store_metrics.backends.line_backend",
     ]
     for never in (
         "store_metrics.api_server",

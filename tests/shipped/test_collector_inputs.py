@@ -41,7 +41,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import store_metrics
 from store_metrics import catalogue, naming
 from store_metrics.backends import statsd_lines
-from store_metrics.counting.deltas import Buckets
+from store_metrics.deltas import Buckets
 from support.peer_servers import Collector, StatsdExporter, scrape, send_lines
 from support.statsd_observations import exporter_buckets
 from support.stores import DictStore

@@ -13,7 +13,7 @@ import pytest
 
 import store_metrics
 from store_metrics import ConfigError, MissingExtraError
-from store_metrics.counting.contracts import NullEmitter
+from store_metrics.contracts import NullEmitter
 
 
 def workers() -> int:

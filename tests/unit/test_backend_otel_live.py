@@ -20,8 +20,8 @@ from store_metrics.backends import otel
 from store_metrics.backends.airflow_stats import AirflowStatsBackend
 from store_metrics.backends.none import NoneBackend
 from store_metrics.catalogue import Metric
-from store_metrics.counting.deltas import Buckets, CounterDelta, GaugeValue, HistogramDelta, TagTuple
 from store_metrics.counting.runtime import create_emitter
+from store_metrics.deltas import Buckets, CounterDelta, GaugeValue, HistogramDelta, TagTuple
 from store_metrics.naming import normalize_tags
 
 DURATION = catalogue.SERVER_DURATION

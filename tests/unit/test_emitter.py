@@ -20,7 +20,7 @@ import pytest
 
 import store_metrics
 from store_metrics import catalogue, logs
-from store_metrics.counting.contracts import NullEmitter
+from store_metrics.contracts import NullEmitter
 from store_metrics.emitter import OVERFLOW_TAG_VALUE, AggregatingEmitter
 from support.lines import parse_influx
 from support.stores import DictStore

@@ -16,11 +16,10 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from store_metrics import catalogue, naming
+from store_metrics import catalogue, deltas, naming
 from store_metrics.backends import statsd_lines
-from store_metrics.counting import deltas
-from store_metrics.counting.deltas import Buckets, GaugeValue
 from store_metrics.counting.runtime import create_emitter
+from store_metrics.deltas import Buckets, GaugeValue
 from store_metrics.emitter import GaugeSeries, HistogramSeries
 from support.statsd_observations import exporter_buckets
 from testbed.ports import free_port

@@ -8,7 +8,7 @@ import pytest
 
 import store_metrics
 from store_metrics import catalogue
-from store_metrics.counting.contracts import NullEmitter
+from store_metrics.contracts import NullEmitter
 from store_metrics.testing import MetricsRecorder, capture_metrics
 from support.stores import DictStore
 from testbed.udp import UdpReceiver

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..catalogue import OPERATION, Operation, Outcome, Store, metric_for, retry_metric
-from ..counting.contracts import Emitter
+from ..contracts import Emitter
 from .attribution import Tags
 from .routes import Route
 

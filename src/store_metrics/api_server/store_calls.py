@@ -24,7 +24,7 @@ from uuid import UUID
 
 from .. import logs
 from ..catalogue import Operation, Outcome, Store
-from ..counting.contracts import Emitter
+from ..contracts import Emitter
 from .attribution import NULL_TI, UNKNOWN_TAGS, WATCHER_TAGS, Lookup, Tags, lookup_attempt, requester
 from .caller import Attempt, Caller
 from .lookups import Lookups

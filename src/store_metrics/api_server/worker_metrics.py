@@ -124,7 +124,7 @@ def _route_tracing(traces: str) -> RouteTracing | None:
 
 def _airflow_counts_itself() -> bool:
     """Whether this Airflow counts state store calls itself: then neither side of the plugin does."""
-    from ..integration.native import airflow_emits_state_store_metrics
+    from ..native import airflow_emits_state_store_metrics
 
     if airflow_emits_state_store_metrics():
         logs.once(

@@ -12,7 +12,7 @@ import importlib.util
 from typing import Any
 
 from ..config.options import BACKEND_CHOICES, BACKENDS, backend_options
-from ..counting.contracts import Backend
+from ..contracts import Backend
 from ..errors import ConfigError, MissingExtraError
 
 __all__ = ["BACKENDS", "create_backend"]

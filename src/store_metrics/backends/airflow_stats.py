@@ -39,8 +39,8 @@ from airflow.sdk.observability import stats
 from .. import logs
 from ..catalogue import Metric
 from ..config.auto_backend import NONE, STATSD, AirflowMetrics, read_airflow_metrics
-from ..counting.contracts import TotalsSource
-from ..counting.deltas import Buckets, CounterDelta, Delta, GaugeValue, HistogramDelta, TagTuple, bucket_mean
+from ..contracts import TotalsSource
+from ..deltas import Buckets, CounterDelta, Delta, GaugeValue, HistogramDelta, TagTuple, bucket_mean
 from ..errors import PartialExport
 
 

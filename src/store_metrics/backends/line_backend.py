@@ -39,8 +39,8 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 
-from ..counting.contracts import TotalsSource
-from ..counting.deltas import Delta
+from ..contracts import TotalsSource
+from ..deltas import Delta
 from ..errors import Deferred, PartialExport
 from .statsd_lines import Line, Style, delta_lines, pack_lines
 

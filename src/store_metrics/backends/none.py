@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..counting.contracts import TotalsSource
-from ..counting.deltas import Delta
+from ..contracts import TotalsSource
+from ..deltas import Delta
 
 
 class NoneBackend:

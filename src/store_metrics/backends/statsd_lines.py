@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from .. import catalogue
-from ..counting.deltas import Buckets, CounterDelta, Delta, GaugeValue, sampled_observations
+from ..deltas import Buckets, CounterDelta, Delta, GaugeValue, sampled_observations
 from ..naming import wire_safe
 
 

@@ -25,8 +25,8 @@ from ..backends import create_backend
 from ..catalogue import CHECK
 from ..config.options import BY_NAME, SERVER_PROMETHEUS_PORTS, default, split_arguments
 from ..config.reader import OptionValues, read_options
-from ..counting.contracts import TotalsSource
-from ..counting.deltas import CounterDelta, TagTuple
+from ..contracts import TotalsSource
+from ..deltas import CounterDelta, TagTuple
 from ..emitter.registry import OVERFLOW_TAG_VALUE
 from ..errors import ConfigError, MissingExtraError, TagsLostError
 from ..integration import compatibility
@@ -100,7 +100,7 @@ def standing_down() -> str:
     """Whether the plugin stands down because this Airflow counts state store calls itself."""
     import importlib.util
 
-    from ..integration.native import airflow_emits_state_store_metrics
+    from ..native import airflow_emits_state_store_metrics
 
     if importlib.util.find_spec("airflow") is None:
         return "native counting: unknown (Airflow is not installed here)"

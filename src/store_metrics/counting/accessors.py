@@ -27,18 +27,35 @@ Every other wrapper keeps the one-add ``get``.
 A wrapper made with a ``tracer`` is a subclass whose methods (``tracing``) also make each call
 an OpenTelemetry CLIENT span; which class a wrapper is gets decided once, when it is made, so a
 wrapper without a tracer runs exactly the methods above and imports no OpenTelemetry.
+
+What an accessor is (its methods, as the Task SDK defines them) is said by the Protocols of
+``stores``; the wrappers are typed as the accessor they wrap, whose stand-in they are.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, SupportsIndex, TypeVar, cast
 
 from ..catalogue import OPERATION, Operation, Outcome, Store, metric_for
-from .contracts import Emitter
+from ..contracts import Emitter
 from .reads import _ABSENT, FirstRead
+from .stores import AssetStores, AsyncStateStore, StateStore
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+    from pydantic import JsonValue
+
+    from .stores import AssetKey
+    from .tracing import Tracing
+
+#: A counter series' ``add``, looked up once per wrapper: a call costs one attribute load and one add.
+Bump = Callable[[], None]
+#: The accessor a wrapper stands in for (``instrument_*`` return it typed as what they were given).
+S = TypeVar("S", bound=StateStore)
+T = TypeVar("T")
 
 
 class InstrumentedStore:
@@ -63,20 +80,36 @@ class InstrumentedStore:
         "_write",
     )
 
+    _inner: StateStore
+    _store: Store
+    _emitter: Emitter
+    _tags: dict[str, str]
+    _retry: FirstRead | None
+    _trace: Tracing | None
+    _found: Bump
+    _absent: Bump
+    _write: Bump
+    _delete: Bump
+    _clear: Bump
+    _err_get: Bump
+    _err_set: Bump
+    _err_delete: Bump
+    _err_clear: Bump
+
     def __init__(
         self,
-        inner: Any,
+        inner: StateStore,
         store: Store,
         emitter: Emitter,
         tags: Mapping[str, str],
-        retry: Any = None,
+        retry: FirstRead | None = None,
         *,
-        trace: Any = None,
+        trace: Tracing | None = None,
     ) -> None:
-        def bump(outcome: Outcome) -> Any:
+        def bump(outcome: Outcome) -> Bump:
             return emitter.counter(metric_for(store, outcome), tags).add
 
-        def bump_error(operation: Operation) -> Any:
+        def bump_error(operation: Operation) -> Bump:
             return emitter.counter(metric_for(store, Outcome.ERROR), {**tags, OPERATION: operation.value}).add
 
         object.__setattr__(self, "_inner", inner)
@@ -100,7 +133,7 @@ class InstrumentedStore:
 
     # -- the four operations -----------------------------------------------------------------
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: JsonValue = None) -> JsonValue:
         try:
             value = self._inner.get(key, _ABSENT)
         except Exception:
@@ -112,7 +145,7 @@ class InstrumentedStore:
         self._found()
         return value
 
-    def set(self, key: str, value: Any, **kwargs: Any) -> Any:
+    def set(self, key: str, value: JsonValue, **kwargs: object) -> object:
         # **kwargs carries the task store's keyword-only ``retention=`` (and anything a later
         # Airflow adds) through unchanged.
         try:
@@ -123,7 +156,7 @@ class InstrumentedStore:
         self._write()
         return result
 
-    def delete(self, key: str) -> Any:
+    def delete(self, key: str) -> object:
         try:
             result = self._inner.delete(key)
         except Exception:
@@ -132,7 +165,7 @@ class InstrumentedStore:
         self._delete()
         return result
 
-    def clear(self) -> Any:
+    def clear(self) -> object:
         try:
             result = self._inner.clear()
         except Exception:
@@ -148,7 +181,7 @@ class InstrumentedStore:
         # isinstance(store, TaskStateStoreAccessor) keeps working for operators that check.
         return type(self._inner)
 
-    def __getattr__(self, name: str) -> Any:
+    def __getattr__(self, name: str) -> object:
         # Only reached for names the wrapper lacks. Read the slot directly: on a half-built
         # instance (copy/pickle machinery) ``self._inner`` would land here again, forever.
         try:
@@ -157,7 +190,7 @@ class InstrumentedStore:
             raise AttributeError(name) from None
         return getattr(inner, name)
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         setattr(self._inner, name, value)
 
     def __delattr__(self, name: str) -> None:
@@ -181,17 +214,17 @@ class InstrumentedStore:
     def __dir__(self) -> list[str]:
         return dir(self._inner)
 
-    def __copy__(self) -> Any:
+    def __copy__(self) -> InstrumentedStore:
         inner = copy.copy(self._inner)
         return _wrap(inner, self._store, self._emitter, self._tags, _retry_of(self), trace=self._trace)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+    def __deepcopy__(self, memo: dict[int, object]) -> InstrumentedStore:
         # The emitter is shared, never copied: a copy counts into the same series (and a retried
         # attempt's copy shares its one decision).
         inner = copy.deepcopy(self._inner, memo)
         return _wrap(inner, self._store, self._emitter, self._tags, _retry_of(self), trace=self._trace)
 
-    def __reduce_ex__(self, protocol: Any) -> Any:
+    def __reduce_ex__(self, protocol: SupportsIndex) -> str | tuple[object, ...]:
         # Counters do not travel: another process has its own emitter.
         return self._inner.__reduce_ex__(protocol)
 
@@ -201,7 +234,9 @@ class InstrumentedAsyncStore(InstrumentedStore):
 
     __slots__ = ()
 
-    async def aget(self, key: str, default: Any = None) -> Any:
+    _inner: AsyncStateStore
+
+    async def aget(self, key: str, default: JsonValue = None) -> JsonValue:
         try:
             value = await self._inner.aget(key, _ABSENT)
         except Exception:
@@ -213,7 +248,7 @@ class InstrumentedAsyncStore(InstrumentedStore):
         self._found()
         return value
 
-    async def aset(self, key: str, value: Any, **kwargs: Any) -> Any:
+    async def aset(self, key: str, value: JsonValue, **kwargs: object) -> object:
         try:
             result = await (
                 self._inner.aset(key, value, **kwargs) if kwargs else self._inner.aset(key, value)
@@ -224,7 +259,7 @@ class InstrumentedAsyncStore(InstrumentedStore):
         self._write()
         return result
 
-    async def adelete(self, key: str) -> Any:
+    async def adelete(self, key: str) -> object:
         try:
             result = await self._inner.adelete(key)
         except Exception:
@@ -233,7 +268,7 @@ class InstrumentedAsyncStore(InstrumentedStore):
         self._delete()
         return result
 
-    async def aclear(self) -> Any:
+    async def aclear(self) -> object:
         try:
             result = await self._inner.aclear()
         except Exception:
@@ -243,7 +278,16 @@ class InstrumentedAsyncStore(InstrumentedStore):
         return result
 
 
-def _retried_answer(self: Any, value: Any, default: Any) -> Any:
+if TYPE_CHECKING:
+
+    class _Retried(InstrumentedAsyncStore):
+        """A retried attempt's task store, as its ``get``/``aget`` see it (for type checkers only:
+        the class is made by ``_class_for``, one per base)."""
+
+        _retry: FirstRead
+
+
+def _retried_answer(self: _Retried, value: JsonValue, default: JsonValue) -> JsonValue:
     """What a retried attempt's read answered: the call's counter, then the attempt's decision."""
     found = value is not _ABSENT
     (self._found if found else self._absent)()
@@ -251,7 +295,7 @@ def _retried_answer(self: Any, value: Any, default: Any) -> Any:
     return value if found else default
 
 
-def _retried_get(self: Any, key: str, default: Any = None) -> Any:
+def _retried_get(self: _Retried, key: str, default: JsonValue = None) -> JsonValue:
     """``get`` of a retried attempt's task store (a read that raised counts its error, decides nothing)."""
     try:
         value = self._inner.get(key, _ABSENT)
@@ -261,7 +305,7 @@ def _retried_get(self: Any, key: str, default: Any = None) -> Any:
     return _retried_answer(self, value, default)
 
 
-async def _retried_aget(self: Any, key: str, default: Any = None) -> Any:
+async def _retried_aget(self: _Retried, key: str, default: JsonValue = None) -> JsonValue:
     """``aget`` of a retried attempt's task store, as ``_retried_get``."""
     try:
         value = await self._inner.aget(key, _ABSENT)
@@ -279,15 +323,31 @@ class _MappingMixin:
     def _init_mapping(self) -> None:
         object.__setattr__(self, "_children", {})
 
-    def __getitem__(self, asset: Any) -> Any:
-        this: Any = self
-        inner_accessor = this._inner[asset]
-        children: dict[int, Any] = this._children
+    def __getitem__(self: _Mapping, key: AssetKey) -> AsyncStateStore:
+        inner_accessor = self._inner[key]
+        children = self._children
         wrapped = children.get(id(inner_accessor))
         if wrapped is None or unwrap(wrapped) is not inner_accessor:
-            wrapped = _wrap(inner_accessor, this._store, this._emitter, this._tags, trace=this._trace)
+            # It stands in for the asset's accessor (the same methods); made once per asset.
+            wrapped = cast(
+                "AsyncStateStore",
+                _wrap(inner_accessor, self._store, self._emitter, self._tags, trace=self._trace),
+            )
             children[id(inner_accessor)] = wrapped
         return wrapped
+
+
+if TYPE_CHECKING:
+
+    class _Mapping(Protocol):
+        """What the mixin's ``__getitem__`` reads of the mapping wrapper it is mixed into."""
+
+        _inner: AssetStores
+        _store: Store
+        _emitter: Emitter
+        _tags: dict[str, str]
+        _trace: Tracing | None
+        _children: dict[int, AsyncStateStore]
 
 
 class InstrumentedAssetMapping(_MappingMixin, InstrumentedStore):
@@ -295,15 +355,19 @@ class InstrumentedAssetMapping(_MappingMixin, InstrumentedStore):
 
     __slots__ = ("_children",)
 
+    _inner: AssetStores
+    #: Each asset's wrapper, by the id of the accessor it wraps.
+    _children: dict[int, AsyncStateStore]
+
     def __init__(
         self,
-        inner: Any,
+        inner: AssetStores,
         store: Store,
         emitter: Emitter,
         tags: Mapping[str, str],
-        retry: Any = None,
+        retry: FirstRead | None = None,
         *,
-        trace: Any = None,
+        trace: Tracing | None = None,
     ) -> None:
         super().__init__(inner, store, emitter, tags, retry, trace=trace)
         self._init_mapping()
@@ -314,15 +378,19 @@ class InstrumentedAsyncAssetMapping(_MappingMixin, InstrumentedAsyncStore):
 
     __slots__ = ("_children",)
 
+    _inner: AssetStores
+    #: Each asset's wrapper, by the id of the accessor it wraps.
+    _children: dict[int, AsyncStateStore]
+
     def __init__(
         self,
-        inner: Any,
+        inner: AssetStores,
         store: Store,
         emitter: Emitter,
         tags: Mapping[str, str],
-        retry: Any = None,
+        retry: FirstRead | None = None,
         *,
-        trace: Any = None,
+        trace: Tracing | None = None,
     ) -> None:
         super().__init__(inner, store, emitter, tags, retry, trace=trace)
         self._init_mapping()
@@ -336,24 +404,24 @@ _ALL_ASYNC = frozenset(ASYNC_METHODS)
 @functools.cache
 def _class_for(
     mapping: bool, async_methods: frozenset[str], retried: bool = False, traced: bool = False
-) -> type:
+) -> type[InstrumentedStore]:
     """The wrapper class for an inner accessor with exactly these async methods (a retried attempt's
     task store: its ``get`` and, where it has one, ``aget`` also decide ``FirstRead``; a traced
     wrapper: every method also a span, ``tracing``, which decides a retry itself)."""
-    namespace: dict[str, Any]
+    namespace: dict[str, object]
     if traced:
         from . import tracing
 
         base = _class_for(mapping, async_methods)
         names = ("get", "set", "delete", "clear", *sorted(async_methods))
         namespace = {"__slots__": (), **{name: tracing.METHODS[name] for name in names}}
-        return type(f"{base.__name__}[traced]", (base,), namespace)
+        return _subclass(f"{base.__name__}[traced]", base, namespace)
     if retried:
         base = _class_for(mapping, async_methods)
         namespace = {"__slots__": (), "get": _retried_get}
         if "aget" in async_methods:
             namespace["aget"] = _retried_aget
-        return type(f"{base.__name__}[retried]", (base,), namespace)
+        return _subclass(f"{base.__name__}[retried]", base, namespace)
     if not async_methods:
         return InstrumentedAssetMapping if mapping else InstrumentedStore
     if async_methods == _ALL_ASYNC:
@@ -363,7 +431,14 @@ def _class_for(
     namespace = {"__slots__": ()}
     for name in sorted(async_methods):
         namespace[name] = InstrumentedAsyncStore.__dict__[name]
-    return type(f"{base.__name__}[{','.join(sorted(async_methods))}]", (base,), namespace)
+    return _subclass(f"{base.__name__}[{','.join(sorted(async_methods))}]", base, namespace)
+
+
+def _subclass(
+    name: str, base: type[InstrumentedStore], namespace: dict[str, object]
+) -> type[InstrumentedStore]:
+    """A subclass of ``base`` with these methods (made once per kind of wrapper, ``_class_for``)."""
+    return cast("type[InstrumentedStore]", type(name, (base,), namespace))
 
 
 def is_instrumented(obj: object) -> bool:
@@ -371,27 +446,27 @@ def is_instrumented(obj: object) -> bool:
     return issubclass(type(obj), _WRAPPERS)
 
 
-def unwrap(obj: Any) -> Any:
+def unwrap(obj: T) -> T:
     """The accessor inside a wrapper, or ``obj`` itself."""
     while is_instrumented(obj):
         obj = object.__getattribute__(obj, "_inner")
     return obj
 
 
-def _retry_of(wrapper: Any) -> FirstRead | None:
+def _retry_of(wrapper: InstrumentedStore) -> FirstRead | None:
     retry: FirstRead | None = object.__getattribute__(wrapper, "_retry")
     return retry
 
 
 def _wrap(
-    inner: Any,
+    inner: StateStore,
     store: Store,
     emitter: Emitter,
     tags: Mapping[str, str],
     retry: FirstRead | None = None,
     *,
-    trace: Any = None,
-) -> Any:
+    trace: Tracing | None = None,
+) -> InstrumentedStore:
     async_methods = frozenset(name for name in ASYNC_METHODS if hasattr(inner, name))
     mapping = hasattr(type(inner), "__getitem__")
     cls = _class_for(mapping, async_methods, retry is not None, trace is not None)
@@ -399,15 +474,15 @@ def _wrap(
 
 
 def instrument_task_store(
-    inner: Any,
+    inner: S,
     emitter: Emitter,
     tags: Mapping[str, str],
     *,
     retried: bool = False,
-    tracer: Any = None,
+    tracer: Tracer | None = None,
     trace_keys: bool = False,
-    task_span: Any = None,
-) -> Any:
+    task_span: Span | None = None,
+) -> S:
     """Wrap ``context["task_state_store"]``. Already-wrapped accessors are returned as they are.
 
     ``retried``: the store of a retried attempt's first execution (``try_number >= 2``, not resumed
@@ -420,24 +495,36 @@ def instrument_task_store(
     if is_instrumented(inner):
         return inner
     if tracer is None:
-        return _wrap(inner, Store.TASK, emitter, tags, FirstRead(emitter, tags) if retried else None)
-    from . import tracing
+        wrapper = _wrap(inner, Store.TASK, emitter, tags, FirstRead(emitter, tags) if retried else None)
+    else:
+        from . import tracing
 
-    retry = tracing.TracedFirstRead(emitter, tags, task_span) if retried else None
-    return _wrap(
-        inner, Store.TASK, emitter, tags, retry, trace=tracing.Tracing(tracer, Store.TASK, trace_keys)
-    )
+        retry = tracing.TracedFirstRead(emitter, tags, task_span) if retried else None
+        wrapper = _wrap(
+            inner, Store.TASK, emitter, tags, retry, trace=tracing.Tracing(tracer, Store.TASK, trace_keys)
+        )
+    # The wrapper stands in for the accessor: same methods, and isinstance sees the accessor's class.
+    return cast("S", wrapper)
 
 
 def instrument_asset_store(
-    inner: Any, emitter: Emitter, tags: Mapping[str, str], *, tracer: Any = None, trace_keys: bool = False
-) -> Any:
+    inner: S,
+    emitter: Emitter,
+    tags: Mapping[str, str],
+    *,
+    tracer: Tracer | None = None,
+    trace_keys: bool = False,
+) -> S:
     """Wrap ``context["asset_state_store"]`` (the mapping or one asset's accessor); ``tracer`` and
     ``trace_keys`` as for ``instrument_task_store``."""
     if is_instrumented(inner):
         return inner
     if tracer is None:
-        return _wrap(inner, Store.ASSET, emitter, tags)
-    from . import tracing
+        wrapper = _wrap(inner, Store.ASSET, emitter, tags)
+    else:
+        from . import tracing
 
-    return _wrap(inner, Store.ASSET, emitter, tags, trace=tracing.Tracing(tracer, Store.ASSET, trace_keys))
+        wrapper = _wrap(
+            inner, Store.ASSET, emitter, tags, trace=tracing.Tracing(tracer, Store.ASSET, trace_keys)
+        )
+    return cast("S", wrapper)

@@ -6,10 +6,13 @@ handed to the inner ``get``, and a retried attempt's one decision (``FirstRead``
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Final, cast
 
 from ..catalogue import retry_metric
-from .contracts import Emitter
+from ..contracts import Emitter
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
 
 class _Absent:
@@ -21,7 +24,8 @@ class _Absent:
         return "<store_metrics absent>"
 
 
-_ABSENT: Any = _Absent()
+#: Typed as a value, since it goes where the caller's ``default`` would; it never leaves the wrappers.
+_ABSENT: Final = cast("JsonValue", _Absent())
 
 
 class FirstRead:

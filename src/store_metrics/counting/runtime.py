@@ -11,8 +11,8 @@ from typing import Any
 
 from ..backends import create_backend
 from ..config.options import AUTO, EMITTER_OPTIONS, default, split_arguments
+from ..contracts import Emitter, NullEmitter
 from ..emitter import AggregatingEmitter
-from .contracts import Emitter, NullEmitter
 
 _lock = threading.Lock()
 _active: Emitter = NullEmitter()

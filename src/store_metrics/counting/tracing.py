@@ -26,15 +26,34 @@ wrapper's methods unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from contextlib import suppress
-from typing import Any, Final
+from typing import TYPE_CHECKING, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
 
 from ..catalogue import Store
+from ..contracts import Emitter
 from .reads import _ABSENT, FirstRead
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
+
+    from .accessors import Bump, InstrumentedAsyncStore, InstrumentedStore
+
+    class _Traced(InstrumentedStore):
+        """A traced wrapper, as its methods see it (for type checkers only: ``accessors`` makes the
+        class, a subclass of the counting one with these methods)."""
+
+        _trace: Tracing
+
+    class _TracedAsync(InstrumentedAsyncStore):
+        """A traced wrapper of an accessor with the async methods, as ``_Traced``."""
+
+        _trace: Tracing
+
 
 DB_SYSTEM_NAME: Final = "db.system.name"
 DB_COLLECTION_NAME: Final = "db.collection.name"
@@ -56,7 +75,7 @@ _detach = otel_context.detach
 _in_context = trace.set_span_in_context
 
 
-def tracer_from(provider: Any = None) -> Any:
+def tracer_from(provider: TracerProvider | None = None) -> Tracer:
     """This package's tracer, from ``provider`` or the global tracer provider (Airflow's)."""
     from .. import __version__
 
@@ -75,7 +94,7 @@ class Tracing:
 
     __slots__ = ("attributes", "keys", "names", "tracer")
 
-    def __init__(self, tracer: Any, store: Store, keys: bool = False) -> None:
+    def __init__(self, tracer: Tracer, store: Store, keys: bool = False) -> None:
         self.tracer = tracer
         self.keys = keys
         collection = store.value
@@ -89,7 +108,7 @@ class Tracing:
                 DB_OPERATION_NAME: operation,
             }
 
-    def start(self, operation: str, key: Any = None) -> Any:
+    def start(self, operation: str, key: str | None = None) -> Span:
         span = self.tracer.start_span(
             self.names[operation], kind=_CLIENT, attributes=self.attributes[operation]
         )
@@ -98,14 +117,14 @@ class Tracing:
         return span
 
 
-def _exemplar(add: Any, span: Any) -> None:
+def _exemplar(add: Bump, span: Span) -> None:
     """Leave ``span``'s context on the counter series ``add`` belongs to, when the span is sampled
     (the counter's exemplar: what OpenTelemetry's ``trace_based`` filter would keep)."""
     span_context = span.get_span_context()
     if span_context.trace_flags.sampled:
         # A counter of another kind (a test's stand-in) has no exemplar to keep.
         with suppress(AttributeError):
-            add.__self__.exemplar = span_context
+            add.__self__.exemplar = span_context  # type: ignore[attr-defined]  # a series' bound add
 
 
 class TracedFirstRead(FirstRead):
@@ -113,11 +132,11 @@ class TracedFirstRead(FirstRead):
 
     __slots__ = ("_task_span",)
 
-    def __init__(self, emitter: Any, tags: Any, task_span: Any) -> None:
+    def __init__(self, emitter: Emitter, tags: Mapping[str, str], task_span: Span | None) -> None:
         super().__init__(emitter, tags)
         self._task_span = task_span
 
-    def decide_on(self, found: bool, span: Any) -> None:
+    def decide_on(self, found: bool, span: Span) -> None:
         """Decide (once), and put the decision on the read's span and the task's span."""
         try:
             resumed, not_resumed = self._pending.pop()
@@ -139,14 +158,14 @@ def error_type(exc: BaseException) -> str:
     return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
 
 
-def _failed(span: Any, exc: BaseException) -> None:
+def _failed(span: Span, exc: BaseException) -> None:
     span.set_attribute(OUTCOME, "error")
     span.set_attribute(ERROR_TYPE, error_type(exc))
     span.record_exception(exc)
     span.set_status(Status(StatusCode.ERROR, type(exc).__name__))
 
 
-def _read(self: Any, span: Any, value: Any, default: Any) -> Any:
+def _read(self: _Traced | _TracedAsync, span: Span, value: JsonValue, default: JsonValue) -> JsonValue:
     found = value is not _ABSENT
     if found:
         self._found()
@@ -162,7 +181,7 @@ def _read(self: Any, span: Any, value: Any, default: Any) -> Any:
     return value if found else default
 
 
-def get(self: Any, key: str, default: Any = None) -> Any:
+def get(self: _Traced, key: str, default: JsonValue = None) -> JsonValue:
     span = self._trace.start("get", key)
     token = _attach(_in_context(span))
     try:
@@ -179,7 +198,7 @@ def get(self: Any, key: str, default: Any = None) -> Any:
         span.end()
 
 
-def set(self: Any, key: str, value: Any, **kwargs: Any) -> Any:
+def set(self: _Traced, key: str, value: JsonValue, **kwargs: object) -> object:
     span = self._trace.start("set", key)
     token = _attach(_in_context(span))
     try:
@@ -199,7 +218,7 @@ def set(self: Any, key: str, value: Any, **kwargs: Any) -> Any:
         span.end()
 
 
-def delete(self: Any, key: str) -> Any:
+def delete(self: _Traced, key: str) -> object:
     span = self._trace.start("delete", key)
     token = _attach(_in_context(span))
     try:
@@ -219,7 +238,7 @@ def delete(self: Any, key: str) -> Any:
         span.end()
 
 
-def clear(self: Any) -> Any:
+def clear(self: _Traced) -> object:
     span = self._trace.start("clear")
     token = _attach(_in_context(span))
     try:
@@ -239,7 +258,7 @@ def clear(self: Any) -> Any:
         span.end()
 
 
-async def aget(self: Any, key: str, default: Any = None) -> Any:
+async def aget(self: _TracedAsync, key: str, default: JsonValue = None) -> JsonValue:
     span = self._trace.start("get", key)
     token = _attach(_in_context(span))
     try:
@@ -256,7 +275,7 @@ async def aget(self: Any, key: str, default: Any = None) -> Any:
         span.end()
 
 
-async def aset(self: Any, key: str, value: Any, **kwargs: Any) -> Any:
+async def aset(self: _TracedAsync, key: str, value: JsonValue, **kwargs: object) -> object:
     span = self._trace.start("set", key)
     token = _attach(_in_context(span))
     try:
@@ -278,7 +297,7 @@ async def aset(self: Any, key: str, value: Any, **kwargs: Any) -> Any:
         span.end()
 
 
-async def adelete(self: Any, key: str) -> Any:
+async def adelete(self: _TracedAsync, key: str) -> object:
     span = self._trace.start("delete", key)
     token = _attach(_in_context(span))
     try:
@@ -298,7 +317,7 @@ async def adelete(self: Any, key: str) -> Any:
         span.end()
 
 
-async def aclear(self: Any) -> Any:
+async def aclear(self: _TracedAsync) -> object:
     span = self._trace.start("clear")
     token = _attach(_in_context(span))
     try:
@@ -319,7 +338,7 @@ async def aclear(self: Any) -> Any:
 
 
 #: The traced methods, by the accessor method they replace.
-METHODS: Final[dict[str, Any]] = {
+METHODS: Final[dict[str, Callable[..., object]]] = {
     "get": get,
     "set": set,
     "delete": delete,

@@ -22,8 +22,8 @@ from typing import Final, cast
 from .. import logs
 from ..catalogue import Kind, Metric
 from ..config.options import default
-from ..counting.contracts import Backend
-from ..counting.deltas import TagTuple
+from ..contracts import Backend
+from ..deltas import TagTuple
 from . import process
 from .delivery import Delivery
 from .registry import SeriesRegistry

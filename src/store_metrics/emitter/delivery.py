@@ -23,8 +23,8 @@ from typing import cast
 
 from .. import logs
 from ..catalogue import Kind
-from ..counting.contracts import Backend, LiveHistograms, Paced
-from ..counting.deltas import Delta
+from ..contracts import Backend, LiveHistograms, Paced
+from ..deltas import Delta
 from ..errors import Deferred, PartialExport
 from .registry import SeriesRegistry
 from .series import LiveTarget

@@ -16,7 +16,7 @@ from typing import Final
 
 from .. import logs
 from ..catalogue import OVERFLOW, Kind, Metric
-from ..counting.deltas import Delta, TagTuple
+from ..deltas import Delta, TagTuple
 from ..naming import normalize_tags
 from .series import CounterSeries, GaugeSeries, HistogramSeries, LiveTarget, Series
 

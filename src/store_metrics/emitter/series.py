@@ -24,8 +24,8 @@ from typing import Protocol
 
 from .. import logs
 from ..catalogue import Metric
-from ..counting.contracts import LiveHistograms
-from ..counting.deltas import Buckets, CounterDelta, Delta, GaugeValue, HistogramDelta, TagTuple
+from ..contracts import LiveHistograms
+from ..deltas import Buckets, CounterDelta, Delta, GaugeValue, HistogramDelta, TagTuple
 
 
 class Series(Protocol):

@@ -6,10 +6,12 @@
 * ``triggerer`` -- counts the calls of the triggerer's triggers (Airflow internals, isolated);
 * ``startup`` -- sets a process up to count, once: what the listener and the triggerer call;
 * ``task_tags`` -- a task instance's tags, read one way for tasks and triggers;
-* ``native`` -- whether the installed Airflow counts state store calls itself;
 * ``provider_info`` -- what Airflow's providers manager reads (entry point
   ``apache_airflow_provider``);
 * ``compatibility`` -- the tested Airflow releases, and what ``check`` says about this one.
+
+Whether the installed Airflow counts state store calls itself is ``store_metrics.native``, below
+this package and the API server's, which both ask it.
 
 Importing this package loads nothing: every Airflow process loads the plugin.
 """

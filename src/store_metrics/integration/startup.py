@@ -35,7 +35,7 @@ def ensure_emitter() -> bool:
     from ..config.reader import read_options
     from ..counting import runtime
     from ..errors import ConfigError, MissingExtraError
-    from .native import airflow_emits_state_store_metrics
+    from ..native import airflow_emits_state_store_metrics
 
     if airflow_emits_state_store_metrics():
         logs.once(

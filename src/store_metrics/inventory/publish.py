@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from ..counting.contracts import Emitter
+from ..contracts import Emitter
 from ..naming import normalize_tags
 from .collect import Snapshot
 from .gauges import snapshot_series

@@ -50,8 +50,8 @@ from opentelemetry.sdk.metrics import MeterProvider
 
 from ...catalogue import Metric
 from ...config.options import default
-from ...counting.contracts import TotalsSource
-from ...counting.deltas import Delta, GaugeValue, HistogramDelta, TagTuple, sampled_observations
+from ...contracts import TotalsSource
+from ...deltas import Delta, GaugeValue, HistogramDelta, TagTuple, sampled_observations
 from ...errors import PartialExport
 from . import meter_provider as _provider
 from .dependencies import require_exporter

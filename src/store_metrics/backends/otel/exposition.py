@@ -61,7 +61,7 @@ from prometheus_client.utils import floatToGoString as _float_to_go
 
 from ... import __version__, catalogue, logs
 from ...catalogue import Kind, Metric, full_name
-from ...counting.deltas import HistogramDelta, TagTuple
+from ...deltas import HistogramDelta, TagTuple
 from .instruments import METER_NAME
 
 #: prometheus_client's formatting of a sample value (Go's float text: ``1.0``, ``1e+09``, ``+Inf``).

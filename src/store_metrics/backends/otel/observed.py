@@ -22,8 +22,8 @@ from opentelemetry.metrics import CallbackOptions, Observation
 
 from ... import catalogue
 from ...catalogue import Metric
-from ...counting.contracts import TotalsSource
-from ...counting.deltas import TagTuple
+from ...contracts import TotalsSource
+from ...deltas import TagTuple
 
 
 class Observed:

@@ -1,9 +1,9 @@
 """The values that travel from the emitter to a backend: what one series counted since the last push.
 
 Plain immutable data, imported by the tags (``store_metrics.naming``), the contracts
-(``contracts``), the emitter and every backend; it imports nothing of ours but the catalogue,
-so none of them import each other through it. A histogram's buckets also say which observations
-stand for them downstream (``sampled_observations``), the same for every backend.
+(``store_metrics.contracts``), the errors, the emitter and every backend; it imports nothing of ours
+but the catalogue, so none of them import each other through it. A histogram's buckets also say
+which observations stand for them downstream (``sampled_observations``), the same for every backend.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ..catalogue import Metric
+from .catalogue import Metric
 
 #: A tag set as the emitter holds it: put to the tag value rule, in wire order, hashable.
 TagTuple = tuple[tuple[str, str], ...]

@@ -9,6 +9,9 @@
   implements; ``AggregatingEmitter`` drives it off the hot path.
   Counters reach it as ``CounterDelta`` (or, for pull backends,
   through ``TotalsSource``), histograms as ``HistogramDelta`` and gauges as ``GaugeValue``.
+
+Below the counting core, the emitter and the backends, which all import it: it imports only the
+catalogue and the deltas (``store_metrics.deltas``), so none of them reach another through it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from ..catalogue import Metric
+from .catalogue import Metric
 from .deltas import Delta, TagTuple
 
 

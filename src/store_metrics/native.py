@@ -10,7 +10,7 @@ import functools
 import inspect
 from pathlib import Path
 
-from ..catalogue import Outcome, Store, metric_for
+from .catalogue import Outcome, Store, metric_for
 
 #: The metric whose presence in Airflow's own registry says Airflow counts natively.
 _NATIVE_METRIC = metric_for(Store.TASK, Outcome.READ_FOUND).name
