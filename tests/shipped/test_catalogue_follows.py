@@ -42,7 +42,7 @@ pytestmark = pytest.mark.slow
 
 PREFIX = "airflow"
 #: The new metrics, as catalogue.py's text gets them: (anchor in catalogue.py, text put before it).
-_TASK = '''
+_TASK = """
 READ_STALE = Metric(
     name="task_state_store.read_stale",
     kind=Kind.COUNTER,
@@ -50,8 +50,8 @@ READ_STALE = Metric(
     tags=BASE_TAGS,
     recording=Recording(CALLS_RECORDING, ((STORE, Store.TASK.tag), (OUTCOME, "read_stale"))),
 )
-'''
-_SERVER = '''
+"""
+_SERVER = """
 SERVER_RETRIES = Metric(
     name="api_server.state_store.retries",
     kind=Kind.COUNTER,
@@ -60,8 +60,8 @@ SERVER_RETRIES = Metric(
     optional_tags=(),
     unit="{request}",
 )
-'''
-_GAUGE = '''
+"""
+_GAUGE = """
 LARGEST_VALUE = Metric(
     name="asset_state_store.footprint.largest_value",
     kind=Kind.GAUGE,
@@ -70,7 +70,7 @@ LARGEST_VALUE = Metric(
     optional_tags=(),
     unit="By",
 )
-'''
+"""
 #: The hand edits, as (old text, new text) of catalogue.py: each old text occurs exactly once.
 EDITS: tuple[tuple[str, str], ...] = (
     (
@@ -81,7 +81,10 @@ EDITS: tuple[tuple[str, str], ...] = (
     ("    LONG_STALLS,\n)\n", "    LONG_STALLS,\n    SERVER_RETRIES,\n)\n"),
     ("INVENTORY_UP = Metric(", _GAUGE + "\nINVENTORY_UP = Metric("),
     ("    INVENTORY_FOOTPRINT_AGE,\n)\n", "    INVENTORY_FOOTPRINT_AGE,\n    LARGEST_VALUE,\n)\n"),
-    ("\n#: Every metric an API server worker emits.", _SERVER + "\n#: Every metric an API server worker emits."),
+    (
+        "\n#: Every metric an API server worker emits.",
+        _SERVER + "\n#: Every metric an API server worker emits.",
+    ),
 )
 
 TASK_COUNTER = {
@@ -226,20 +229,25 @@ def test_the_recipe_edits_only_the_catalogue(plain: Tree, grown: Tree) -> None:
 
 
 @pytest.mark.parametrize("name", MAPPINGS)
-def test_each_statsd_mapping_gains_the_new_metric_and_nothing_else(plain: Tree, grown: Tree, name: str) -> None:
+def test_each_statsd_mapping_gains_the_new_metric_and_nothing_else(
+    plain: Tree, grown: Tree, name: str
+) -> None:
     before = plain.yaml(f"collector/{name}")["mappings"]
     after = grown.yaml(f"collector/{name}")["mappings"]
     assert MAPPINGS[name] in after and [entry for entry in after if entry != MAPPINGS[name]] == before
     # Only the list changed: the file's prose is the template's.
-    new_entry = "\n".join(line for line in grown.text(f"collector/{name}").splitlines() if line not in {
-        *plain.text(f"collector/{name}").splitlines()
-    })
+    new_entry = "\n".join(
+        line
+        for line in grown.text(f"collector/{name}").splitlines()
+        if line not in {*plain.text(f"collector/{name}").splitlines()}
+    )
     assert MAPPINGS[name]["match"] in new_entry and "#" not in new_entry
 
 
 def test_the_helm_values_map_the_new_counters_as_the_chart_loads_them(plain: Tree, grown: Tree) -> None:
     before = plain.yaml("helm/values-store-metrics.yaml")["statsd"]["extraMappings"]
     after = grown.yaml("helm/values-store-metrics.yaml")["statsd"]["extraMappings"]
+    assert TASK_COUNTER in after and SERVER_COUNTER in after
     assert [entry for entry in after if entry not in (TASK_COUNTER, SERVER_COUNTER)] == before
     task_side, server_side = (grown.yaml(f"collector/{name}")["mappings"] for name in list(MAPPINGS)[:2])
     assert after == [*task_side, *server_side]
@@ -256,7 +264,9 @@ def test_the_rules_record_the_new_counter_with_the_calls(plain: Tree, grown: Tre
     record, count = added
     assert record["labels"] == {"store": "task", "outcome": "read_stale"}
     assert set(re.findall(r"airflow_\w+_total", record["expr"])) == {TASK_COUNTER["name"]}
-    assert re.search(r"sum by \(cluster, job, dag_id, task_id, run_type, operator, team_name\)", record["expr"])
+    assert re.search(
+        r"sum by \(cluster, job, dag_id, task_id, run_type, operator, team_name\)", record["expr"]
+    )
     # The series count of StateStoreMetricsMissing: the old one's counters and the new counter.
     old_count = next(rule for rule in before if rule.get("record") == SERIES_COUNT_RECORD)
     assert [rule for rule in after if rule not in added] == [r for r in before if r is not old_count]
@@ -281,7 +291,9 @@ def test_the_prometheus_rule_object_holds_the_new_rules(grown: Tree) -> None:
 
 @pytest.mark.parametrize("name", ["otel-collector.yaml", "otel-collector-front.yaml"])
 @pytest.mark.parametrize("prefix", ["airflow", "my.corp", ""])
-def test_the_collector_keeps_the_new_metrics_under_any_prefix(grown: Tree, plain: Tree, name: str, prefix: str) -> None:
+def test_the_collector_keeps_the_new_metrics_under_any_prefix(
+    grown: Tree, plain: Tree, name: str, prefix: str
+) -> None:
     def keeps(tree: Tree, metric: str) -> bool:
         conditions = tree.yaml(f"collector/{name}")["processors"]["filter/store_metrics"]["metrics"]["metric"]
         (pattern,) = {re.fullmatch(r'not IsMatch\(name, "(.*)"\)', c)[1] for c in conditions}  # type: ignore[index]
@@ -298,9 +310,10 @@ def test_the_docs_metric_tables_list_the_new_metrics(plain: Tree, grown: Tree) -
         return [line for line in grown.docs[block].splitlines() if line not in plain.docs[block].splitlines()]
 
     (task, gauge) = added("catalogue")
-    assert task.startswith(f"| `{TASK_COUNTER['match']}` | `{TASK_COUNTER['name']}` | ") and str(
-        TASK_COUNTER["help"]
-    ) in task
+    assert (
+        task.startswith(f"| `{TASK_COUNTER['match']}` | `{TASK_COUNTER['name']}` | ")
+        and str(TASK_COUNTER["help"]) in task
+    )
     assert gauge.startswith(f"| `{GAUGE['match']}` | `{GAUGE['name']}` | ") and str(GAUGE["help"]) in gauge
     (server,) = added("server-metrics")
     assert f"`{SERVER_COUNTER['match']}`" in server and str(SERVER_COUNTER["help"]) in server
@@ -323,7 +336,9 @@ def _alternations(text: str) -> list[set[str]]:
 @DASHBOARDS_AT_EXPORT
 def test_the_grafana_dashboard_counts_the_new_counter_with_every_call(grown: Tree) -> None:
     every_call = {f"airflow_{name.replace('.', '_')}_total" for name in CALL_COUNTERS}
-    selections = [names for names in _alternations(grown.text("dashboards/store-metrics.json")) if every_call <= names]
+    selections = [
+        names for names in _alternations(grown.text("dashboards/store-metrics.json")) if every_call <= names
+    ]
     assert selections, "no panel selects every call counter by name"
     assert all(TASK_COUNTER["name"] in names for names in selections)
 
@@ -336,7 +351,9 @@ def test_the_datadog_dashboard_counts_the_new_counter_with_every_call(grown: Tre
     def walk(node: object) -> None:
         if isinstance(node, dict):
             if isinstance(node.get("queries"), list):
-                requests.append({re.sub(r"^\w+:([\w.]+)\{.*", r"\1", q.get("query", "")) for q in node["queries"]})
+                requests.append(
+                    {re.sub(r"^\w+:([\w.]+)\{.*", r"\1", q.get("query", "")) for q in node["queries"]}
+                )
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
