@@ -42,19 +42,20 @@ _TTL_SETTING = {Kind.COUNTER: "statsd_ttl", Kind.HISTOGRAM: "statsd_ttl", Kind.G
 # What keeps a YAML 1.1 plain scalar from reading back as the same string: an indicator first, a
 # ": " or " #" inside, a ":" last, spaces at either end; or a value the resolvers would type (a
 # number, a boolean, null, a timestamp).
-_INDICATOR_FIRST = re.compile(r"^([-?:,\[\]{}#&*!|>'\"%@`]|$)")
+_INDICATOR_FIRST = re.compile(r"^([,\[\]{}#&*!|>'\"%@`]|[-?:](\s|$)|$)")
 _INSIDE = re.compile(r": | #|:$|^\s|\s$")
 _TYPED = re.compile(
-    r"^(?:[-+]?[0-9][0-9_.:eExXoObB+-]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)|~|null|Null|NULL"
+    r"^(?:[-+]?[0-9][0-9a-zA-Z_.:+-]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)|~|null|Null|NULL"
     r"|y|Y|yes|Yes|YES|n|N|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF|=|<<)$"
 )
 _PRINTABLE_ASCII = re.compile(r"^[\x20-\x7e]*$")
 
 
 def yaml_scalar(text: str) -> str:
-    """``text`` as a one-line YAML scalar that reads back as exactly this string, written as PyYAML
-    writes it (``yaml.safe_dump``'s choice, so the shipped files kept their bytes): plain where that
-    is safe, else single-quoted; outside printable ASCII, double-quoted with JSON's escapes."""
+    """``text`` as a one-line YAML scalar that reads back as exactly this string: plain where that is
+    safe, else single-quoted, as ``yaml.safe_dump`` writes it (so the mapping files kept their bytes
+    when they stopped being copied by hand; a few texts PyYAML leaves plain, ``1e5``, are quoted
+    here); outside printable ASCII, one double-quoted line with JSON's escapes."""
     if not _PRINTABLE_ASCII.match(text):
         return json.dumps(text)
     if _INDICATOR_FIRST.match(text) or _INSIDE.search(text) or _TYPED.match(text):
