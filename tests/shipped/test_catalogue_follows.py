@@ -10,7 +10,9 @@ Each shipped file must hold the new metrics exactly where the catalogue says, an
 unchanged:
 
 * the three statsd_exporter mappings: one more entry each, with the catalogue's name, series and
-  help text, and the Helm values' ``statsd.extraMappings`` with them;
+  help text, and the Helm values' ``statsd.extraMappings`` with them; the chart's pinned
+  statsd_exporter, given them, serves the lines the StatsD backend sends for the new metrics under
+  their catalogue series and help;
 * rules.yml: the new counter's recording rule (recorded with the calls, its ``store`` and
   ``outcome``) and its place in the series count of the "counts stopped arriving" alert; its
   promtool tests (rules.test.yml) count its calls exactly, run by promtool; the PrometheusRule of
@@ -35,8 +37,11 @@ from typing import Any
 import pytest
 import yaml
 
+from store_metrics.backends import statsd_lines
+from support.peer_servers import StatsdExporter, scrape, send_lines
 from support.promtool import promtool
 from testbed.repository import ROOT
+from testbed.waiting import poll
 
 pytestmark = pytest.mark.slow
 
@@ -251,6 +256,56 @@ def test_the_helm_values_map_the_new_counters_as_the_chart_loads_them(plain: Tre
     assert [entry for entry in after if entry not in (TASK_COUNTER, SERVER_COUNTER)] == before
     task_side, server_side = (grown.yaml(f"collector/{name}")["mappings"] for name in list(MAPPINGS)[:2])
     assert after == [*task_side, *server_side]
+
+
+@pytest.mark.peers
+def test_statsd_exporter_serves_the_new_metrics_from_the_exported_mappings(
+    grown: Tree, tmp_path: Path
+) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    mappings = [entry for name in MAPPINGS for entry in grown.yaml(f"collector/{name}")["mappings"]]
+    exporter = StatsdExporter(tmp_path, "chart", mappings)
+    try:
+        task = [
+            ("dag_id", "etl"),
+            ("task_id", "load"),
+            ("run_type", "manual"),
+            ("operator", "PythonOperator"),
+        ]
+        send_lines(
+            exporter.udp_port,
+            [
+                statsd_lines.influx_counter_line(PREFIX, "task_state_store.read_stale", task, 2),
+                statsd_lines.influx_counter_line(
+                    PREFIX,
+                    "api_server.state_store.retries",
+                    [("store", "task"), ("operation", "get"), ("worker", "host-1")],
+                    1,
+                ),
+                statsd_lines.influx_gauge_line(
+                    PREFIX, "asset_state_store.footprint.largest_value", [("asset", "orders")], 4096.0
+                ),
+            ],
+        )
+        wanted = {str(m["name"]).removesuffix("_total"): m for m in (TASK_COUNTER, SERVER_COUNTER, GAUGE)}
+
+        def families() -> dict[str, Any] | None:
+            found = {
+                f.name: f for f in text_string_to_metric_families(scrape(exporter.url)) if f.name in wanted
+            }
+            return found if len(found) == len(wanted) else None
+
+        served = poll(families, 10, 0.1)
+        assert served, scrape(exporter.url)
+        for name, mapping in wanted.items():
+            assert served[name].documentation == mapping["help"]
+            assert served[name].type == mapping["match_metric_type"]
+        values = {s.name: (s.labels, s.value) for f in served.values() for s in f.samples}
+        assert values[str(TASK_COUNTER["name"])] == (dict(task), 2.0)
+        assert values[str(GAUGE["name"])] == ({"asset": "orders"}, 4096.0)
+    finally:
+        exporter.stop()
 
 
 def _rules(tree: Tree) -> list[dict[str, Any]]:
