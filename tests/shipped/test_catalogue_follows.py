@@ -18,6 +18,7 @@ unchanged:
   promtool tests (rules.test.yml) count its calls exactly, run by promtool; the PrometheusRule of
   ``kubernetes/`` holds the same rules;
 * the Collector's filter (the single and the scaled-out tier) keeps all three under any prefix;
+* another prefix and the VictoriaMetrics target map and record the new counter under their names;
 * the docs' metric tables list them;
 * the Grafana and Datadog dashboards count the new call counter wherever they count every call
   (xfail until their generators render at export time: i41gen).
@@ -148,10 +149,11 @@ def _environment(src: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT}"}
 
 
-def _export(src: Path, out: Path) -> Path:
-    """``store-metrics export --out OUT`` run from ``src``, in a fresh interpreter."""
+def _export(src: Path, out: Path, *args: str) -> Path:
+    """``store-metrics export --out OUT ARGS`` run from ``src``, in a fresh interpreter."""
+    out.parent.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [sys.executable, "-m", "store_metrics.commands.cli", "export", "--out", str(out)],
+        [sys.executable, "-m", "store_metrics.commands.cli", "export", "--out", str(out), *args],
         cwd=out.parent,
         env=_environment(src),
         capture_output=True,
@@ -362,6 +364,33 @@ def test_the_collector_keeps_the_new_metrics_under_any_prefix(
         unprefixed = str(metric["match"]).removeprefix("airflow.")
         assert keeps(grown, unprefixed) and not keeps(plain, unprefixed)
     assert keeps(grown, "task_state_store.write") and not keeps(grown, "task_state_store.writes")
+
+
+@pytest.mark.parametrize(
+    ("args", "series"),
+    [
+        (("--prefix", "my.corp"), "task:my_corp_store_metrics_calls:increase"),
+        (("--target", "victoriametrics"), CALLS_RECORD),
+    ],
+    ids=["prefix", "victoriametrics"],
+)
+def test_another_prefix_or_rule_engine_follows_too(grown: Tree, args: tuple[str, ...], series: str) -> None:
+    out = _export(grown.src, grown.out.parent / "-".join(args).strip("-"), *args)
+    prefix = args[1] if args[0] == "--prefix" else PREFIX
+    spelled = prefix.replace(".", "_")
+    mapped = yaml.safe_load((out / "collector/statsd-mapping.yml").read_text())["mappings"]
+    assert {
+        **TASK_COUNTER,
+        "match": f"{prefix}.task_state_store.read_stale",
+        "name": f"{spelled}_task_state_store_read_stale_total",
+    } in mapped
+    rules = [
+        r for g in yaml.safe_load((out / "collector/rules.yml").read_text())["groups"] for r in g["rules"]
+    ]
+    recorded = [
+        r for r in rules if r.get("record") == series and r.get("labels", {}).get("outcome") == "read_stale"
+    ]
+    assert len(recorded) == 1 and f"{spelled}_task_state_store_read_stale_total" in recorded[0]["expr"]
 
 
 def test_the_docs_metric_tables_list_the_new_metrics(plain: Tree, grown: Tree) -> None:
