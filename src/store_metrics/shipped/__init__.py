@@ -13,8 +13,10 @@ and settings.
 * ``records``: the recorded series' names, which carry the prefix;
 * ``export``: the layout, the writer and the ``export`` command;
 * ``otel_collector``: the collector's metric filter, computed from the catalogue;
-* ``helm``: the Airflow Helm chart's values and Dockerfile, with ``statsd_mapping`` and
-  ``yaml_text`` (its documents and YAML writer).
+* ``statsd_mappings``: the statsd_exporter mappings' lists, one entry per catalogue metric;
+* ``rules``: the recording rules of every counter the catalogue records;
+* ``helm``: the Airflow Helm chart's values (their ``statsd.extraMappings`` the mapping files' lists)
+  and Dockerfile.
 """
 
 #: The Grafana dashboard's uid (dashboards/store-metrics.json): the alerts' ``dashboard_url`` and the

@@ -43,12 +43,23 @@ from __future__ import annotations
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path, PurePosixPath
 
 from store_metrics import catalogue
 from store_metrics.naming import is_valid_prefix
 
-from . import helm, kubernetes, otel_collector, rule_test_files, rules, settings, templating, victoriametrics
+from . import (
+    helm,
+    kubernetes,
+    otel_collector,
+    rule_test_files,
+    rules,
+    settings,
+    statsd_mappings,
+    templating,
+    victoriametrics,
+)
 from .datadog import dashboard as datadog_dashboard
 from .datadog import monitors as datadog_monitors
 from .folders import COLLECTOR, DASHBOARDS, DATADOG, FOLDERS, HELM, KUBERNETES
@@ -88,10 +99,7 @@ TEMPLATES: dict[PurePosixPath, str] = {
         if name not in rule_test_files.BUILDERS
     },
     COLLECTOR / "alertmanager-inhibit.yml": "alertmanager-inhibit.yml",
-    **{
-        COLLECTOR / name: name
-        for name in ("statsd-mapping.yml", "statsd-mapping-server.yml", "statsd-mapping-inventory.yml")
-    },
+    **{COLLECTOR / name: name for name in statsd_mappings.FILES},
     _PROVISIONING / "datasources" / "store-metrics.yml": "grafana-datasource.yml",
     _PROVISIONING / "dashboards" / "store-metrics.yml": "grafana-dashboard-provider.yml",
 }
@@ -115,6 +123,7 @@ _VALUES: dict[str, Callable[[str, Mapping[str, str]], Mapping[str, str]]] = {
     "otel-collector-front.yaml": lambda prefix, given: otel_collector.values(),
     "rules.yml": rules.values,
     "server-rules.test.yml": rule_test_files.server_values,
+    **{name: partial(statsd_mappings.values, name) for name in statsd_mappings.FILES},
 }
 
 

@@ -115,8 +115,10 @@ def read_calls(prometheus: Prometheus, dag_id: str, window: str, prefix: str) ->
         if outcome in RETRY_OUTCOMES:
             retries[task_id][outcome] = value
             continue
+        # Keyed by the counter's name, not checked against ``Outcome``: a counter the catalogue
+        # records with the calls under an outcome of its own counts in the task's total.
         store = Store.of_tag(labels.get("store", ""))
-        tasks[task_id][counter_key(store, Outcome(outcome))] = value
+        tasks[task_id][f"{store.value}.{outcome}"] = value
     return Calls(window=window, expr=expr, tasks=dict(tasks), at=time.time(), retries=dict(retries))
 
 
