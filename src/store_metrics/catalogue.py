@@ -491,6 +491,13 @@ def recorded_counters() -> tuple[Metric, ...]:
     return tuple(m for m in METRICS if m.recording is not None)
 
 
+def call_counters() -> tuple[Metric, ...]:
+    """The counters recorded with the calls (``CALLS_RECORDING``), in catalogue order: every call a task
+    makes, whatever its store and outcome. What the dashboards' "every call" selections name, so a
+    counter added here with that recording is counted there too."""
+    return tuple(m for m in METRICS if m.recording is not None and m.recording.series == CALLS_RECORDING)
+
+
 def all_counters() -> Iterator[Metric]:
     """Every counter, task side and API server side."""
     return (m for m in ALL_METRICS if m.kind is Kind.COUNTER)

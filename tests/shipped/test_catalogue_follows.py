@@ -21,7 +21,7 @@ unchanged:
 * another prefix and the VictoriaMetrics target map and record the new counter under their names;
 * the docs' metric tables list them;
 * the Grafana and Datadog dashboards count the new call counter wherever they name every call
-  counter (xfail: their builders name the counters by ``Outcome``).
+  counter: their "every call" selections name the catalogue's counters recorded with the calls.
 """
 
 from __future__ import annotations
@@ -409,20 +409,12 @@ def test_the_docs_metric_tables_list_the_new_metrics(plain: Tree, grown: Tree) -
 
 # -- the dashboards: rendered at export time, the call counters named by Outcome ---------------------
 
-DASHBOARDS_AT_EXPORT = pytest.mark.xfail(
-    reason="the Grafana and Datadog builders name the call counters store by store and Outcome by "
-    "Outcome (shipped/dashboard_facts.py): a counter recorded with the calls under an outcome of its "
-    "own is in the recorded totals but in no query that names counters; remove this mark when they "
-    "list the catalogue's counters recorded with the calls",
-    strict=True,
-)
 
 
 def _alternations(text: str) -> list[set[str]]:
     return [set(found.split("|")) for found in re.findall(r'__name__=~\\"([^\\"]*)\\"', text)]
 
 
-@DASHBOARDS_AT_EXPORT
 def test_the_grafana_dashboard_counts_the_new_counter_with_every_call(grown: Tree) -> None:
     every_call = {f"airflow_{name.replace('.', '_')}_total" for name in CALL_COUNTERS}
     selections = [
@@ -432,7 +424,6 @@ def test_the_grafana_dashboard_counts_the_new_counter_with_every_call(grown: Tre
     assert all(TASK_COUNTER["name"] in names for names in selections)
 
 
-@DASHBOARDS_AT_EXPORT
 def test_the_datadog_dashboard_counts_the_new_counter_with_every_call(grown: Tree) -> None:
     every_call = {f"airflow.{name}" for name in CALL_COUNTERS}
     requests: list[set[str]] = []

@@ -18,14 +18,24 @@ import pytest
 
 import store_metrics
 from store_metrics import catalogue
-from store_metrics.shipped import export, records, rule_test_files, rules, settings, templating
+from store_metrics.shipped import (
+    export,
+    records,
+    rule_test_files,
+    rules,
+    settings,
+    statsd_mappings,
+    templating,
+)
 from store_metrics.shipped.render_context import JsonNumber, RenderContext, dumps
 from store_metrics.shipped.rules import GENERATED_RECORDS
 
-#: The values export computes for a template (rules.yml's generated recording rules).
+#: The values export computes for a template (rules.yml's generated recording rules, the statsd
+#: mappings' lists).
 COMPUTED = {
     *rules.values("airflow", settings.values()),
     "collector_filter",
+    statsd_mappings.TOKEN,
     *rule_test_files.server_values("airflow", settings.values()),
 }
 

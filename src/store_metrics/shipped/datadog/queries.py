@@ -17,7 +17,7 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
-from ..dashboard_facts import ALL_OUTCOMES, BOTH, DAG_ID, FILTERS, READS, WATCHER
+from ..dashboard_facts import BOTH, DAG_ID, FILTERS, READS, WATCHER
 from ..render_context import RenderContext
 
 __all__ = [
@@ -48,7 +48,8 @@ def terms(stores: Sequence[Store], outcomes: Sequence[Outcome]) -> tuple[tuple[S
     return tuple((s, o) for s in stores for o in outcomes)
 
 
-ALL_CALLS: tuple[Term, ...] = terms(BOTH, ALL_OUTCOMES)
+#: Every call: the catalogue's counters recorded with the calls (a new one is counted here too).
+ALL_CALLS: tuple[Term, ...] = catalogue.call_counters()
 READ_CALLS = terms(BOTH, READS)
 WRITES = terms(BOTH, (Outcome.WRITE,))
 ERRORS = terms(BOTH, (Outcome.ERROR,))
@@ -71,10 +72,14 @@ def scope(
     return "{" + (",".join(parts) or "*") + "}"
 
 
+def counter_of(term: Term) -> catalogue.Metric:
+    """The catalogue's counter of ``term``."""
+    return term if isinstance(term, catalogue.Metric) else catalogue.metric_for(*term)
+
+
 def metric_query(term: Term, ctx: RenderContext, scope_text: str, by: Sequence[str]) -> str:
     """``sum:<prefix>.<store>.<outcome>{scope} by {tags}.as_count()``."""
-    counter = term if isinstance(term, catalogue.Metric) else catalogue.metric_for(*term)
-    metric = ctx.full_name(counter)
+    metric = ctx.full_name(counter_of(term))
     grouping = f" by {{{','.join(by)}}}" if by else ""
     return f"sum:{metric}{scope_text}{grouping}.as_count()"
 
@@ -108,10 +113,11 @@ def request(
     """
     exclude = (WATCHER,) if DAG_ID in by and not only else ()
     scope_text = scope(only, exclude=exclude)
-    names: dict[Term, str] = {}
+    # Keyed by counter: a (store, outcome) pair and the catalogue's metric for it are one query.
+    names: dict[catalogue.Metric, str] = {}
     for formula in formulas:
         for term in (*formula.terms, *formula.over):
-            names.setdefault(term, f"query{len(names) + 1}")
+            names.setdefault(counter_of(term), f"query{len(names) + 1}")
     queries = []
     for term, name in names.items():
         query: dict[str, Any] = {
@@ -124,9 +130,9 @@ def request(
         queries.append(query)
     written = []
     for formula in formulas:
-        text = _sum([names[t] for t in formula.terms])
+        text = _sum([names[counter_of(t)] for t in formula.terms])
         if formula.over:
-            text = f"({text}) / ({_sum([names[t] for t in formula.over])})"
+            text = f"({text}) / ({_sum([names[counter_of(t)] for t in formula.over])})"
         entry: dict[str, Any] = {"formula": text, "alias": formula.alias}
         if formula.limit is not None:
             entry["limit"] = {"count": formula.limit[0], "order": formula.limit[1]}

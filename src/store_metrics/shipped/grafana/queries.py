@@ -18,7 +18,7 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
-from ..dashboard_facts import FILTERS, WATCHER
+from ..dashboard_facts import ALL_OUTCOMES, BOTH, FILTERS, WATCHER
 from ..render_context import RenderContext
 from . import promql
 
@@ -65,7 +65,14 @@ class Measure:
     def series(self) -> tuple[str, ...]:
         """The counters whose calls this counts, as series names for the default prefix (the tests
         count the scenarios' calls by them)."""
-        return tuple(catalogue.metric_for(s, o).prometheus_name() for s in self.stores for o in self.outcomes)
+        return tuple(metric.prometheus_name() for metric in self.counters())
+
+    def counters(self) -> tuple[catalogue.Metric, ...]:
+        """The counters of ``stores`` x ``outcomes``; for both stores and every outcome, the catalogue's
+        counters recorded with the calls (a counter added there is one of them)."""
+        if self.stores == BOTH and self.outcomes == ALL_OUTCOMES:
+            return catalogue.call_counters()
+        return tuple(catalogue.metric_for(s, o) for s in self.stores for o in self.outcomes)
 
     @property
     def selector(self) -> str:
@@ -97,9 +104,7 @@ class Measure:
         Grafana asks ``query_exemplars`` for. No ``rate()``: it drops ``__name__``, and two counters
         of one task (its reads and its writes) would then be one label set twice, which Prometheus
         refuses ("vector cannot contain metrics with the same labelset")."""
-        names = "|".join(
-            self.ctx.series(catalogue.metric_for(s, o)) for s in self.stores for o in self.outcomes
-        )
+        names = "|".join(self.ctx.series(metric) for metric in self.counters())
         matchers = [f'__name__=~"{names}"', self._scope(), *FILTER_MATCHERS]
         matchers += [f'{label}="{value}"' for label, value in self.only]
         matchers += [f'{label}!="{value}"' for label, value in self.exclude]
