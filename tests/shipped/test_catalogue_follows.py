@@ -410,7 +410,6 @@ def test_the_docs_metric_tables_list_the_new_metrics(plain: Tree, grown: Tree) -
 # -- the dashboards: rendered at export time, the call counters named by Outcome ---------------------
 
 
-
 def _alternations(text: str) -> list[set[str]]:
     return [set(found.split("|")) for found in re.findall(r'__name__=~\\"([^\\"]*)\\"', text)]
 
