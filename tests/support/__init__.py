@@ -6,7 +6,7 @@ the benchmarks share -- Airflow homes, UDP, OTLP and HTTP receivers, throwaway d
 bounded waits -- is the test bed's (``testbed``), not here.
 
 * ``support.airflow`` -- ``airflow standalone``, and Airflow's own ``[metrics]`` StatsD;
-* ``support.deploy`` -- where the DAGs, plugins and modules the tests deploy into Airflow are;
+* ``support.deploy`` -- where the DAGs (``testbed/dags/``), plugins and modules the tests deploy are;
 * ``support.cluster`` -- Airflow's components started one by one (executors other than Local);
 * ``support.celery`` -- the CeleryExecutor deployment and the totals its DAG must add up to;
 * ``support.pod_executor`` -- an executor that runs each task the KubernetesExecutor's way;

@@ -2,7 +2,7 @@
 
 A real ``redis-server`` (broker and result backend) under a ``Cluster``,
 two ``airflow celery worker`` processes with concurrency 2, each with its own host name, and the
-totals the DAG ``store_metrics_celery`` (``tests/deploy/dags/executors/``) must add up to.
+totals the DAG ``store_metrics_celery`` (``testbed/dags/executors/``) must add up to.
 """
 
 from __future__ import annotations
