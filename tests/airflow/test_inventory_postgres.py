@@ -32,12 +32,15 @@ from pathlib import Path
 import pytest
 
 from support.inventory_world import (
+    DENIED_TO_THE_READ_ONLY_ROLE,
     EXPECTED_TASKS,
     FAST,
     Served,
     World,
     a_locked_table_costs_one_line,
     check_footprint,
+    check_printed_footprint,
+    check_served_and_printed,
     check_ui_reading,
     inventory,
     role_sql,
@@ -55,16 +58,7 @@ WRITER = ("airflow_task_state_store_footprint_entries", task_labels("inventory_f
 
 @ON_POSTGRES
 def test_the_footprint_on_postgres_equals_the_hand_computed_one(world: World, tmp_path: Path) -> None:
-    with Served(world, tmp_path / "serve.log", **FAST) as served:
-        samples = served.wait_up(1.0)
-        check_footprint(samples, world)
-        assert served.lines("WARNING") == []
-    proc = inventory(world)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
-    assert (
-        "asset state store: 5 entries in 3 assets, 1 entry holds a custom backend's reference" in proc.stdout
-    )
+    check_served_and_printed(world, tmp_path / "serve.log")
 
 
 def _hold_lock(postgres: ThrowawayPostgres, seconds: float, locked: threading.Event) -> None:
@@ -179,16 +173,10 @@ def test_the_helm_pages_read_only_role_reads_the_footprint_and_nothing_more(
     finally:
         owner.close()
     url = world.url.replace("://airflow@", f"://{role}@", 1)
-    proc = inventory(world, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
+    check_printed_footprint(inventory(world, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url))
     conn = psycopg2.connect(host="127.0.0.1", port=postgres.port, user=role, dbname="airflow")
     try:
-        for statement in (
-            "DELETE FROM task_state_store",
-            "UPDATE asset SET uri = uri",
-            "SELECT 1 FROM dag_run",
-        ):
+        for statement in DENIED_TO_THE_READ_ONLY_ROLE:
             with conn.cursor() as cur, pytest.raises(psycopg2.errors.InsufficientPrivilege):
                 cur.execute(statement)
             conn.rollback()

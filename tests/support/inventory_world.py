@@ -519,6 +519,35 @@ def _same(got: dict[str, Any], want: Want, what: object) -> None:
         assert got["bytes"] == want.bytes, (what, got)
 
 
+def check_printed_footprint(proc: subprocess.CompletedProcess[str]) -> None:
+    """The one-shot ``store-metrics inventory`` against the world exited 0 and printed its footprint."""
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
+    assert (
+        "asset state store: 5 entries in 3 assets, 1 entry holds a custom backend's reference" in proc.stdout
+    )
+
+
+def check_served_and_printed(world: World, log: Path) -> None:
+    """The footprint story on one database: ``inventory --serve`` scraped shows exactly the
+    hand-computed footprint with no warning nor error, and the one-shot table prints it."""
+    with Served(world, log, **FAST) as served:
+        samples = served.wait_up(1.0)
+        check_footprint(samples, world)
+        assert served.lines("WARNING") == [], served.text()
+        assert served.lines("ERROR") == [], served.text()
+    check_printed_footprint(inventory(world))
+
+
+#: What the inventory's read-only role of docs/deploy/helm.md may not do: write the store, write
+#: Airflow's other tables, read them.
+DENIED_TO_THE_READ_ONLY_ROLE = (
+    "DELETE FROM task_state_store",
+    "UPDATE asset SET uri = uri",
+    "SELECT 1 FROM dag_run",
+)
+
+
 def check_ui_reading(world: World) -> None:
     """The UI's per-DAG statement and deployment statements equal the hand-computed footprint."""
     read = json.loads(_run([sys.executable, "-c", UI_READING], world.env()).stdout)
