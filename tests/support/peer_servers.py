@@ -228,23 +228,32 @@ class UdpFanout(UdpReceiver):
         self._out.close()
 
 
-class OtlpFanout:
+class OtlpProxy:
     """An OTLP/HTTP endpoint on 127.0.0.1 that forwards each request, body and content headers
-    unchanged, to every base URL of ``upstreams`` and answers with the first one's answer."""
+    unchanged, to the upstreams (base URLs) ``connected`` picks for its connection, and answers with
+    the first one's answer. As it is, every connection goes to every upstream (``OtlpFanout``)."""
 
     HEADERS = ("Content-Type", "Content-Encoding")
+    #: HTTP/1.0 closes each connection after one request; HTTP/1.1 keeps it for the next ones.
+    protocol_version = "HTTP/1.0"
 
     def __init__(self, upstreams: Sequence[str]) -> None:
         self.upstreams = list(upstreams)
         self.requests = 0
-        fanout = self
+        proxy = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = proxy.protocol_version
+
+            def setup(self) -> None:
+                super().setup()
+                self.targets = proxy.connected()
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {name: self.headers[name] for name in fanout.HEADERS if self.headers.get(name)}
-                answers = [fanout.forward(base + self.path, body, headers) for base in fanout.upstreams]
-                fanout.requests += 1
+                headers = {name: self.headers[name] for name in proxy.HEADERS if self.headers.get(name)}
+                answers = [proxy.forward(base + self.path, body, headers) for base in self.targets]
+                proxy.requests += 1
                 status, content_type, answer = answers[0]
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
@@ -259,6 +268,10 @@ class OtlpFanout:
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    def connected(self) -> list[str]:
+        """The upstreams the requests of a new connection go to: all of them."""
+        return self.upstreams
 
     @property
     def endpoint(self) -> str:
@@ -277,3 +290,8 @@ class OtlpFanout:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+class OtlpFanout(OtlpProxy):
+    """An OTLP/HTTP endpoint on 127.0.0.1 that forwards each request, body and content headers
+    unchanged, to every base URL of ``upstreams`` and answers with the first one's answer."""
