@@ -208,6 +208,14 @@ class Alertmanager(ServerProcess):
         alerts: list[dict[str, Any]] = json.loads(text)
         return alerts
 
+    def holding(self, alertname: str) -> set[tuple[str, str]]:
+        """(cluster, dag_id) of every alert named ``alertname`` it holds."""
+        return {
+            (a["labels"].get("cluster", ""), a["labels"].get("dag_id", ""))
+            for a in self.alerts()
+            if a["labels"].get("alertname") == alertname
+        }
+
 
 class UdpFanout(UdpReceiver):
     """A UDP socket on 127.0.0.1 that keeps every datagram (``lines``, as
