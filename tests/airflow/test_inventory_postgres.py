@@ -61,11 +61,14 @@ def test_the_footprint_on_postgres_equals_the_hand_computed_one(world: World, tm
     check_served_and_printed(world, tmp_path / "serve.log")
 
 
-def _hold_lock(postgres: ThrowawayPostgres, seconds: float, locked: threading.Event) -> None:
+def _hold_lock(
+    postgres: ThrowawayPostgres, seconds: float, locked: threading.Event, table: str = "task_state_store"
+) -> None:
+    """Hold ``table`` locked against every other session (reads too) for ``seconds``."""
     conn = postgres.connect()
     try:
         with conn.cursor() as cur:
-            cur.execute("LOCK TABLE task_state_store IN ACCESS EXCLUSIVE MODE")
+            cur.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
             locked.set()
             cur.execute("SELECT pg_sleep(%s)", (seconds,))
         conn.commit()
@@ -196,18 +199,6 @@ except Exception as exc:
 """
 
 
-def _hold_task_instances(postgres: ThrowawayPostgres, seconds: float, locked: threading.Event) -> None:
-    conn = postgres.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("LOCK TABLE task_instance IN ACCESS EXCLUSIVE MODE")
-            locked.set()
-            cur.execute("SELECT pg_sleep(%s)", (seconds,))
-        conn.commit()
-    finally:
-        conn.close()
-
-
 #: As kubernetes/base/inventory.yaml runs the inventory: the whole file system read-only (the root
 #: remounted, AIRFLOW_HOME's airflow.cfg bound read-only at /mnt) but a fresh, small /tmp. The script
 #: first proves it cannot write outside /tmp (exit 3 otherwise).
@@ -252,7 +243,7 @@ def test_the_api_servers_task_instance_lookup_gives_up_on_a_locked_table(
         ti_id = str(cur.fetchone()[0])
     conn.close()
     locked = threading.Event()
-    holder = threading.Thread(target=_hold_task_instances, args=(postgres, 30.0, locked), daemon=True)
+    holder = threading.Thread(target=_hold_lock, args=(postgres, 30.0, locked, "task_instance"), daemon=True)
     holder.start()
     assert locked.wait(30)
     proc = subprocess.run(
