@@ -31,6 +31,7 @@ bounded waits -- is the test bed's (``testbed``), not here.
 * ``support.peer_servers`` / ``support.peer_topologies`` -- the real peers (statsd_exporter,
   the Collector, Alertmanager; ``testbed.peers`` builds them) as servers, and every topology
   wired through them for ``tests/airflow/test_through_the_peers.py``;
+* ``support.worker_endpoint`` -- an API server worker's ``/metrics`` endpoint, served by ``otel``;
 * ``support.statsd_observations`` -- statsd_exporter's sampled-observation rule, the one ported
   rule, held equal to the real exporter (``tests/shipped/test_collector_inputs.py``);
 * ``support.watchers`` -- the asset watchers' DAGs and the calls they make;
