@@ -8,8 +8,9 @@ One package that imports neither of them, so neither imports the other for a hel
 * ``testbed.airflow`` -- a throwaway ``AIRFLOW_HOME`` (its environment, database, ``dag.test()``
   runs), and one with the scenario DAGs of ``testbed/dags/scenarios/``;
 * ``testbed.dag_runner`` -- runs DAG files with ``dag.test()`` in a fresh process;
-* ``testbed/dags/`` -- every DAG file the tests and the benchmarks deploy, one folder a purpose
-  (``testbed.airflow.DAGS``): scenarios, executors, watchers, ui, retries;
+* ``testbed/dags/`` -- every DAG file the tests deploy, one folder a purpose
+  (``testbed.airflow.DAGS``): scenarios (the benchmarks run them too), executors, watchers, ui,
+  retries, faults, inventory;
 * ``testbed.databases`` -- throwaway PostgreSQL and MariaDB servers;
 * ``testbed.udp`` -- a UDP receiver, what the StatsD and DogStatsD backends send to;
 * ``testbed.otlp`` -- an OTLP/HTTP receiver that decodes what the OpenTelemetry exporter posts;

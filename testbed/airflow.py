@@ -23,8 +23,9 @@ from typing import Any
 from store_metrics import example_dags
 from testbed.repository import python_path
 
-#: Every DAG file the tests and the benchmarks deploy into Airflow, one folder a purpose (the
-#: product's own, the proposal's examples, stay in the package: ``store_metrics.example_dags``).
+#: Every DAG file the tests deploy into Airflow, one folder a purpose; the benchmarks run the
+#: scenarios (the product's own DAGs, the proposal's examples, are the package's:
+#: ``store_metrics.example_dags``; a DAG a benchmark sizes per run is written from its template).
 DAGS = Path(__file__).resolve().parent / "dags"
 #: The DAGs that tests and benchmarks run with ``dag.test()`` and under ``airflow standalone``,
 #: beside the proposal's examples: errors, mapped tasks, two assets, async stores, concurrency.

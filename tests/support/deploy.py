@@ -6,7 +6,9 @@ scenario DAGs there the benchmarks run too):
 * ``executors`` -- the Celery and process-per-task DAGs (``support.cluster``);
 * ``watchers`` -- the asset watchers' DAG (the triggerer's tests);
 * ``ui`` -- the UI deployment's DAGs (``support.ui``);
-* ``retries`` -- the retried tasks' DAG (``support.retries``).
+* ``retries`` -- the retried tasks' DAG (``support.retries``);
+* ``faults`` -- the task fault tests' DAGs (``tests/airflow/test_task_faults.py``);
+* ``inventory`` -- the inventory's two DAGs (``support.inventory_world``).
 
 The rest is the tests' own (``tests/deploy/``):
 
