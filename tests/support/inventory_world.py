@@ -4,10 +4,10 @@ up to, computed by hand from the values written.
 ``build_world`` takes an empty database (SQLite file, a throwaway PostgreSQL or MariaDB), runs
 ``airflow db migrate`` on it, runs two DAGs (``testbed/dags/inventory/``) with ``dag.test()`` in
 fresh processes (the second with a worker-side custom state store backend, ``[workers]
-state_store_backend``, so its entries hold references), then writes a few more entries through Airflow's own server-side backend
-(``airflow.state.metastore.MetastoreBackend``: a non-ASCII value, an expired one, one dated two
-days back). ``EXPECTED`` is what the inventory must report for them, derived from the same
-values with ``json.dumps`` (what the Execution API stores). ``Served`` runs
+state_store_backend``, so its entries hold references), then writes a few more entries through
+Airflow's own server-side backend (``airflow.state.metastore.MetastoreBackend``: a non-ASCII value,
+an expired one, one dated two days back). ``EXPECTED`` is what the inventory must report for them,
+derived from the same values with ``json.dumps`` (what the Execution API stores). ``Served`` runs
 ``store-metrics inventory --serve`` and scrapes it.
 """
 
