@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import time
 import urllib.parse
 from pathlib import Path
 from typing import TypedDict
@@ -31,11 +30,18 @@ from typing import TypedDict
 from store_metrics import catalogue
 from store_metrics.shipped import settings, templating
 from testbed.peers import pin_for
-from testbed.waiting import poll
 
 from . import scale, scale_prometheus
 from .common import log
-from .scale_prometheus import HISTORY, STEP, Prometheus, Replay, write_config
+from .scale_prometheus import (
+    HISTORY,
+    STEP,
+    Prometheus,
+    evaluation_stamps,
+    filled_hour,
+    next_durations,
+    per_scrape,
+)
 
 #: 5,000 DAGs x 10 tasks x 3 counters: the issue's 150,000 input series; a quick run's size.
 DAGS = 5_000
@@ -179,22 +185,9 @@ def exposition(dags: int) -> str:
 
 
 def _stamps(prometheus: Prometheus) -> dict[str, float]:
-    return prometheus.group_values("prometheus_rule_group_last_evaluation_timestamp_seconds")
-
-
-def _next_durations(prometheus: Prometheus, after: dict[str, float], timeout: float) -> dict[str, float]:
-    """Both groups' last durations once each has evaluated again since ``after`` (their stamps)."""
-
-    def done() -> dict[str, float] | None:
-        stamps = _stamps(prometheus)
-        if all(stamps.get(g, 0.0) > after.get(g, 0.0) for g in (SHIPPED_GROUP, FLOOR_GROUP)):
-            return prometheus.group_values("prometheus_rule_group_last_duration_seconds")
-        return None
-
-    found = poll(done, timeout, 1.0)
-    if not found:
-        raise RuntimeError(f"the recording groups did not both evaluate within {timeout:.0f} s")
-    return found
+    """The two groups' last evaluation stamps (0 for one not evaluated yet)."""
+    stamps = evaluation_stamps(prometheus)
+    return {group: stamps.get(group, 0.0) for group in (SHIPPED_GROUP, FLOOR_GROUP)}
 
 
 def run(quick: bool) -> RulesCost:
@@ -210,76 +203,74 @@ def run(quick: bool) -> RulesCost:
         rules = [collector / "rules.yml", floor]
         series = dags * scale.SERIES_PER_DAG
         log(f"  rules_cost: {series:,} series, filling the rules' hour")
-        config = work / "prometheus.yml"
-        per_scrape = max(1, min(40, LINES_PER_SCRAPE // series))
-        with Replay(exposition(dags), per_scrape) as replay:
-            write_config(config, rules, replay.target, f"{FILL_INTERVAL:.0f}s")
-            with Prometheus(config, work / "tsdb", work / "prometheus.log") as prometheus:
-                started = time.monotonic()
-                bound = 120.0 + 3.0 * HISTORY / STEP / per_scrape * FILL_INTERVAL
-                if not poll(lambda: replay.caught_up() or not prometheus.alive(), bound, 1.0):
-                    raise RuntimeError(f"the replay did not catch up in {bound:.0f} s")
-                fill = time.monotonic() - started
-                log(f"  rules_cost: filled in {fill:.0f} s ({replay.scrapes} scrapes)")
-                write_config(config, rules, replay.target, f"{STEP:.0f}s")
-                prometheus.signal(1)  # SIGHUP: scrape every 15 s as shipped
-                # The groups' helpers and hour reads settle over the first evaluations after the fill.
-                after = _next_durations(prometheus, _stamps(prometheus), 3 * interval + 120)
+        samples = per_scrape(LINES_PER_SCRAPE, series)
+        with filled_hour(
+            exposition(dags),
+            samples,
+            rules,
+            work,
+            name="",
+            fill_interval=f"{FILL_INTERVAL:.0f}s",
+            bound=120.0 + 3.0 * HISTORY / STEP / samples * FILL_INTERVAL,
+            poll_every=1.0,
+        ) as filled:
+            prometheus = filled.prometheus
+            log(f"  rules_cost: filled in {filled.seconds:.0f} s ({filled.replay.scrapes} scrapes)")
+            # The groups' helpers and hour reads settle over the first evaluations after the fill.
+            next_durations(prometheus, _stamps(prometheus), 3 * interval + 120)
+            after = _stamps(prometheus)
+            durations: dict[str, list[float]] = {SHIPPED_GROUP: [], FLOOR_GROUP: []}
+            for i in range(evaluations):
+                last = next_durations(prometheus, after, 3 * interval + 120)
                 after = _stamps(prometheus)
-                durations: dict[str, list[float]] = {SHIPPED_GROUP: [], FLOOR_GROUP: []}
-                for i in range(evaluations):
-                    last = _next_durations(prometheus, after, 3 * interval + 120)
-                    after = _stamps(prometheus)
-                    for group, seconds in durations.items():
-                        seconds.append(round(last[group], 4))
-                    log(
-                        f"  rules_cost: evaluation {i + 1}: shipped {last[SHIPPED_GROUP]:.3f} s, "
-                        f"floor {last[FLOOR_GROUP]:.3f} s"
-                    )
-                calls = templating.fill(f"@record:{catalogue.CALLS_RECORDING}@", scale.PREFIX, values)
-                floor_calls = templating.fill(f"@record:{FLOOR_CALLS}@", scale.PREFIX, values)
-                first = f'{{dag_id="{scale.dag_id(0)}",task_id="{scale.task_id(0)}"}}'
-                window = prometheus.query(
-                    f"count_over_time({scale_prometheus.WINDOWED}{first}[1h] offset 90s)"
+                for group, seconds in durations.items():
+                    seconds.append(round(last[group], 4))
+                log(
+                    f"  rules_cost: evaluation {i + 1}: shipped {last[SHIPPED_GROUP]:.3f} s, "
+                    f"floor {last[FLOOR_GROUP]:.3f} s"
                 )
-                own = prometheus.own()
-                shipped_group = _group_rules(collector / "rules.yml", SHIPPED_GROUP)
-                shipped_rules = len(shipped_group)
-                (write_rule,) = [
-                    str(rule["expr"])  # type: ignore[index]
-                    for rule in shipped_group
-                    if rule.get("labels", {}) == {"store": "task", "outcome": "write"}  # type: ignore[attr-defined]
-                ]
-                probes: list[Probe] = []
-                for name, expr in _probes(write_rule).items():
-                    seconds = [round(_timed(prometheus, expr), 4) for _ in range(PROBE_RUNS)]
-                    probes.append(Probe(name=name, expr=expr, seconds=seconds))
-                    log(f"  rules_cost: {name}: {', '.join(f'{x:.2f}' for x in seconds)} s")
-                return RulesCost(
-                    quick=quick,
-                    prometheus=pin_for("prometheus", "newest").version,
-                    dags=dags,
-                    series=series,
-                    samples_in_window=int(window),
-                    fill_seconds=round(fill, 1),
-                    rule_interval=values["rule_interval"],
-                    counter_lookback=values["counter_lookback"],
-                    shipped=GroupCost(
-                        group=SHIPPED_GROUP,
-                        rules=shipped_rules,
-                        durations_s=durations[SHIPPED_GROUP],
-                        recorded_series=int(prometheus.query(f"count({calls})")),
-                    ),
-                    floor=GroupCost(
-                        group=FLOOR_GROUP,
-                        rules=len(catalogue.recorded_counters()),
-                        durations_s=durations[FLOOR_GROUP],
-                        recorded_series=int(prometheus.query(f"count({floor_calls})")),
-                    ),
-                    probes=probes,
-                    head_series=int(scale.total(own, "prometheus_tsdb_head_series")),
-                    load_average=list(os.getloadavg()),
-                )
+            calls = templating.fill(f"@record:{catalogue.CALLS_RECORDING}@", scale.PREFIX, values)
+            floor_calls = templating.fill(f"@record:{FLOOR_CALLS}@", scale.PREFIX, values)
+            first = f'{{dag_id="{scale.dag_id(0)}",task_id="{scale.task_id(0)}"}}'
+            window = prometheus.query(f"count_over_time({scale_prometheus.WINDOWED}{first}[1h] offset 90s)")
+            own = prometheus.own()
+            shipped_group = _group_rules(collector / "rules.yml", SHIPPED_GROUP)
+            shipped_rules = len(shipped_group)
+            (write_rule,) = [
+                str(rule["expr"])  # type: ignore[index]
+                for rule in shipped_group
+                if rule.get("labels", {}) == {"store": "task", "outcome": "write"}  # type: ignore[attr-defined]
+            ]
+            probes: list[Probe] = []
+            for name, expr in _probes(write_rule).items():
+                seconds = [round(_timed(prometheus, expr), 4) for _ in range(PROBE_RUNS)]
+                probes.append(Probe(name=name, expr=expr, seconds=seconds))
+                log(f"  rules_cost: {name}: {', '.join(f'{x:.2f}' for x in seconds)} s")
+            return RulesCost(
+                quick=quick,
+                prometheus=pin_for("prometheus", "newest").version,
+                dags=dags,
+                series=series,
+                samples_in_window=int(window),
+                fill_seconds=round(filled.seconds, 1),
+                rule_interval=values["rule_interval"],
+                counter_lookback=values["counter_lookback"],
+                shipped=GroupCost(
+                    group=SHIPPED_GROUP,
+                    rules=shipped_rules,
+                    durations_s=durations[SHIPPED_GROUP],
+                    recorded_series=int(prometheus.query(f"count({calls})")),
+                ),
+                floor=GroupCost(
+                    group=FLOOR_GROUP,
+                    rules=len(catalogue.recorded_counters()),
+                    durations_s=durations[FLOOR_GROUP],
+                    recorded_series=int(prometheus.query(f"count({floor_calls})")),
+                ),
+                probes=probes,
+                head_series=int(scale.total(own, "prometheus_tsdb_head_series")),
+                load_average=list(os.getloadavg()),
+            )
 
 
 def _group_rules(path: Path, group: str) -> list[object]:

@@ -22,6 +22,9 @@ import shutil
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self, TypedDict
@@ -162,19 +165,67 @@ class Prometheus(Peer):
         return {labels.split(";")[-1].rstrip('"}'): value for labels, value in found.items()}
 
 
-def _wait_for_evaluation(prometheus: Prometheus, after: float, timeout: float) -> dict[str, float]:
-    """Every group's last duration once the recording group has evaluated after ``after``."""
+def evaluation_stamps(prometheus: Prometheus) -> dict[str, float]:
+    """When each rule group last evaluated (Unix time), by group."""
+    return prometheus.group_values("prometheus_rule_group_last_evaluation_timestamp_seconds")
+
+
+def next_durations(prometheus: Prometheus, after: Mapping[str, float], timeout: float) -> dict[str, float]:
+    """Every group's last duration once each group of ``after`` has evaluated since its stamp there."""
 
     def done() -> dict[str, float] | None:
-        stamps = prometheus.group_values("prometheus_rule_group_last_evaluation_timestamp_seconds")
-        if stamps.get(RECORDING_GROUP, 0.0) > after:
+        stamps = evaluation_stamps(prometheus)
+        if all(stamps.get(group, 0.0) > stamp for group, stamp in after.items()):
             return prometheus.group_values("prometheus_rule_group_last_duration_seconds")
         return None
 
     found = poll(done, timeout, 1.0)
     if not found:
-        raise RuntimeError(f"the recording group did not evaluate within {timeout:.0f} s")
+        raise RuntimeError(f"the rule groups {sorted(after)} did not all evaluate within {timeout:.0f} s")
     return found
+
+
+@dataclass
+class Filled:
+    """Prometheus over a replayed history that has caught up with the clock, scraping as shipped."""
+
+    prometheus: Prometheus
+    replay: Replay
+    #: How long the history took to catch up (s).
+    seconds: float
+
+
+def per_scrape(lines_per_scrape: int, series: int) -> int:
+    """Samples of each series per replayed scrape while filling: ``lines_per_scrape`` at most."""
+    return max(1, min(40, lines_per_scrape // max(1, series)))
+
+
+@contextmanager
+def filled_hour(
+    text: str,
+    samples: int,
+    rules: list[Path],
+    work: Path,
+    *,
+    name: str,
+    fill_interval: str,
+    bound: float,
+    poll_every: float,
+) -> Iterator[Filled]:
+    """Prometheus (its TSDB and log named ``name`` in ``work``) with ``rules``, over ``text``
+    replayed ``samples`` samples a scrape, scraping every ``fill_interval`` until the history has
+    caught up (within ``bound`` s), then reloaded (SIGHUP) to scrape every ``STEP``, as shipped."""
+    config = work / "prometheus.yml"
+    with Replay(text, samples) as replay:
+        write_config(config, rules, replay.target, fill_interval)
+        with Prometheus(config, work / f"tsdb{name}", work / f"prometheus{name}.log") as prometheus:
+            started = time.monotonic()
+            if not poll(lambda: replay.caught_up() or not prometheus.alive(), bound, poll_every):
+                raise RuntimeError(f"the replay did not catch up in {bound:.0f} s")
+            fill = time.monotonic() - started
+            write_config(config, rules, replay.target, f"{STEP:.0f}s")
+            prometheus.signal(1)  # SIGHUP: reload, scrape every 15 s as shipped
+            yield Filled(prometheus, replay, fill)
 
 
 def evaluate(rules: Path, text: str, dags: int, work: Path, config_interval: float) -> Evaluated:
@@ -182,40 +233,38 @@ def evaluate(rules: Path, text: str, dags: int, work: Path, config_interval: flo
     read ``EVALUATIONS`` evaluations of the rules. ``config_interval``: the recording group's
     interval (s), which bounds the wait for each evaluation."""
     series = dags * scale.SERIES_PER_DAG
-    per_scrape = max(1, min(40, LINES_PER_SCRAPE // max(1, series)))
-    config = work / "prometheus.yml"
-    with Replay(text, per_scrape) as replay:
-        write_config(config, [rules / name for name in RULE_FILES], replay.target, FILL_INTERVAL)
-        with Prometheus(config, work / f"tsdb-{dags}", work / f"prometheus-{dags}.log") as prometheus:
-            started = time.monotonic()
-            bound = 60.0 + 4.0 * HISTORY / STEP / per_scrape
-            if not poll(lambda: replay.caught_up() or not prometheus.alive(), bound, 0.5):
-                raise RuntimeError(f"the replay did not catch up in {bound:.0f} s")
-            fill = time.monotonic() - started
-            write_config(config, [rules / name for name in RULE_FILES], replay.target, f"{STEP:.0f}s")
-            prometheus.signal(1)  # SIGHUP: reload, scrape every 15 s as shipped
-            durations: dict[str, list[float]] = {}
+    samples = per_scrape(LINES_PER_SCRAPE, series)
+    with filled_hour(
+        text,
+        samples,
+        [rules / name for name in RULE_FILES],
+        work,
+        name=f"-{dags}",
+        fill_interval=FILL_INTERVAL,
+        bound=60.0 + 4.0 * HISTORY / STEP / samples,
+        poll_every=0.5,
+    ) as filled:
+        prometheus = filled.prometheus
+        durations: dict[str, list[float]] = {}
+        after = time.time()
+        for _ in range(EVALUATIONS):
+            last = next_durations(prometheus, {RECORDING_GROUP: after}, 3 * config_interval + 30)
+            for group, seconds in last.items():
+                durations.setdefault(group, []).append(round(seconds, 4))
             after = time.time()
-            for _ in range(EVALUATIONS):
-                last = _wait_for_evaluation(prometheus, after, 3 * config_interval + 30)
-                for group, seconds in last.items():
-                    durations.setdefault(group, []).append(round(seconds, 4))
-                after = time.time()
-            first = f'{{dag_id="{scale.dag_id(0)}",task_id="{scale.task_id(0)}"}}'
-            window = prometheus.query(f"count_over_time({WINDOWED}{first}[1h] offset 90s)")
-            own = prometheus.own()
-            return Evaluated(
-                dags=dags,
-                series=series,
-                samples_in_window=int(window),
-                fill_seconds=round(fill, 1),
-                fill_scrapes=replay.scrapes,
-                per_scrape=per_scrape,
-                durations=durations,
-                # The recorded name carries the export's prefix (task:airflow_store_metrics_calls:...).
-                recorded_series=int(
-                    prometheus.query(f"count(task:{scale.PREFIX}_store_metrics_calls:increase)")
-                ),
-                head_series=int(scale.total(own, "prometheus_tsdb_head_series")),
-                rss=scale.rss_of(prometheus.pid),
-            )
+        first = f'{{dag_id="{scale.dag_id(0)}",task_id="{scale.task_id(0)}"}}'
+        window = prometheus.query(f"count_over_time({WINDOWED}{first}[1h] offset 90s)")
+        own = prometheus.own()
+        return Evaluated(
+            dags=dags,
+            series=series,
+            samples_in_window=int(window),
+            fill_seconds=round(filled.seconds, 1),
+            fill_scrapes=filled.replay.scrapes,
+            per_scrape=samples,
+            durations=durations,
+            # The recorded name carries the export's prefix (task:airflow_store_metrics_calls:...).
+            recorded_series=int(prometheus.query(f"count(task:{scale.PREFIX}_store_metrics_calls:increase)")),
+            head_series=int(scale.total(own, "prometheus_tsdb_head_series")),
+            rss=scale.rss_of(prometheus.pid),
+        )

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any, TypedDict
 
+from testbed.processes import stop
 from testbed.values import SIZES_BYTES
 
 from .common import REPO_ROOT, UdpSink, log, median, median_ci, subprocess_env
@@ -133,16 +133,6 @@ def _airflow_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 def triggerer_run(
     name: str, enabled: bool, params: dict[str, Any], sink_port: int, timeout: float = 300
 ) -> Any:
@@ -183,7 +173,7 @@ def triggerer_run(
                 result = json.loads(out.read_text())
             finally:
                 for proc in reversed(procs):
-                    _stop(proc)
+                    stop(proc, 30)
         text = log_path.read_text(errors="replace")
         result["hooked"] = "counting the state store calls of triggers" in text
         return result

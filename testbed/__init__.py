@@ -6,8 +6,11 @@ One package that imports neither of them, so neither imports the other for a hel
 * ``testbed.ports`` -- a free port on 127.0.0.1;
 * ``testbed.waiting`` -- bounded waits: on a condition, or until a value settles;
 * ``testbed.airflow`` -- a throwaway ``AIRFLOW_HOME`` (its environment, database, ``dag.test()``
-  runs), and one with the scenario DAGs of ``testbed/dags/``;
+  runs), and one with the scenario DAGs of ``testbed/dags/scenarios/``;
 * ``testbed.dag_runner`` -- runs DAG files with ``dag.test()`` in a fresh process;
+* ``testbed/dags/`` -- every DAG file the tests deploy, one folder a purpose
+  (``testbed.airflow.DAGS``): scenarios (the benchmarks run them too), executors, watchers, ui,
+  retries, faults, inventory;
 * ``testbed.databases`` -- throwaway PostgreSQL and MariaDB servers;
 * ``testbed.udp`` -- a UDP receiver, what the StatsD and DogStatsD backends send to;
 * ``testbed.otlp`` -- an OTLP/HTTP receiver that decodes what the OpenTelemetry exporter posts;

@@ -5,7 +5,7 @@ every test and benchmark picks its own ``[store_metrics]`` configuration the way
 does: environment variables. The metadata database is SQLite in the home unless a URL is given
 (a throwaway PostgreSQL or MariaDB: ``testbed.databases``). ``AirflowHome.run`` runs DAG
 files with ``dag.test()`` (``testbed.dag_runner``); ``make_home`` makes one with the
-scenario DAGs: the upstream proposal's examples (shipped in the package) and ``testbed/dags/``.
+scenario DAGs: the upstream proposal's examples (shipped in the package) and ``testbed/dags/scenarios/``.
 """
 
 from __future__ import annotations
@@ -23,9 +23,13 @@ from typing import Any
 from store_metrics import example_dags
 from testbed.repository import python_path
 
+#: Every DAG file the tests deploy into Airflow, one folder a purpose; the benchmarks run the
+#: scenarios (the product's own DAGs, the proposal's examples, are the package's:
+#: ``store_metrics.example_dags``; a DAG a benchmark sizes per run is written from its template).
+DAGS = Path(__file__).resolve().parent / "dags"
 #: The DAGs that tests and benchmarks run with ``dag.test()`` and under ``airflow standalone``,
 #: beside the proposal's examples: errors, mapped tasks, two assets, async stores, concurrency.
-SCENARIO_DAGS = Path(__file__).resolve().parent / "dags"
+SCENARIO_DAGS = DAGS / "scenarios"
 
 
 def clean_environ() -> dict[str, str]:

@@ -4,9 +4,9 @@ The suite is laid out by what a test needs: ``unit/`` the package in process (re
 127.0.0.1, fresh Python processes; no Airflow component running), ``shipped/`` the exported files
 and the programs that read them (promtool, Prometheus, Alertmanager, helm, kubectl), ``airflow/``
 real Airflow (``dag.test()``, ``airflow standalone``, Celery, its API server and triggerer),
-``docs/`` the documentation site, ``bench/`` the benchmarks through ``python -m benchmarks``.
-``support/`` holds the test-only helpers, ``deploy/`` what the tests deploy into Airflow; what the
-tests share with the benchmarks is the test bed's (``testbed/``).
+``docs/`` the documentation site, ``bench/`` the benchmarks' own tests (the only ones that import them).
+``support/`` holds the test-only helpers, ``deploy/`` the plugins and modules the tests deploy into
+Airflow; what the tests share with the benchmarks is the test bed's (``testbed/``, every DAG file too).
 
 Nothing here fakes a backend: the UDP receiver is a real socket on 127.0.0.1 and tests read the
 exact datagrams the adapters sent.

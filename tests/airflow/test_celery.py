@@ -12,15 +12,21 @@ series, to exactly the calls they made, and the task instances must show both wo
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.celery import DAG_ID, RUNS, WORKERS, celery_cluster, expected_totals, start_workers
+from support.celery import (
+    DAG_ID,
+    RUNS,
+    celery_cluster,
+    dag_totals,
+    expected_totals,
+    run_over_both_workers,
+    start_workers,
+)
 from support.cluster import Cluster, dag_module
-from support.totals import Key, totals
 from testbed.udp import UdpReceiver
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.celery]
@@ -48,32 +54,14 @@ def test_two_celery_workers_exact_totals(cluster: Cluster, backend: str, tmp_pat
         AIRFLOW__STORE_METRICS__PORT=str(receiver.port),
     )
     try:
-        run_ids = [f"{backend}-{n}" for n in range(RUNS)]
-        for run_id in run_ids:
-            cluster.trigger(DAG_ID, run_id)
-        states = cluster.wait_for_runs(DAG_ID, run_ids, 150)
-        assert states == dict.fromkeys(run_ids, "success"), cluster.tails()
-
-        dag = dag_module(DAG_ID)
-        instances = [ti for ti in cluster.task_instances(DAG_ID) if ti["run_id"] in run_ids]
-        assert len(instances) == RUNS * (dag.CRUNCH_PARTS + dag.ADVANCE_PARTS)
-        assert {ti["state"] for ti in instances} == {"success"}
-        assert {ti["try_number"] for ti in instances} == {1}  # no retry hides a lost count
-        hosts = Counter(ti["hostname"] for ti in instances)
-        assert set(hosts) == {f"{w}-{backend}" for w in WORKERS}, hosts  # both workers ran tasks
+        instances, hosts = run_over_both_workers(cluster, backend)
         # The barrier: at least three crunch instances ran at once (so on both workers).
-        assert len(list(barrier.iterdir())) == RUNS * dag.CRUNCH_PARTS
+        assert len(list(barrier.iterdir())) == RUNS * dag_module(DAG_ID).CRUNCH_PARTS
 
         style = "dogstatsd" if backend == "dogstatsd" else "influx"
-        expected = expected_totals(RUNS)
-
-        def ours() -> Counter[Key]:
-            got = totals(receiver.lines(), style)
-            return Counter({k: v for k, v in got.items() if dict(k[1]).get("dag_id") == DAG_ID})
-
         # Every task process has exited: whatever it sent is ahead of a marker sent now.
         receiver.lines_before_marker()
-        assert ours() == expected, (hosts, cluster.tails(1500))
+        assert dag_totals(receiver.lines(), style) == expected_totals(RUNS), (hosts, cluster.tails(1500))
         took = time.monotonic() - started
         print(f"{backend}: {len(instances)} task instances on {dict(hosts)}; {took:.1f} s with worker start")
     finally:

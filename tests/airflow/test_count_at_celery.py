@@ -22,9 +22,17 @@ from pathlib import Path
 import pytest
 
 from support.barriers import api_server_marker
-from support.celery import DAG_ID, RUNS, WORKERS, celery_cluster, expected_totals, start_workers
+from support.celery import (
+    DAG_ID,
+    RUNS,
+    celery_cluster,
+    dag_totals,
+    expected_totals,
+    run_over_both_workers,
+    start_workers,
+)
 from support.cluster import Cluster, Process, dag_module
-from support.totals import Key, totals
+from support.totals import Key
 from testbed.udp import UdpReceiver
 from testbed.waiting import wait_until
 
@@ -70,23 +78,11 @@ def test_the_api_server_counts_what_celery_workers_without_metrics_configuration
     started = time.monotonic()
     workers = start_count_at_workers(cluster, barrier)
     try:
-        run_ids = [f"count-at-{n}" for n in range(RUNS)]
-        for run_id in run_ids:
-            cluster.trigger(DAG_ID, run_id)
-        states = cluster.wait_for_runs(DAG_ID, run_ids, 150)
-        assert states == dict.fromkeys(run_ids, "success"), cluster.tails()
-
-        dag = dag_module(DAG_ID)
-        instances = [ti for ti in cluster.task_instances(DAG_ID) if ti["run_id"] in run_ids]
-        assert len(instances) == RUNS * (dag.CRUNCH_PARTS + dag.ADVANCE_PARTS)
-        assert {ti["try_number"] for ti in instances} == {1}
-        hosts = Counter(ti["hostname"] for ti in instances)
-        assert set(hosts) == {f"{w}-count-at" for w in WORKERS}, hosts  # both workers ran tasks
+        instances, hosts = run_over_both_workers(cluster, "count-at")
         expected = expected_totals(RUNS)
 
         def ours() -> Counter[Key]:
-            got = totals(receiver.lines(), "dogstatsd")
-            return Counter({k: v for k, v in got.items() if dict(k[1]).get("dag_id") == DAG_ID})
+            return dag_totals(receiver.lines(), "dogstatsd")
 
         # The API server flushes every second: wait for the totals, then for one more count the
         # API server makes and sends after them (a barrier: anything counted twice is in by then).

@@ -36,11 +36,11 @@ from pathlib import Path
 import pytest
 
 from support.inventory_world import (
-    FAST,
-    Served,
+    DENIED_TO_THE_READ_ONLY_ROLE,
     World,
     a_locked_table_costs_one_line,
-    check_footprint,
+    check_printed_footprint,
+    check_served_and_printed,
     expected_totals,
     inventory,
     role_sql,
@@ -86,17 +86,7 @@ def test_the_footprint_on_mariadb_equals_the_hand_computed_one(
     world: World, mariadb: ThrowawayMariaDB, driver: str, tmp_path: Path
 ) -> None:
     through = dataclasses.replace(world, url=mariadb.url_for(driver))
-    with Served(through, tmp_path / "serve.log", **FAST) as served:
-        samples = served.wait_up(1.0)
-        check_footprint(samples, world)
-        assert served.lines("WARNING") == [], served.text()
-        assert served.lines("ERROR") == [], served.text()
-    proc = inventory(through)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
-    assert (
-        "asset state store: 5 entries in 3 assets, 1 entry holds a custom backend's reference" in proc.stdout
-    )
+    check_served_and_printed(through, tmp_path / "serve.log")
 
 
 def _hold_lock(mariadb: ThrowawayMariaDB, seconds: float, locked: threading.Event) -> None:
@@ -140,18 +130,12 @@ def test_the_helm_pages_read_only_user_reads_the_footprint_and_nothing_more(
     finally:
         owner.close()
     url = mariadb.url.replace("://airflow@", f"://{user}:{password}@", 1)
-    proc = inventory(dataclasses.replace(world, url=url))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
+    check_printed_footprint(inventory(dataclasses.replace(world, url=url)))
     conn = MySQLdb.connect(
         host="127.0.0.1", port=mariadb.port, user=user, password=password, database="airflow"
     )
     try:
-        for statement in (
-            "DELETE FROM task_state_store",
-            "UPDATE asset SET uri = uri",
-            "SELECT 1 FROM dag_run",
-        ):
+        for statement in DENIED_TO_THE_READ_ONLY_ROLE:
             with conn.cursor() as cur, pytest.raises(MySQLdb.OperationalError, match="denied"):
                 cur.execute(statement)
     finally:

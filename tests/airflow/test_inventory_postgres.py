@@ -32,12 +32,15 @@ from pathlib import Path
 import pytest
 
 from support.inventory_world import (
+    DENIED_TO_THE_READ_ONLY_ROLE,
     EXPECTED_TASKS,
     FAST,
     Served,
     World,
     a_locked_table_costs_one_line,
     check_footprint,
+    check_printed_footprint,
+    check_served_and_printed,
     check_ui_reading,
     inventory,
     role_sql,
@@ -55,23 +58,17 @@ WRITER = ("airflow_task_state_store_footprint_entries", task_labels("inventory_f
 
 @ON_POSTGRES
 def test_the_footprint_on_postgres_equals_the_hand_computed_one(world: World, tmp_path: Path) -> None:
-    with Served(world, tmp_path / "serve.log", **FAST) as served:
-        samples = served.wait_up(1.0)
-        check_footprint(samples, world)
-        assert served.lines("WARNING") == []
-    proc = inventory(world)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
-    assert (
-        "asset state store: 5 entries in 3 assets, 1 entry holds a custom backend's reference" in proc.stdout
-    )
+    check_served_and_printed(world, tmp_path / "serve.log")
 
 
-def _hold_lock(postgres: ThrowawayPostgres, seconds: float, locked: threading.Event) -> None:
+def _hold_lock(
+    postgres: ThrowawayPostgres, seconds: float, locked: threading.Event, table: str = "task_state_store"
+) -> None:
+    """Hold ``table`` locked against every other session (reads too) for ``seconds``."""
     conn = postgres.connect()
     try:
         with conn.cursor() as cur:
-            cur.execute("LOCK TABLE task_state_store IN ACCESS EXCLUSIVE MODE")
+            cur.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
             locked.set()
             cur.execute("SELECT pg_sleep(%s)", (seconds,))
         conn.commit()
@@ -179,16 +176,10 @@ def test_the_helm_pages_read_only_role_reads_the_footprint_and_nothing_more(
     finally:
         owner.close()
     url = world.url.replace("://airflow@", f"://{role}@", 1)
-    proc = inventory(world, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
+    check_printed_footprint(inventory(world, AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=url))
     conn = psycopg2.connect(host="127.0.0.1", port=postgres.port, user=role, dbname="airflow")
     try:
-        for statement in (
-            "DELETE FROM task_state_store",
-            "UPDATE asset SET uri = uri",
-            "SELECT 1 FROM dag_run",
-        ):
+        for statement in DENIED_TO_THE_READ_ONLY_ROLE:
             with conn.cursor() as cur, pytest.raises(psycopg2.errors.InsufficientPrivilege):
                 cur.execute(statement)
             conn.rollback()
@@ -206,18 +197,6 @@ try:
 except Exception as exc:
     print(json.dumps({"raised": type(getattr(exc, "orig", None) or exc).__name__}))
 """
-
-
-def _hold_task_instances(postgres: ThrowawayPostgres, seconds: float, locked: threading.Event) -> None:
-    conn = postgres.connect()
-    try:
-        with conn.cursor() as cur:
-            cur.execute("LOCK TABLE task_instance IN ACCESS EXCLUSIVE MODE")
-            locked.set()
-            cur.execute("SELECT pg_sleep(%s)", (seconds,))
-        conn.commit()
-    finally:
-        conn.close()
 
 
 #: As kubernetes/base/inventory.yaml runs the inventory: the whole file system read-only (the root
@@ -264,7 +243,7 @@ def test_the_api_servers_task_instance_lookup_gives_up_on_a_locked_table(
         ti_id = str(cur.fetchone()[0])
     conn.close()
     locked = threading.Event()
-    holder = threading.Thread(target=_hold_task_instances, args=(postgres, 30.0, locked), daemon=True)
+    holder = threading.Thread(target=_hold_lock, args=(postgres, 30.0, locked, "task_instance"), daemon=True)
     holder.start()
     assert locked.wait(30)
     proc = subprocess.run(

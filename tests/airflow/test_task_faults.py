@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -46,6 +47,7 @@ import pytest
 
 from support.airflow import Standalone
 from support.lines import parse_dogstatsd
+from testbed.airflow import DAGS
 from testbed.load_setup import DAG_ID as LOAD_DAG
 from testbed.load_setup import dag_source
 from testbed.ports import free_port
@@ -55,6 +57,8 @@ from testbed.waiting import wait_until
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]
 
+#: The module's DAGs (``UNREACHABLE``, ``KILLED``, ``CALLERS``), one file.
+FAULT_DAGS = DAGS / "faults" / "store_metrics_faults.py"
 UNREACHABLE = "store_metrics_fault_unreachable"
 KILLED = "store_metrics_fault_kill"
 CALLERS = "store_metrics_load_callers"
@@ -63,147 +67,6 @@ JWT_SECRET = "store-metrics-task-fault-tests-" + "s" * 33
 LOAD_CLIENTS = 4
 
 Key = tuple[str, str]  # (store, outcome)
-
-_COMMON = """
-from __future__ import annotations
-
-import json
-import os
-import time
-import traceback
-from datetime import datetime, timedelta
-from pathlib import Path
-
-from airflow.sdk import DAG, Asset, task
-
-SIGNALS = Path(os.environ["STORE_METRICS_TEST_SIGNALS"])
-
-
-def wait_for(name: str, timeout: float = 180) -> None:
-    path = SIGNALS / name
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(name)
-        time.sleep(0.02)
-
-
-def describe(exc: BaseException) -> dict:
-    frames = traceback.extract_tb(exc.__traceback__)
-    error = getattr(exc, "error", None)
-    kind = getattr(error, "error", None)
-    return {
-        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "error": getattr(kind, "value", str(kind)),
-        "detail": getattr(error, "detail", None),
-        "innermost": frames[-1].filename if frames else "",
-        "cause": repr(exc.__cause__),
-        "suppress_context": exc.__suppress_context__,
-    }
-"""
-
-UNREACHABLE_DAG = (
-    _COMMON
-    + f'''
-with DAG(dag_id="{UNREACHABLE}", schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
-
-    @task
-    def cut_off(**context):
-        store = context["task_state_store"]
-        store.set("before", 1)
-        (SIGNALS / "unreachable-ready").write_text(type(store).__module__)
-        wait_for("unreachable-cut")
-        seen = {{}}
-        calls = (
-            ("get", lambda: store.get("before")),
-            ("set", lambda: store.set("k", 2)),
-            ("delete", lambda: store.delete("k")),
-            ("clear", store.clear),
-        )
-        for operation, call in calls:
-            try:
-                call()
-            except Exception as exc:
-                seen[operation] = describe(exc)
-            else:
-                seen[operation] = None
-        (SIGNALS / "unreachable-done").write_text(json.dumps(seen, default=str))
-        wait_for("unreachable-restored")
-        assert store.get("before") == 1
-
-    cut_off()
-'''
-)
-
-KILLED_DAG = (
-    _COMMON
-    + f'''
-with DAG(
-    dag_id="{KILLED}",
-    schedule=None,
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    default_args={{"retries": 1, "retry_delay": timedelta(seconds=1)}},
-):
-
-    @task(outlets=[Asset("store_metrics_fault_kill_asset")])
-    def killed_then_retried(**context):
-        store, assets = context["task_state_store"], context["asset_state_store"]
-        if context["ti"].try_number == 1:
-            # A: sent by the interval flush before the kill.
-            store.get("progress")
-            store.set("progress", 1)
-            store.set("job", "j-1")
-            assets.set("watermark", 1)
-            (SIGNALS / "kill-a-done").write_text(str(os.getpid()))
-            wait_for("kill-go-b")
-            # B: after the last flush; the process is killed before the next one.
-            store.set("progress", 2)
-            store.get("job")
-            assets.get("watermark")
-            (SIGNALS / "kill-b-done").write_text(str(os.getpid()))
-            time.sleep(600)
-        # C: the retry resumes from what the first try saved.
-        assert store.get("progress") == 2
-        assert store.get("job") == "j-1"
-        store.delete("job")
-        store.clear()
-        assert assets.get("watermark") == 1
-        assets.delete("watermark")
-        assert assets.get("watermark") is None
-
-    killed_then_retried()
-'''
-)
-
-CALLERS_DAG = f'''
-from __future__ import annotations
-
-from datetime import datetime
-
-from airflow.sdk import DAG, Asset, task
-
-with DAG(dag_id="{CALLERS}", schedule=None, start_date=datetime(2026, 1, 1), catchup=False):
-    for i in range(3):
-
-        @task(task_id=f"caller_{{i}}", outlets=[Asset(f"store_metrics_load_callers_{{i}}")])
-        def caller(**context):
-            store, assets = context["task_state_store"], context["asset_state_store"]
-            store.set("a", 1)
-            store.set("b", [1, 2])
-            assert store.get("a") == 1
-            assert store.get("b") == [1, 2]
-            assert store.get("nope") is None
-            store.delete("a")
-            store.set("c", "x")
-            store.clear()
-            assets.set("w", 1)
-            assert assets.get("w") == 1
-            assert assets.get("nope") is None
-            assets.delete("w")
-
-        caller()
-'''
 
 #: The calls of one caller task, by (store, outcome).
 CALLER_CALLS: Counter[Key] = Counter(
@@ -337,13 +200,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     )
     # Task supervisors reach the Execution API through the proxy; everything else directly.
     airflow.env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] = f"http://127.0.0.1:{proxy.port}/execution/"
-    for dag_id, source in (
-        (UNREACHABLE, UNREACHABLE_DAG),
-        (KILLED, KILLED_DAG),
-        (CALLERS, CALLERS_DAG),
-        (LOAD_DAG, dag_source(LOAD_CLIENTS)),
-    ):
-        (airflow.home.dags / f"{dag_id}.py").write_text(source, encoding="utf-8")
+    shutil.copy(FAULT_DAGS, airflow.home.dags)
+    (airflow.home.dags / f"{LOAD_DAG}.py").write_text(dag_source(LOAD_CLIENTS), encoding="utf-8")
     try:
         airflow.start([UNREACHABLE, KILLED, CALLERS, LOAD_DAG])
         yield Deployment(airflow, receiver, proxy, signals)

@@ -222,11 +222,7 @@ def test_the_error_alert_fires_for_the_failing_dag_and_alertmanager_receives_it(
         everywhere |= wanted(role)
 
     def received() -> set[tuple[str, str]]:
-        return {
-            (a["labels"]["cluster"], a["labels"]["dag_id"])
-            for a in topology.alertmanager.alerts()
-            if a["labels"]["alertname"] == "StateStoreErrorRateHigh"
-        }
+        return topology.alertmanager.holding("StateStoreErrorRateHigh")
 
     poll(lambda: received() >= everywhere, 30, 0.2)
     assert received() == everywhere

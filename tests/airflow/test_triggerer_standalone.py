@@ -1,6 +1,6 @@
 """Asset watchers in a real triggerer, under ``airflow standalone``: their state store calls counted.
 
-The DAG file ``tests/deploy/dags/watchers/store_metrics_watchers.py`` declares three assets with
+The DAG file ``testbed/dags/watchers/store_metrics_watchers.py`` declares three assets with
 ``AssetWatcher`` triggers (``tests/deploy/modules/store_metrics_test_triggers.py``, put on the
 ``PYTHONPATH`` of every Airflow process, as a triggerer needs): one makes ``aget`` (absent), ``aset``,
 ``aget`` (found), one the same with the sync methods, one makes a ``get`` the API server rejects and a

@@ -28,12 +28,8 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +40,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from store_metrics import catalogue
 from store_metrics.shipped import export
 from support import e2e
-from support.peer_servers import Collector, scrape
+from support.peer_servers import Collector, OtlpProxy, scrape
 from support.prometheus import PrometheusServer, scraping_job
 from support.servers import ServerProcess
 from testbed import peers
@@ -187,57 +183,21 @@ class Front(ServerProcess):
         return f"http://127.0.0.1:{self.http_port}"
 
 
-class RoundRobin:
+class RoundRobin(OtlpProxy):
     """A plain load balancer for OTLP/HTTP on 127.0.0.1, as a Kubernetes Service balances: each
     connection (a task process's exporter keeps one) to the next of ``upstreams`` in turn, its
     requests forwarded unchanged."""
 
+    protocol_version = "HTTP/1.1"  # keep-alive: one connection per task process
+
     def __init__(self, upstreams: Sequence[str]) -> None:
-        self.upstreams = list(upstreams)
         self.turn = 0
-        balancer = self
+        super().__init__(upstreams)
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive: one connection per task process
-
-            def setup(self) -> None:
-                super().setup()
-                self.upstream = balancer.upstreams[balancer.turn % len(balancer.upstreams)]
-                balancer.turn += 1
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                upstream = self.upstream
-                headers = {
-                    k: self.headers[k] for k in ("Content-Type", "Content-Encoding") if self.headers.get(k)
-                }
-                request = urllib.request.Request(
-                    upstream + self.path, data=body, headers=headers, method="POST"
-                )
-                try:
-                    with urllib.request.urlopen(request, timeout=10) as response:
-                        status, answer = response.status, response.read()
-                        content_type = response.headers.get("Content-Type", "")
-                except urllib.error.HTTPError as exc:
-                    status, answer, content_type = exc.code, exc.read(), exc.headers.get("Content-Type", "")
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5)
+    def connected(self) -> list[str]:
+        upstream = self.upstreams[self.turn % len(self.upstreams)]
+        self.turn += 1
+        return [upstream]
 
 
 def prometheus(tmp: Path, exported: Path, targets: Sequence[str]) -> PrometheusServer:

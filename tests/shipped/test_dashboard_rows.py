@@ -20,7 +20,8 @@ from store_metrics.shipped.grafana.rows import NO_WATCHERS_NOTE, TRIGGERS_ROW_TI
 from store_metrics.shipped.grafana.server_row import SERVER_ROW_TITLE
 from store_metrics.shipped.render_context import RenderContext
 from support.dashboard import (
-    DASHBOARDS,
+    DATASOURCE,
+    PANEL_TYPES,
     VARIABLES,
     assert_laid_out,
     evaluate_queries,
@@ -29,16 +30,8 @@ from support.dashboard import (
     targets,
     with_rules,
 )
+from support.e2e import CALLS
 
-PROVISIONING = DASHBOARDS / "provisioning"
-
-#: The oldest Grafana the docs support (docs/alerts.md) and the schema it writes (10.4 to 11.2: 39).
-OLDEST_GRAFANA, SCHEMA_VERSION = "11.0.0", 39
-PANEL_TYPES = {"row", "timeseries", "stat", "table", "bargauge"}
-LEGACY_PANEL_TYPES = {"graph", "singlestat", "table-old", "grafana-piechart-panel", "grafana-worldmap-panel"}
-DS = {"type": "prometheus", "uid": "${datasource}"}
-CALLS = "task:airflow_store_metrics_calls:increase"
-SCOPE = 'cluster="$cluster",job="$job"'
 #: The Triggers row's own job: the jobs carrying asset watchers' calls.
 WATCHER_SCOPE = 'cluster="$cluster",job="$watcher_job"'
 
@@ -64,7 +57,7 @@ def test_the_triggers_row_is_collapsed_just_above_the_server_row() -> None:
     assert row["collapsed"] is True and len(row["panels"]) == 5
     assert_laid_out(row["panels"], below=row["gridPos"]["y"])
     for panel in row["panels"]:
-        assert panel["type"] in PANEL_TYPES and panel["datasource"] == DS
+        assert panel["type"] in PANEL_TYPES and panel["datasource"] == DATASOURCE
         assert "asset_watcher" in panel["description"]
 
 
@@ -233,7 +226,7 @@ def test_the_footprint_row_is_collapsed_above_the_triggers_row() -> None:
         assert wanted in titles, wanted
     assert_laid_out(row["panels"], below=row["gridPos"]["y"])
     for panel in row["panels"]:
-        assert panel["type"] in PANEL_TYPES and panel["datasource"] == DS and panel["description"]
+        assert panel["type"] in PANEL_TYPES and panel["datasource"] == DATASOURCE and panel["description"]
 
 
 def test_footprint_queries_read_the_footprint_rules_and_only_the_deployment_and_dag_filters() -> None:

@@ -18,8 +18,14 @@ import yaml
 
 from store_metrics import catalogue
 from support.dashboard import (
-    DASHBOARDS,
+    DATASOURCE,
     JSON_PATH,
+    LEGACY_PANEL_TYPES,
+    OLDEST_GRAFANA,
+    PANEL_TYPES,
+    PROVISIONING,
+    SCHEMA_VERSION,
+    TASK_SCOPE,
     VARIABLES,
     assert_laid_out,
     dashboard,
@@ -31,18 +37,9 @@ from support.dashboard import (
     threshold,
     with_rules,
 )
+from support.e2e import CALLS
 from support.exported import run_export
 from testbed.repository import ROOT
-
-PROVISIONING = DASHBOARDS / "provisioning"
-
-#: The oldest Grafana the docs support (docs/alerts.md) and the schema it writes (10.4 to 11.2: 39).
-OLDEST_GRAFANA, SCHEMA_VERSION = "11.0.0", 39
-PANEL_TYPES = {"row", "timeseries", "stat", "table", "bargauge"}
-LEGACY_PANEL_TYPES = {"graph", "singlestat", "table-old", "grafana-piechart-panel", "grafana-worldmap-panel"}
-DS = {"type": "prometheus", "uid": "${datasource}"}
-CALLS = "task:airflow_store_metrics_calls:increase"
-SCOPE = 'cluster="$cluster",job="$job"'
 
 
 def test_committed_json_is_what_the_generator_makes() -> None:
@@ -88,12 +85,12 @@ def test_panel_ids_unique_and_layout_fits_without_overlap() -> None:
 
 def test_every_panel_and_query_uses_the_datasource_variable() -> None:
     for p in every_panel():
-        assert p["datasource"] == DS, p["title"]
+        assert p["datasource"] == DATASOURCE, p["title"]
         assert p["targets"], p["title"]
         refs = [t["refId"] for t in p["targets"]]
         assert len(refs) == len(set(refs)), p["title"]
         for t in p["targets"]:
-            assert t["datasource"] == DS
+            assert t["datasource"] == DATASOURCE
             assert t["expr"].strip()
 
 
@@ -114,7 +111,7 @@ def test_variables_one_deployment_one_job_per_component_then_multi_select_filter
     ds, traces = provisioned["datasources"]
     assert ds["isDefault"] is False and traces["isDefault"] is False
     for v in variables[1:]:
-        assert v["type"] == "query" and v["datasource"] == DS and v["refresh"] == 2, v["name"]
+        assert v["type"] == "query" and v["datasource"] == DATASOURCE and v["refresh"] == 2, v["name"]
         metric = SERVER_REQUESTS if v["name"] == "server_job" else CALLS
         m = re.fullmatch(rf"label_values\({re.escape(metric)}(\{{.*\}})?, (\w+)\)", v["query"])
         assert m and v["definition"] == v["query"], v["query"]
@@ -123,7 +120,7 @@ def test_variables_one_deployment_one_job_per_component_then_multi_select_filter
         assert v["multi"] is False and v["includeAll"] is False, v["name"]
     for v in variables[5:]:
         assert v["multi"] is True and v["includeAll"] is True and v["allValue"] == ".*", v["name"]
-        assert SCOPE in v["query"]
+        assert TASK_SCOPE in v["query"]
     by_name = {v["name"]: v["query"] for v in variables}
     # Each job variable offers the jobs that carry its component: DAG tasks, watchers, the API server.
     assert 'cluster="$cluster",run_type!="asset_watcher"}' in by_name["job"]
@@ -140,7 +137,7 @@ def test_every_task_side_query_reads_the_recorded_calls_with_every_filter() -> N
         for name, selector in selectors:
             # The calls, or (the resume rate's panel) the retried attempts, recorded the same way.
             assert name in (CALLS, CALLS.replace("_calls:", "_retries:")), (panel["title"], name)
-            assert selector.startswith(SCOPE), (panel["title"], selector)
+            assert selector.startswith(TASK_SCOPE), (panel["title"], selector)
             for variable in VARIABLES:
                 assert f'{variable}=~"${variable}"' in selector, (panel["title"], selector)
             if name != CALLS:
@@ -396,7 +393,7 @@ def test_the_calls_by_dag_panel_asks_for_exemplars_of_the_raw_counters_and_hides
         in ("read_found", "read_absent", "write", "delete", "clear", "error")
     }
     assert names.group(2) == (
-        f'{SCOPE},team_name=~"$team_name",dag_id=~"$dag_id",task_id=~"$task_id",operator=~"$operator",'
+        f'{TASK_SCOPE},team_name=~"$team_name",dag_id=~"$dag_id",task_id=~"$task_id",operator=~"$operator",'
         'run_type=~"$run_type",run_type!="asset_watcher"'
     )
     # Its own lines are hidden everywhere (the panel's lines are the recorded calls): only its marks show.

@@ -14,7 +14,6 @@ Prometheus configuration), as a shared machine may have 9464 taken.
 from __future__ import annotations
 
 import math
-import signal
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from support.e2e import dashboard, dashboard_rows, interpolate
 from support.grafana_step import GrafanaQuery, grafana_query, parse_duration
 from support.prometheus import PrometheusServer
 from testbed.ports import free_port
+from testbed.processes import stop
 from testbed.repository import ROOT
 from testbed.waiting import poll
 
@@ -114,12 +114,7 @@ def demo(tmp_path: Path, files: Path) -> Iterator[int]:
     try:
         yield port
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc, 60)
         log.close()
 
 

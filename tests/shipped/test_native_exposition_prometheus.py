@@ -11,31 +11,20 @@ import pytest
 
 from store_metrics import catalogue
 from store_metrics.catalogue import LOOP_STALL, LOOP_STALL_MAX, SERVER_DURATION
-from store_metrics.counting.runtime import create_emitter
 from support.prometheus import PrometheusServer
-from testbed.ports import free_port
+from support.worker_endpoint import WORKER, serving
 
 pytestmark = [pytest.mark.peers, pytest.mark.prometheus]
 
 WRITE = catalogue.get("task_state_store.write")
 READ_FOUND = catalogue.get("task_state_store.read_found")
 DAGS = 300  # x 10 tasks x 2 counters: 6,000 task-side series
-ROUTE = {"store": "task", "operation": "get", "status_class": "2xx", "worker": "0", "value_size": "small"}
+ROUTE = {"store": "task", "operation": "get", "status_class": "2xx", "worker": WORKER, "value_size": "small"}
 
 
 def test_prometheus_3_reads_every_series_of_the_native_endpoint(tmp_path: Path) -> None:
-    emitter = create_emitter(
-        "otel",
-        exporter="prometheus",
-        prometheus_host="127.0.0.1",
-        prometheus_port=free_port(),
-        prometheus_port_tries=16,
-        temporality="cumulative",
-        instance_id="host-0",
-        flush_interval=3600,
-        server_exposition="native",
-    )
-    port = emitter.backend.prometheus_port  # type: ignore[attr-defined]
+    emitter, url = serving("native")
+    target = url.split("/")[2]  # 127.0.0.1:<port>
     made: dict[tuple[str, str, str], int] = {}
     for i in range(DAGS * 10):
         dag, task = f"dag_{i // 10}", f"task_{i % 10}"
@@ -46,13 +35,13 @@ def test_prometheus_3_reads_every_series_of_the_native_endpoint(tmp_path: Path) 
         made[(READ_FOUND.prometheus_name(), dag, task)] = 2 + i % 3
     for value in (0.25, 3.0, 1e9):
         emitter.histogram(SERVER_DURATION, ROUTE).record(value)
-    emitter.histogram(LOOP_STALL, {"worker": "0"}).record(2.5)
-    emitter.gauge(LOOP_STALL_MAX, {"worker": "0"}).observe(12.5)
+    emitter.histogram(LOOP_STALL, {"worker": WORKER}).record(2.5)
+    emitter.gauge(LOOP_STALL_MAX, {"worker": WORKER}).observe(12.5)
     emitter.flush(5.0)
 
     config = {
         "global": {"scrape_interval": "1s", "scrape_timeout": "900ms"},
-        "scrape_configs": [{"job_name": "worker", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]}],
+        "scrape_configs": [{"job_name": "worker", "static_configs": [{"targets": [target]}]}],
     }
     prom = PrometheusServer(tmp_path, config, role="newest")
     try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import re
-import signal
 import subprocess
 import sys
 import threading
@@ -49,6 +48,7 @@ from support.e2e import (
     wait_for,
 )
 from testbed.ports import free_port
+from testbed.processes import stop
 from testbed.waiting import wait_until
 
 pytestmark = pytest.mark.peers
@@ -107,12 +107,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory, e2e_export: Path) -> Iterator
         end = prom.last_evaluation() + 0.001
         yield DemoSource(prom, model, end, e2e_export)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc, 15)
         reader.join(5)
         log.close()
         prom.stop()

@@ -205,15 +205,6 @@ def recorded(vm: VictoriaMetrics, since: float, cluster: str | None) -> dict[Any
     return out
 
 
-def firing(alertmanager: Alertmanager) -> set[tuple[str, str]]:
-    """(cluster, dag_id) of every StateStoreErrorRateHigh Alertmanager holds."""
-    return {
-        (a["labels"].get("cluster", ""), a["labels"].get("dag_id", ""))
-        for a in alertmanager.alerts()
-        if a["labels"].get("alertname") == ALERT
-    }
-
-
 def test_each_cluster_s_calls_are_recorded_exactly_and_alert_at_alertmanager(topology: Topology) -> None:
     # every target up in VictoriaMetrics, with its cluster, before the first call
     e2e.wait_for(
@@ -252,11 +243,14 @@ def test_each_cluster_s_calls_are_recorded_exactly_and_alert_at_alertmanager(top
 
     # the failing DAG's calls: the alert fires for each cluster, at Alertmanager
     wanted = {(name, e2e.ERRORS_DAG) for name in CLUSTERS}
-    e2e.wait_for(lambda: firing(topology.alertmanager) >= wanted, WAIT, f"{ALERT} at Alertmanager")
-    assert firing(topology.alertmanager) == wanted
+    e2e.wait_for(lambda: topology.alertmanager.holding(ALERT) >= wanted, WAIT, f"{ALERT} at Alertmanager")
+    assert topology.alertmanager.holding(ALERT) == wanted
     # ... and resolves once those calls leave the 5m error window
     e2e.wait_for(
-        lambda: not firing(topology.alertmanager), 300 + WAIT, f"{ALERT} resolved at Alertmanager", interval=2
+        lambda: not topology.alertmanager.holding(ALERT),
+        300 + WAIT,
+        f"{ALERT} resolved at Alertmanager",
+        interval=2,
     )
     # nothing recorded twice meanwhile
     for name, n in CLUSTERS.items():

@@ -6,7 +6,7 @@ the benchmarks share -- Airflow homes, UDP, OTLP and HTTP receivers, throwaway d
 bounded waits -- is the test bed's (``testbed``), not here.
 
 * ``support.airflow`` -- ``airflow standalone``, and Airflow's own ``[metrics]`` StatsD;
-* ``support.deploy`` -- where the DAGs, plugins and modules the tests deploy into Airflow are;
+* ``support.deploy`` -- where the DAGs (``testbed/dags/``), plugins and modules the tests deploy are;
 * ``support.cluster`` -- Airflow's components started one by one (executors other than Local);
 * ``support.celery`` -- the CeleryExecutor deployment and the totals its DAG must add up to;
 * ``support.pod_executor`` -- an executor that runs each task the KubernetesExecutor's way;
@@ -31,6 +31,7 @@ bounded waits -- is the test bed's (``testbed``), not here.
 * ``support.peer_servers`` / ``support.peer_topologies`` -- the real peers (statsd_exporter,
   the Collector, Alertmanager; ``testbed.peers`` builds them) as servers, and every topology
   wired through them for ``tests/airflow/test_through_the_peers.py``;
+* ``support.worker_endpoint`` -- an API server worker's ``/metrics`` endpoint, served by ``otel``;
 * ``support.statsd_observations`` -- statsd_exporter's sampled-observation rule, the one ported
   rule, held equal to the real exporter (``tests/shipped/test_collector_inputs.py``);
 * ``support.watchers`` -- the asset watchers' DAGs and the calls they make;

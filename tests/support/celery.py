@@ -1,8 +1,9 @@
 """The CeleryExecutor deployment of ``tests/airflow/test_celery.py`` and ``test_count_at_celery.py``.
 
 A real ``redis-server`` (broker and result backend) under a ``Cluster``,
-two ``airflow celery worker`` processes with concurrency 2, each with its own host name, and the
-totals the DAG ``store_metrics_celery`` (``tests/deploy/dags/executors/``) must add up to.
+two ``airflow celery worker`` processes with concurrency 2, each with its own host name, the runs
+of the DAG ``store_metrics_celery`` (``testbed/dags/executors/``) over both, and the totals they
+must add up to.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from support.cluster import Cluster, Process, Redis, dag_module
-from support.totals import Key
+from support.totals import Key, totals
 
 DAG_ID = "store_metrics_celery"
 PYOP = "_PythonDecoratedOperator"
@@ -89,3 +91,27 @@ def expected_totals(run_count: int) -> Counter[Key]:
             calls * dag.ADVANCE_PARTS * run_count
         )
     return expected
+
+
+def run_over_both_workers(cluster: Cluster, suffix: str) -> tuple[list[dict[str, Any]], Counter[str]]:
+    """``RUNS`` runs of the DAG (run ids ``<suffix>-<n>``) on the workers ``start_workers`` started
+    with ``suffix``: every run succeeds, every task instance once and on its first try (no retry
+    hides a lost count), and both workers ran tasks. The runs' task instances, and their count by host."""
+    run_ids = [f"{suffix}-{n}" for n in range(RUNS)]
+    for run_id in run_ids:
+        cluster.trigger(DAG_ID, run_id)
+    states = cluster.wait_for_runs(DAG_ID, run_ids, 150)
+    assert states == dict.fromkeys(run_ids, "success"), cluster.tails()
+    dag = dag_module(DAG_ID)
+    instances = [ti for ti in cluster.task_instances(DAG_ID) if ti["run_id"] in run_ids]
+    assert len(instances) == RUNS * (dag.CRUNCH_PARTS + dag.ADVANCE_PARTS)
+    assert {ti["state"] for ti in instances} == {"success"}
+    assert {ti["try_number"] for ti in instances} == {1}
+    hosts = Counter(ti["hostname"] for ti in instances)
+    assert set(hosts) == {f"{w}-{suffix}" for w in WORKERS}, hosts
+    return instances, hosts
+
+
+def dag_totals(lines: list[str], style: str) -> Counter[Key]:
+    """The totals of ``lines`` (``style``: ``dogstatsd`` or ``influx``) for the DAG's series only."""
+    return Counter({k: v for k, v in totals(lines, style).items() if dict(k[1]).get("dag_id") == DAG_ID})

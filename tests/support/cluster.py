@@ -6,7 +6,7 @@ with a throwaway ``AIRFLOW_HOME`` on SQLite. Every process gets its own session 
 and log file; ``Cluster.stop`` kills the groups, so nothing outlives the test. Every wait
 polls a condition with a deadline (``testbed.waiting.wait_until``).
 
-The DAG files come from ``tests/deploy/dags/executors/`` (not ``.../scenarios/``, which the
+The DAG files come from ``testbed/dags/executors/`` (not ``testbed/dags/scenarios/``, which the
 ``dag.test()`` and ``airflow standalone`` tests copy whole).
 """
 

@@ -65,7 +65,7 @@ SECOND_WAVE = (
     CONCURRENT,
 )
 DAG_IDS = sorted({*FIRST_WAVE, *SECOND_WAVE})
-#: What testbed/dags/store_metrics_async_task_store.py calls, async or not.
+#: What testbed/dags/scenarios/store_metrics_async_task_store.py calls, async or not.
 ASYNC_TASK_STORE = {"read_absent": 2, "write": 1, "read_found": 1, "delete": 1, "clear": 1}
 
 

@@ -114,6 +114,17 @@ def evaluate_queries(
 DASHBOARDS = ROOT / "dashboards"
 COLLECTOR = ROOT / "collector"
 JSON_PATH = DASHBOARDS / "store-metrics.json"
+PROVISIONING = DASHBOARDS / "provisioning"
+
+#: The oldest Grafana the docs support (docs/alerts.md) and the schema it writes (10.4 to 11.2: 39).
+OLDEST_GRAFANA, SCHEMA_VERSION = "11.0.0", 39
+#: The panel types the dashboard may use, and the ones Grafana 11 no longer draws.
+PANEL_TYPES = {"row", "timeseries", "stat", "table", "bargauge"}
+LEGACY_PANEL_TYPES = {"graph", "singlestat", "table-old", "grafana-piechart-panel", "grafana-worldmap-panel"}
+#: Every panel's and query's data source: the dashboard's variable.
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+#: How every task-side query's selector starts: one deployment, one job.
+TASK_SCOPE = 'cluster="$cluster",job="$job"'
 
 
 def dashboard() -> dict[str, Any]:

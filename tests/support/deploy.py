@@ -1,10 +1,17 @@
-"""What the tests deploy into Airflow (``tests/deploy/``): DAG files, plugins and modules, by purpose.
+"""What the tests deploy into Airflow, by purpose: DAG files, plugins and modules.
 
-(The scenario DAGs, which the benchmarks run too, are the test bed's: ``testbed/dags/``.)
+Every DAG file lives in one home, the test bed's ``testbed/dags/`` (``testbed.airflow.DAGS``; the
+scenario DAGs there the benchmarks run too):
 
-* ``dags/executors`` -- the Celery and process-per-task DAGs (``support.cluster``);
-* ``dags/watchers`` -- the asset watchers' DAG (the triggerer's tests);
-* ``dags/ui`` -- the UI deployment's DAGs (``support.ui``);
+* ``executors`` -- the Celery and process-per-task DAGs (``support.cluster``);
+* ``watchers`` -- the asset watchers' DAG (the triggerer's tests);
+* ``ui`` -- the UI deployment's DAGs (``support.ui``);
+* ``retries`` -- the retried tasks' DAG (``support.retries``);
+* ``faults`` -- the task fault tests' DAGs (``tests/airflow/test_task_faults.py``);
+* ``inventory`` -- the inventory's two DAGs (``support.inventory_world``).
+
+The rest is the tests' own (``tests/deploy/``):
+
 * ``plugins/server``, ``plugins/triggerer`` -- plugins a test copies into a plugins folder;
 * ``modules`` -- modules a component imports by name (a trigger class, an auth manager): on its
   ``PYTHONPATH``.
@@ -12,12 +19,14 @@
 
 from __future__ import annotations
 
+from testbed.airflow import DAGS
 from testbed.repository import TESTS
 
+EXECUTOR_DAGS = DAGS / "executors"
+WATCHER_DAGS = DAGS / "watchers"
+UI_DAGS = DAGS / "ui"
+RETRY_DAGS = DAGS / "retries"
 DEPLOY = TESTS / "deploy"
-EXECUTOR_DAGS = DEPLOY / "dags" / "executors"
-WATCHER_DAGS = DEPLOY / "dags" / "watchers"
-UI_DAGS = DEPLOY / "dags" / "ui"
 SERVER_PLUGINS = DEPLOY / "plugins" / "server"
 TRIGGERER_PLUGINS = DEPLOY / "plugins" / "triggerer"
 MODULES = DEPLOY / "modules"

@@ -2,12 +2,12 @@
 up to, computed by hand from the values written.
 
 ``build_world`` takes an empty database (SQLite file, a throwaway PostgreSQL or MariaDB), runs
-``airflow db migrate`` on it, runs two DAGs with ``dag.test()`` in fresh processes (the second with
-a worker-side custom state store backend, ``[workers] state_store_backend``, so its entries hold
-references), then writes a few more entries through Airflow's own server-side backend
-(``airflow.state.metastore.MetastoreBackend``: a non-ASCII value, an expired one, one dated two
-days back). ``EXPECTED`` is what the inventory must report for them, derived from the same
-values with ``json.dumps`` (what the Execution API stores). ``Served`` runs
+``airflow db migrate`` on it, runs two DAGs (``testbed/dags/inventory/``) with ``dag.test()`` in
+fresh processes (the second with a worker-side custom state store backend, ``[workers]
+state_store_backend``, so its entries hold references), then writes a few more entries through
+Airflow's own server-side backend (``airflow.state.metastore.MetastoreBackend``: a non-ASCII value,
+an expired one, one dated two days back). ``EXPECTED`` is what the inventory must report for them,
+derived from the same values with ``json.dumps`` (what the Execution API stores). ``Served`` runs
 ``store-metrics inventory --serve`` and scrapes it.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -26,76 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from testbed.airflow import AirflowHome
+from testbed.airflow import DAGS, AirflowHome
 from testbed.ports import free_port
 from testbed.repository import ROOT, python_path
 from testbed.waiting import wait_until
 
 DAY = 86400.0
-
-FOOTPRINT_DAG = """
-from datetime import datetime, timedelta
-
-from airflow.sdk import DAG, NEVER_EXPIRE, Asset, task
-
-ORDERS = Asset(name="inventory/orders", uri="s3://inventory/orders")
-EVENTS = Asset(name="inventory/events", uri="s3://inventory/events")
-
-with DAG("inventory_footprint", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
-
-    @task
-    def writer(task_state_store=None):
-        task_state_store.set("job_id", "job-123")
-        task_state_store.set("cursor", {"offset": 42, "done": False})
-        task_state_store.set("stale", "old", retention=timedelta(hours=-1))
-        task_state_store.set("stale2", [1, 2, 3], retention=timedelta(seconds=-5))
-        task_state_store.set("keep", "x" * 5000, retention=NEVER_EXPIRE)
-
-    @task
-    def mapped(i, task_state_store=None):
-        task_state_store.set("part", "p" * (10 * (i + 1)))
-        if i == 2:
-            task_state_store.set("tmp", i, retention=timedelta(hours=-1))
-
-    @task
-    def cleaner(task_state_store=None):
-        s = task_state_store
-        s.set("a", 1)
-        s.set("b", 2)
-        s.delete("a")
-        s.set("c", 3)
-        s.clear()
-        s.set("d", "after-clear")
-
-    @task(outlets=[ORDERS, EVENTS])
-    def assets(asset_state_store=None):
-        asset_state_store[ORDERS].set("watermark", "2026-01-01T00:00:00+00:00")
-        asset_state_store[ORDERS].set("blob", "z" * 2000)
-        asset_state_store[EVENTS].set("seen", 7)
-
-    writer() >> mapped.expand(i=[0, 1, 2]) >> cleaner() >> assets()
-"""
-
-OFFLOADED_DAG = """
-from datetime import datetime, timedelta
-
-from airflow.sdk import DAG, Asset, task
-
-OFFLOADED = Asset(name="inventory/offloaded", uri="s3://inventory/offloaded")
-
-with DAG("inventory_offloaded", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
-
-    @task
-    def offloaded(task_state_store=None):
-        task_state_store.set("big", "B" * 10000)
-        task_state_store.set("small", "s", retention=timedelta(hours=-1))
-
-    @task(outlets=[OFFLOADED])
-    def offloaded_asset(asset_state_store=None):
-        asset_state_store[OFFLOADED].set("state", {"x": 1})
-
-    offloaded() >> offloaded_asset()
-"""
+#: ``inventory_footprint`` and ``inventory_offloaded``, the two DAGs ``build_world`` runs.
+INVENTORY_DAGS = DAGS / "inventory"
 
 #: A worker-side backend that keeps values in files and stores a ``file://`` reference.
 REF_BACKEND = """
@@ -278,8 +217,8 @@ def build_world(home: Path, url: str) -> World:
     """Migrate the database at ``url``, run the DAGs, make the direct writes."""
     world = World(home, url, time.time())
     (home / "dags").mkdir(parents=True)
-    (home / "dags" / "inventory_footprint.py").write_text(FOOTPRINT_DAG)
-    (home / "dags" / "inventory_offloaded.py").write_text(OFFLOADED_DAG)
+    for dag_file in INVENTORY_DAGS.glob("*.py"):
+        shutil.copy(dag_file, home / "dags")
     lib = home / "lib"
     lib.mkdir()
     (lib / "inventory_ref_backend.py").write_text(REF_BACKEND)
@@ -578,6 +517,35 @@ def _same(got: dict[str, Any], want: Want, what: object) -> None:
     assert got["value_bytes"] == want.bytes, (what, got)  # None (unknown) where entries hold references
     if want.bytes is not None:
         assert got["bytes"] == want.bytes, (what, got)
+
+
+def check_printed_footprint(proc: subprocess.CompletedProcess[str]) -> None:
+    """The one-shot ``store-metrics inventory`` against the world exited 0 and printed its footprint."""
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("task state store: 14 entries in 5 DAG tasks, 2 entries hold a custom ")
+    assert (
+        "asset state store: 5 entries in 3 assets, 1 entry holds a custom backend's reference" in proc.stdout
+    )
+
+
+def check_served_and_printed(world: World, log: Path) -> None:
+    """The footprint story on one database: ``inventory --serve`` scraped shows exactly the
+    hand-computed footprint with no warning nor error, and the one-shot table prints it."""
+    with Served(world, log, **FAST) as served:
+        samples = served.wait_up(1.0)
+        check_footprint(samples, world)
+        assert served.lines("WARNING") == [], served.text()
+        assert served.lines("ERROR") == [], served.text()
+    check_printed_footprint(inventory(world))
+
+
+#: What the inventory's read-only role of docs/deploy/helm.md may not do: write the store, write
+#: Airflow's other tables, read them.
+DENIED_TO_THE_READ_ONLY_ROLE = (
+    "DELETE FROM task_state_store",
+    "UPDATE asset SET uri = uri",
+    "SELECT 1 FROM dag_run",
+)
 
 
 def check_ui_reading(world: World) -> None:

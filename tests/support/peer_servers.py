@@ -208,6 +208,14 @@ class Alertmanager(ServerProcess):
         alerts: list[dict[str, Any]] = json.loads(text)
         return alerts
 
+    def holding(self, alertname: str) -> set[tuple[str, str]]:
+        """(cluster, dag_id) of every alert named ``alertname`` it holds."""
+        return {
+            (a["labels"].get("cluster", ""), a["labels"].get("dag_id", ""))
+            for a in self.alerts()
+            if a["labels"].get("alertname") == alertname
+        }
+
 
 class UdpFanout(UdpReceiver):
     """A UDP socket on 127.0.0.1 that keeps every datagram (``lines``, as
@@ -228,23 +236,32 @@ class UdpFanout(UdpReceiver):
         self._out.close()
 
 
-class OtlpFanout:
+class OtlpProxy:
     """An OTLP/HTTP endpoint on 127.0.0.1 that forwards each request, body and content headers
-    unchanged, to every base URL of ``upstreams`` and answers with the first one's answer."""
+    unchanged, to the upstreams (base URLs) ``connected`` picks for its connection, and answers with
+    the first one's answer. As it is, every connection goes to every upstream (``OtlpFanout``)."""
 
     HEADERS = ("Content-Type", "Content-Encoding")
+    #: HTTP/1.0 closes each connection after one request; HTTP/1.1 keeps it for the next ones.
+    protocol_version = "HTTP/1.0"
 
     def __init__(self, upstreams: Sequence[str]) -> None:
         self.upstreams = list(upstreams)
         self.requests = 0
-        fanout = self
+        proxy = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = proxy.protocol_version
+
+            def setup(self) -> None:
+                super().setup()
+                self.targets = proxy.connected()
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {name: self.headers[name] for name in fanout.HEADERS if self.headers.get(name)}
-                answers = [fanout.forward(base + self.path, body, headers) for base in fanout.upstreams]
-                fanout.requests += 1
+                headers = {name: self.headers[name] for name in proxy.HEADERS if self.headers.get(name)}
+                answers = [proxy.forward(base + self.path, body, headers) for base in self.targets]
+                proxy.requests += 1
                 status, content_type, answer = answers[0]
                 self.send_response(status)
                 self.send_header("Content-Type", content_type)
@@ -259,6 +276,10 @@ class OtlpFanout:
         self.port = int(self._server.server_address[1])
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+
+    def connected(self) -> list[str]:
+        """The upstreams the requests of a new connection go to: all of them."""
+        return self.upstreams
 
     @property
     def endpoint(self) -> str:
@@ -277,3 +298,8 @@ class OtlpFanout:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(5)
+
+
+class OtlpFanout(OtlpProxy):
+    """An OTLP/HTTP endpoint on 127.0.0.1 that forwards each request, body and content headers
+    unchanged, to every base URL of ``upstreams`` and answers with the first one's answer."""

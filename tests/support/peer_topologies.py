@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -63,6 +62,7 @@ from support.retries import DAG_ID as RETRIES_DAG
 from support.retries import model as retried_attempts
 from support.totals import Key
 from support.watchers import CONSUMERS, DAG_FILE, TASKS, WATCHERS
+from testbed.processes import stop
 from testbed.repository import python_path
 from testbed.waiting import wait_until
 
@@ -412,12 +412,7 @@ def inventory(airflow: Standalone) -> Iterator[None]:
     try:
         yield
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop(proc, 30)
         log.close()
 
 

@@ -1,4 +1,4 @@
-"""The retried tasks' DAG (``tests/deploy/dags/retries``) and what one run of it counts.
+"""The retried tasks' DAG (``testbed/dags/retries``) and what one run of it counts.
 
 Used by tests/airflow/count_at_standalone/test_retried_attempts.py (both count_at modes) and by the
 topologies through the real peers (support.peer_topologies), where the retried attempts reach
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from support.deploy import DEPLOY
+from support.deploy import RETRY_DAGS
 from support.totals import Key
 
 DAG_ID = "store_metrics_retries"
-DAG_FILE = DEPLOY / "dags" / "retries" / f"{DAG_ID}.py"
+DAG_FILE = RETRY_DAGS / f"{DAG_ID}.py"
 PYOP = "_PythonDecoratedOperator"
 
 

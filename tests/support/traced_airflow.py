@@ -17,7 +17,7 @@ from typing import Any
 from support.cluster import Cluster
 
 DAG_ID = "store_metrics_traces"
-#: The tasks of ``DAG_ID``, each retried once (``tests/deploy/dags/executors/store_metrics_traces.py``).
+#: The tasks of ``DAG_ID``, each retried once (``testbed/dags/executors/store_metrics_traces.py``).
 TASKS = ("resumes", "starts_over")
 
 SERVER = 2  # opentelemetry.proto.trace.v1.Span.SpanKind.SPAN_KIND_SERVER

@@ -9,7 +9,7 @@ API server counting their calls, and a real Prometheus scraping it.
 * Auth: Airflow's Simple auth manager with known passwords, extended with per-DAG refusals
   (``tests/deploy/modules/per_dag_auth.py``): ``admin`` reads everything, ``viewer`` every DAG but
   ``SECRET``.
-* DAGs (``tests/deploy/dags/ui``): ``ORDERS`` (tasks, a mapped task, two assets),
+* DAGs (``testbed/dags/ui``): ``ORDERS`` (tasks, a mapped task, two assets),
   ``SECRET`` (the largest state; shares an asset with ORDERS), ``SMALL``; and the names:
   ``DONNEES`` (which the viewer may not read) and ``DONN_ES``, one series under the old tag
   rule, and ``UNKNOWN_DAG``, named like the value of the calls nobody could attribute (one such

@@ -1,4 +1,4 @@
-"""The asset watchers' DAG file (``tests/deploy/dags/watchers/``) and what its runs call.
+"""The asset watchers' DAG file (``testbed/dags/watchers/``) and what its runs call.
 
 Three assets with ``AssetWatcher`` triggers (``tests/deploy/modules/store_metrics_test_triggers.py``,
 which every Airflow process must find on its ``PYTHONPATH``): each watcher makes its calls once and

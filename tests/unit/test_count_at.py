@@ -103,13 +103,6 @@ def test_store_metrics_check_prints_it(monkeypatch: pytest.MonkeyPatch) -> None:
 # -- the task side stands down ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def fresh_plugin_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(task_listener, "_state", task_listener._Active())
-    monkeypatch.setattr(startup, "_setup", startup._Setup())
-    monkeypatch.setattr(task_listener, "_is_task_runner_ti", lambda ti: True)
-
-
 class _Task:
     pass
 

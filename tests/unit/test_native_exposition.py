@@ -20,33 +20,13 @@ import store_metrics
 from store_metrics import catalogue
 from store_metrics.backends.otel import exposition
 from store_metrics.catalogue import LOOP_STALL, LOOP_STALL_MAX, SERVER_DURATION, SERVER_REQUESTS
-from store_metrics.counting.runtime import create_emitter
 from store_metrics.emitter import AggregatingEmitter
-from testbed.ports import free_port
+from support.worker_endpoint import WORKER, serving
 
 WRITE = catalogue.get("task_state_store.write")
 READ_FOUND = catalogue.get("task_state_store.read_found")
 DELETE = catalogue.get("task_state_store.delete")
-WORKER = "0"
 ROUTE = {"store": "task", "operation": "get", "status_class": "2xx", "worker": WORKER}
-
-
-def serving(exposition_kind: str, **options: Any) -> tuple[AggregatingEmitter, str]:
-    """An API server worker's emitter (cumulative, its identity as instance id) and its /metrics URL."""
-    emitter = create_emitter(
-        "otel",
-        exporter="prometheus",
-        prometheus_host="127.0.0.1",
-        prometheus_port=free_port(),
-        prometheus_port_tries=16,
-        temporality="cumulative",
-        instance_id=f"host-{WORKER}",
-        flush_interval=3600,
-        server_exposition=exposition_kind,
-        **options,
-    )
-    port = emitter.backend.prometheus_port  # type: ignore[attr-defined]
-    return emitter, f"http://127.0.0.1:{port}/metrics"
 
 
 def fetch(url: str) -> tuple[str, bytes]:

@@ -29,7 +29,7 @@ from store_metrics.api_server.attribution import TaskAttempt
 from store_metrics.api_server.retries import FirstReads, HostClaims
 from store_metrics.counting import runtime
 from store_metrics.emitter import AggregatingEmitter
-from store_metrics.integration import plugin, startup, task_listener
+from store_metrics.integration import plugin, task_listener
 
 PYOP = "_PythonDecoratedOperator"
 TAGS = {"dag_id": "etl", "task_id": "load", "run_type": "scheduled", "operator": PYOP}
@@ -63,10 +63,8 @@ def test_only_the_process_that_starts_a_retried_attempt_decides(ti: Any, context
 
 
 @pytest.fixture
-def fresh_plugin_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(task_listener, "_state", task_listener._Active())
-    monkeypatch.setattr(startup, "_setup", startup._Setup())
-    monkeypatch.setattr(task_listener, "_is_task_runner_ti", lambda ti: True)
+def counting_at_the_tasks(fresh_plugin_state: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh plugin (``fresh_plugin_state``) configured to count at the tasks, sending nowhere."""
     monkeypatch.setenv("AIRFLOW__STORE_METRICS__COUNT_AT", "tasks")
     monkeypatch.setenv("AIRFLOW__STORE_METRICS__BACKEND", "none")
 
@@ -75,7 +73,7 @@ class _Task:
     pass
 
 
-@pytest.mark.usefixtures("fresh_plugin_state")
+@pytest.mark.usefixtures("counting_at_the_tasks")
 @pytest.mark.parametrize(("try_number", "counted"), [(1, {}), (2, {RESUMED: 1})])
 def test_the_listener_wraps_a_retried_attempts_store_to_decide(
     try_number: int, counted: dict[str, int]

@@ -15,8 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_test_module_has_a_basename_of_its_own() -> None:
     by_name: dict[str, list[str]] = defaultdict(list)
-    for folder in ("tests", "benchmarks/tests"):
-        for module in (ROOT / folder).rglob("test_*.py"):
-            if "node_modules" not in module.parts:
-                by_name[module.name].append(str(module.relative_to(ROOT)))
+    for module in (ROOT / "tests").rglob("test_*.py"):
+        if "node_modules" not in module.parts:
+            by_name[module.name].append(str(module.relative_to(ROOT)))
     assert {name: paths for name, paths in by_name.items() if len(paths) > 1} == {}

@@ -1,7 +1,7 @@
 """Did each retry resume? ``retry_resumed`` / ``retry_not_resumed`` under ``airflow standalone``, both modes.
 
 One deployment (LocalExecutor: every try of every task its own process; DogStatsD to one real UDP
-socket; two API server workers), run twice with the same DAG run (``tests/deploy/dags/retries``):
+socket; two API server workers), run twice with the same DAG run (``testbed/dags/retries``):
 ``count_at = tasks``, then restarted with ``count_at = api_server``. Each phase must give exactly the
 model's totals: a task that saves then fails resumes on its retry (``retry_resumed = 1``), a task
 whose first try fails before saving starts over (``retry_not_resumed = 1``), a retry that never reads

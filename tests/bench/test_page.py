@@ -2,8 +2,8 @@
 
 ``docs/performance.md`` is written only by ``python -m benchmarks`` from ``benchmarks/results.json``:
 a hand edit, a stale page or a section measured but not saved shows up here. No timing is asserted.
-These are the benchmarks' own tests (pytest collects ``benchmarks/tests`` too): they may use the
-benchmarks' modules, which the product's tests (``tests/``) never import.
+Like every test of the benchmarks (``tests/bench/``) they may use the benchmarks' modules, which
+the product's tests never import.
 """
 
 from __future__ import annotations
