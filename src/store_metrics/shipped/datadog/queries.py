@@ -17,13 +17,14 @@ from typing import Any
 from store_metrics import catalogue
 from store_metrics.catalogue import Outcome, Store
 
-from ..dashboard_facts import BOTH, DAG_ID, FILTERS, READS, WATCHER
+from ..dashboard_facts import ALL_OUTCOMES, BOTH, DAG_ID, FILTERS, READS, WATCHER
 from ..render_context import RenderContext
 
 __all__ = [
     "ALL_CALLS",
     "ENV",
     "ERRORS",
+    "OTHER_CALLS",
     "READ_CALLS",
     "RESUMED",
     "RETRIED",
@@ -50,6 +51,13 @@ def terms(stores: Sequence[Store], outcomes: Sequence[Outcome]) -> tuple[tuple[S
 
 #: Every call: the catalogue's counters recorded with the calls (a new one is counted here too).
 ALL_CALLS: tuple[Term, ...] = catalogue.call_counters()
+#: Calls the catalogue records with the others under an outcome ``Outcome`` does not name: none today;
+#: a counter added to the catalogue that way is one, and the tables give it a column.
+OTHER_CALLS: tuple[Term, ...] = tuple(
+    m
+    for m in catalogue.call_counters()
+    if m not in {catalogue.metric_for(s, o) for s in BOTH for o in ALL_OUTCOMES}
+)
 READ_CALLS = terms(BOTH, READS)
 WRITES = terms(BOTH, (Outcome.WRITE,))
 ERRORS = terms(BOTH, (Outcome.ERROR,))
