@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -46,8 +46,8 @@ def test_with_a_broken_fixture(broken):
 """
 
 
-def matrix() -> ModuleType:
-    """scripts/matrix, loaded by path (it has no .py suffix)."""
+def matrix() -> Any:
+    """scripts/matrix, loaded by path (it has no .py suffix; Any: its names are read as attributes)."""
     path = ROOT / "scripts" / "matrix"
     loader = importlib.machinery.SourceFileLoader("store_metrics_matrix", str(path))
     spec = importlib.util.spec_from_loader(loader.name, loader)
