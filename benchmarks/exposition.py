@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
 from .common import REPO_ROOT, log, rss_bytes, subprocess_env
 
@@ -73,7 +73,11 @@ class _GcWatch:
 GC = _GcWatch()
 
 
-class Arm(TypedDict):
+class _ArmFailed(TypedDict, total=False):
+    failed: str  # the arm's scrape failed (the SDK's exporter timed out): why
+
+
+class Arm(_ArmFailed):
     mode: str
     series: int
     idle_stall_ms: list[float]
@@ -86,7 +90,6 @@ class Arm(TypedDict):
     rss_per_series: float  # bytes, from before the series were made to after the scrapes
     rss_exposition_per_series: float  # bytes, from after the series were made to after the scrapes
     load_average: list[float]
-    failed: NotRequired[str]  # the arm's scrape failed (the SDK's exporter timed out): why
 
 
 class Exposition(TypedDict):

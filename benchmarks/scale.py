@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TypeVar
 
 from store_metrics.backends.statsd_lines import Line, influx_counter_line
 from store_metrics.catalogue import task_tags
@@ -113,6 +113,10 @@ def total(text: str, name: str) -> float:
     return sum(samples(text, name).values())
 
 
+#: A Peer or a subclass of it: what ``with`` gives (typing.Self is Python 3.11+).
+_PeerT = TypeVar("_PeerT", bound="Peer")
+
+
 class Peer:
     """One real program in a session of its own, logging to a file; stopped by its id on exit."""
 
@@ -122,7 +126,7 @@ class Peer:
         self.ready_url = ready_url
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self) -> Self:
+    def __enter__(self: _PeerT) -> _PeerT:
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 self.argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True

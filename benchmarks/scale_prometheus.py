@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Self, TypedDict
+from typing import Any, TypedDict
 
 from testbed.peers import binary
 from testbed.ports import free_port
@@ -110,7 +110,7 @@ class Replay:
             stamps = stamps or [int(self.clock * 1000)]
         return "".join(f"{line} {t}\n" for line in self.samples for t in stamps).encode("utf-8")
 
-    def __enter__(self) -> Self:
+    def __enter__(self) -> Replay:
         self.thread.start()
         return self
 

@@ -178,7 +178,8 @@ def test_an_unmarked_test_that_uses_a_built_pin_fails_naming_the_mark(tmp_path: 
 def test_a_second_setup_leaves_the_build_to_the_one_running(
     build: tuple[subprocess.Popen[str], Path], cache: Path
 ) -> None:
-    """scripts/setup runs twice under .ci/run (then scripts/test): the second start builds nothing."""
+    """scripts/setup started again while a build runs (a second terminal, a developer's second
+    scripts/test) leaves the build to the one running: the second start builds nothing."""
     proc, _ = build
     second = subprocess.run(
         [sys.executable, "-m", "testbed.peers", "build", "--unless-running", "statsd_exporter:chart"],
