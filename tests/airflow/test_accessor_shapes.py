@@ -64,6 +64,9 @@ _REAL_SHAPES = textwrap.dedent(
 )
 
 
+_ASYNC = ("aget", "aset", "adelete", "aclear")
+
+
 def _fake_shape(cls: type) -> dict[str, list[list[str]]]:
     names = ("get", "set", "delete", "clear", "aget", "aset", "adelete", "aclear", "_clear_backend_only")
     return {
@@ -93,13 +96,18 @@ def test_the_protocols_say_what_airflows_accessors_are(real: dict[str, Any]) -> 
     the Airflow it runs with, this every release of the matrix."""
     task_async = "aget" in real["shapes"]["TaskStateStoreAccessor"]
     task_protocol = stores.AsyncStateStore if task_async else stores.StateStore
-    for protocol, sdk_class in (
-        (task_protocol, "TaskStateStoreAccessor"),
-        (stores.AsyncStateStore, "AssetStateStoreAccessor"),
-        (stores.AssetStores, "AssetStateStoreAccessors"),
+    # Task SDK 1.3.0 and 1.3.1 (Airflow 3.3.0, 3.3.1) have no async asset accessors: there the
+    # Protocols' sync methods are compared, and the wrappers add no async method either.
+    asset_async = "aget" in real["shapes"]["AssetStateStoreAccessor"]
+    left_out = () if asset_async else _ASYNC
+    for protocol, sdk_class, skip in (
+        (task_protocol, "TaskStateStoreAccessor", ()),
+        (stores.AsyncStateStore, "AssetStateStoreAccessor", left_out),
+        (stores.AssetStores, "AssetStateStoreAccessors", left_out),
     ):
         sdk = real["shapes"][sdk_class]
-        for name, parameters in _fake_shape(protocol).items():
+        shape = {name: found for name, found in _fake_shape(protocol).items() if name not in skip}
+        for name, parameters in shape.items():
             assert name in sdk, (sdk_class, name)
             extra = sdk[name][len(parameters) :]
             assert sdk[name][: len(parameters)] == parameters, (sdk_class, name)
