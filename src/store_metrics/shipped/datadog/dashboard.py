@@ -190,15 +190,15 @@ def _group(title: str, widgets: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def _outcome_formulas(stores: Sequence[Store]) -> list[Formula]:
     """One formula per outcome, the stores' counters summed; a counter the catalogue records with the
     calls under an outcome of its own gets its line too, after them."""
-    formulas = [Formula(terms(stores, (o,)), o.value) for o in ALL_OUTCOMES]
-    known = {counter_of(term) for formula in formulas for term in formula.terms}
     tags = {store.tag for store in stores}
     others: dict[str, list[catalogue.Metric]] = {}
-    for metric in catalogue.call_counters():
+    for metric in map(counter_of, OTHER_CALLS):
         labels = dict(metric.recording.labels) if metric.recording else {}
-        if metric not in known and labels.get(catalogue.STORE) in tags:
+        if labels.get(catalogue.STORE) in tags:
             others.setdefault(labels.get(catalogue.OUTCOME, metric.name), []).append(metric)
-    return formulas + [Formula(tuple(metrics), outcome) for outcome, metrics in others.items()]
+    return [Formula(terms(stores, (o,)), o.value) for o in ALL_OUTCOMES] + [
+        Formula(tuple(metrics), outcome) for outcome, metrics in others.items()
+    ]
 
 
 # -- groups -------------------------------------------------------------------------------------
