@@ -246,7 +246,10 @@ def server_side(receiver: UdpReceiver) -> Counter[Key]:
 
 
 def _signal(d: Deployment, name: str, text: str = "") -> None:
-    (d.signals / name).write_text(text)
+    # Whole or not at all, as the DAG's tasks write theirs: a file polled for is never read half written.
+    part = d.signals / f".{name}.part"
+    part.write_text(text)
+    os.replace(part, d.signals / name)
 
 
 def _wait_signal(d: Deployment, name: str, timeout: float = 240) -> str:

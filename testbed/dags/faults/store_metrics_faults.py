@@ -20,6 +20,13 @@ from airflow.sdk import DAG, Asset, task
 SIGNALS = Path(os.environ["STORE_METRICS_TEST_SIGNALS"])
 
 
+def signal(name: str, text: str) -> None:
+    """Write a signal whole: the test polls for the file, and must never read it half written."""
+    part = SIGNALS / f".{name}.part"
+    part.write_text(text)
+    os.replace(part, SIGNALS / name)
+
+
 def wait_for(name: str, timeout: float = 180) -> None:
     path = SIGNALS / name
     deadline = time.monotonic() + timeout
@@ -51,7 +58,7 @@ with DAG(
     def cut_off(**context):
         store = context["task_state_store"]
         store.set("before", 1)
-        (SIGNALS / "unreachable-ready").write_text(type(store).__module__)
+        signal("unreachable-ready", type(store).__module__)
         wait_for("unreachable-cut")
         seen = {}
         calls = (
@@ -67,7 +74,7 @@ with DAG(
                 seen[operation] = describe(exc)
             else:
                 seen[operation] = None
-        (SIGNALS / "unreachable-done").write_text(json.dumps(seen, default=str))
+        signal("unreachable-done", json.dumps(seen, default=str))
         wait_for("unreachable-restored")
         assert store.get("before") == 1
 
@@ -91,13 +98,13 @@ with DAG(
             store.set("progress", 1)
             store.set("job", "j-1")
             assets.set("watermark", 1)
-            (SIGNALS / "kill-a-done").write_text(str(os.getpid()))
+            signal("kill-a-done", str(os.getpid()))
             wait_for("kill-go-b")
             # B: after the last flush; the process is killed before the next one.
             store.set("progress", 2)
             store.get("job")
             assets.get("watermark")
-            (SIGNALS / "kill-b-done").write_text(str(os.getpid()))
+            signal("kill-b-done", str(os.getpid()))
             time.sleep(600)
         # C: the retry resumes from what the first try saved.
         assert store.get("progress") == 2
