@@ -47,6 +47,7 @@ import pytest
 
 from support.airflow import Standalone
 from support.lines import parse_dogstatsd
+from testbed import signals
 from testbed.airflow import DAGS
 from testbed.load_setup import DAG_ID as LOAD_DAG
 from testbed.load_setup import dag_source
@@ -246,10 +247,7 @@ def server_side(receiver: UdpReceiver) -> Counter[Key]:
 
 
 def _signal(d: Deployment, name: str, text: str = "") -> None:
-    # Whole or not at all, as the DAG's tasks write theirs: a file polled for is never read half written.
-    part = d.signals / f".{name}.part"
-    part.write_text(text)
-    os.replace(part, d.signals / name)
+    signals.send(d.signals, name, text)
 
 
 def _wait_signal(d: Deployment, name: str, timeout: float = 240) -> str:

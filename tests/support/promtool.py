@@ -4,7 +4,6 @@ that check rules and configs and run rule tests."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -14,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from store_metrics.shipped.settings import seconds
 from testbed import peers
 from testbed.repository import ROOT
 
@@ -88,17 +88,6 @@ def assert_unit_tests_catch(
 #: A test group whose evaluations reach this far is a long one (promtool evaluates every rule once
 #: per evaluation_interval up to the group's last eval_time).
 LONG_GROUP = 12 * 3600
-_DURATION = re.compile(r"(\d+)(ms|y|w|d|h|m|s)")
-_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
-
-
-def duration_seconds(text: str) -> float:
-    """A Prometheus duration (``1d4m``, ``90s``) in seconds."""
-    if text == "0":
-        return 0.0
-    parts = _DURATION.findall(text)
-    assert parts and "".join(n + unit for n, unit in parts) == text, f"not a duration: {text!r}"
-    return sum(int(n) * _SECONDS[unit] for n, unit in parts)
 
 
 def short_groups(tests: Path) -> str | None:
@@ -109,7 +98,7 @@ def short_groups(tests: Path) -> str | None:
 
     def last(group: dict[str, object]) -> float:
         checks = [*group.get("alert_rule_test", []), *group.get("promql_expr_test", [])]  # type: ignore[misc]
-        return max((duration_seconds(str(c["eval_time"])) for c in checks), default=0.0)
+        return max((seconds(str(c["eval_time"])) for c in checks), default=0.0)
 
     short = [g for g in groups if last(g) < LONG_GROUP]
     if not short or len(short) == len(groups):

@@ -17,14 +17,13 @@ from pathlib import Path
 
 from airflow.sdk import DAG, Asset, task
 
+from testbed import signals
+
 SIGNALS = Path(os.environ["STORE_METRICS_TEST_SIGNALS"])
 
 
 def signal(name: str, text: str) -> None:
-    """Write a signal whole: the test polls for the file, and must never read it half written."""
-    part = SIGNALS / f".{name}.part"
-    part.write_text(text)
-    os.replace(part, SIGNALS / name)
+    signals.send(SIGNALS, name, text)
 
 
 def wait_for(name: str, timeout: float = 180) -> None:
