@@ -7,15 +7,22 @@ side's tags. An hour of 15 s samples is filled first the way ``benchmarks.scale_
 (a replay answering each scrape with the next samples of the history, ``honor_timestamps``), then
 Prometheus scrapes every 15 s as shipped.
 
-Prometheus loads two rule files: the exported ``rules.yml`` (its recording group
-``store-metrics.rules``: per counter, three instant reads, ``last_over_time(...[counter_lookback])``
-and ``max_over_time(up[counter_lookback])``) and a floor group, ``store-metrics.rules.floor``
-(``floor_rules``: per counter only its growth between the two reads, summed by the same labels,
-recording under names of its own): what any rule that reads every counter at two instants costs at
-least. Both run in the same process on the same samples. What each took is Prometheus' own
+Two recording groups are measured, one at a time in the same process over the same samples (the
+configuration reloaded between them, scraping every 15 s throughout): the exported ``rules.yml``'s
+recording group ``store-metrics.rules`` (per counter, three instant reads,
+``last_over_time(...[counter_lookback])`` and ``max_over_time(up[counter_lookback])``), then a floor
+group, ``store-metrics.rules.floor`` (``floor_rules``: per counter only its growth between the two
+reads, summed by the same labels, recording under names of its own): what any rule that reads every
+counter at two instants costs at least. Nothing else evaluates while a group is measured (no rules
+while the hour is filled, one group loaded at a time), so the figures are the group's own cost, not
+two groups' contention. What each took is Prometheus' own
 ``prometheus_rule_group_last_duration_seconds``, read after each of ``EVALUATIONS`` evaluations
-(after one to settle); the verdict is on the shipped group's slowest, the floor beside it (the two
-groups share the machine's cores with each other and the scrapes, as in a real Prometheus).
+(after one to settle); the verdict is on the shipped group's slowest, the floor beside it.
+
+Then, with no rules loaded, one counter's expressions run as instant queries (``stats=all``): the
+shipped rule and its parts, the floor, the helper-series variant tried before, and one read of every
+series as a range function (``increase(...[1m] anchored)``, Prometheus 3.16): what a rule reading
+each counter once would cost.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from .scale_prometheus import (
     filled_hour,
     next_durations,
     per_scrape,
+    write_config,
 )
 
 #: 5,000 DAGs x 10 tasks x 3 counters: the issue's 150,000 input series; a quick run's size.
@@ -152,6 +160,11 @@ def _probes(shipped_rule: str) -> dict[str, str]:
         "floor: sum of the growth between the two reads": (
             f"sum by ({tags}) ({counter} offset 30s - {counter} offset 90s)"
         ),
+        # Stable from Prometheus 3.16 (experimental before): one read of each series, the sample
+        # before the window its anchor. Not the shipped semantics (no bridge, no first-seen rule).
+        "one read as a range function, summed (3.16 `anchored`)": (
+            f"sum by ({tags}) (increase({counter}[1m] anchored offset 30s))"
+        ),
     }
     helper = "series:airflow_store_metrics_task_state_store_write"
     probes.update(
@@ -184,12 +197,6 @@ def exposition(dags: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def _stamps(prometheus: Prometheus) -> dict[str, float]:
-    """The two groups' last evaluation stamps (0 for one not evaluated yet)."""
-    stamps = evaluation_stamps(prometheus)
-    return {group: stamps.get(group, 0.0) for group in (SHIPPED_GROUP, FLOOR_GROUP)}
-
-
 def run(quick: bool) -> RulesCost:
     dags = QUICK_DAGS if quick else DAGS
     evaluations = QUICK_EVALUATIONS if quick else EVALUATIONS
@@ -200,14 +207,14 @@ def run(quick: bool) -> RulesCost:
         collector = scale.exported(work / "export")
         floor = work / FLOOR_FILE
         floor.write_text(floor_rules(values), encoding="utf-8")
-        rules = [collector / "rules.yml", floor]
+        config = work / "prometheus.yml"
         series = dags * scale.SERIES_PER_DAG
         log(f"  rules_cost: {series:,} series, filling the rules' hour")
         samples = per_scrape(LINES_PER_SCRAPE, series)
         with filled_hour(
             exposition(dags),
             samples,
-            rules,
+            [],
             work,
             name="",
             fill_interval=f"{FILL_INTERVAL:.0f}s",
@@ -215,27 +222,31 @@ def run(quick: bool) -> RulesCost:
             poll_every=1.0,
         ) as filled:
             prometheus = filled.prometheus
+            target = filled.replay.target
             log(f"  rules_cost: filled in {filled.seconds:.0f} s ({filled.replay.scrapes} scrapes)")
-            # The groups' helpers and hour reads settle over the first evaluations after the fill.
-            next_durations(prometheus, _stamps(prometheus), 3 * interval + 120)
-            after = _stamps(prometheus)
-            durations: dict[str, list[float]] = {SHIPPED_GROUP: [], FLOOR_GROUP: []}
-            for i in range(evaluations):
-                last = next_durations(prometheus, after, 3 * interval + 120)
-                after = _stamps(prometheus)
-                for group, seconds in durations.items():
-                    seconds.append(round(last[group], 4))
-                log(
-                    f"  rules_cost: evaluation {i + 1}: shipped {last[SHIPPED_GROUP]:.3f} s, "
-                    f"floor {last[FLOOR_GROUP]:.3f} s"
+            groups: dict[str, GroupCost] = {}
+            for group, path, record in (
+                (SHIPPED_GROUP, collector / "rules.yml", f"@record:{catalogue.CALLS_RECORDING}@"),
+                (FLOOR_GROUP, floor, f"@record:{FLOOR_CALLS}@"),
+            ):
+                # One group loaded at a time: what it costs alone, every 15 s scrape still running.
+                write_config(config, [path], target, f"{STEP:.0f}s")
+                prometheus.signal(1)
+                durations = _evaluations(prometheus, group, evaluations, 3 * interval + 120)
+                groups[group] = GroupCost(
+                    group=group,
+                    rules=len(_group_rules(path, group)),
+                    durations_s=durations,
+                    recorded_series=int(
+                        prometheus.query(f"count({templating.fill(record, scale.PREFIX, values)})")
+                    ),
                 )
-            calls = templating.fill(f"@record:{catalogue.CALLS_RECORDING}@", scale.PREFIX, values)
-            floor_calls = templating.fill(f"@record:{FLOOR_CALLS}@", scale.PREFIX, values)
+            write_config(config, [], target, f"{STEP:.0f}s")
+            prometheus.signal(1)
             first = f'{{dag_id="{scale.dag_id(0)}",task_id="{scale.task_id(0)}"}}'
             window = prometheus.query(f"count_over_time({scale_prometheus.WINDOWED}{first}[1h] offset 90s)")
             own = prometheus.own()
             shipped_group = _group_rules(collector / "rules.yml", SHIPPED_GROUP)
-            shipped_rules = len(shipped_group)
             (write_rule,) = [
                 str(rule["expr"])  # type: ignore[index]
                 for rule in shipped_group
@@ -255,22 +266,30 @@ def run(quick: bool) -> RulesCost:
                 fill_seconds=round(filled.seconds, 1),
                 rule_interval=values["rule_interval"],
                 counter_lookback=values["counter_lookback"],
-                shipped=GroupCost(
-                    group=SHIPPED_GROUP,
-                    rules=shipped_rules,
-                    durations_s=durations[SHIPPED_GROUP],
-                    recorded_series=int(prometheus.query(f"count({calls})")),
-                ),
-                floor=GroupCost(
-                    group=FLOOR_GROUP,
-                    rules=len(catalogue.recorded_counters()),
-                    durations_s=durations[FLOOR_GROUP],
-                    recorded_series=int(prometheus.query(f"count({floor_calls})")),
-                ),
+                shipped=groups[SHIPPED_GROUP],
+                floor=groups[FLOOR_GROUP],
                 probes=probes,
                 head_series=int(scale.total(own, "prometheus_tsdb_head_series")),
                 load_average=list(os.getloadavg()),
             )
+
+
+def _evaluations(prometheus: Prometheus, group: str, evaluations: int, timeout: float) -> list[float]:
+    """``group``'s own duration (s) at each of ``evaluations`` evaluations, after one to settle."""
+    after = {group: _stamp(prometheus, group)}
+    next_durations(prometheus, after, timeout)
+    durations = []
+    for i in range(evaluations):
+        after = {group: _stamp(prometheus, group)}
+        seconds = next_durations(prometheus, after, timeout)[group]
+        durations.append(round(seconds, 4))
+        log(f"  rules_cost: {group}, evaluation {i + 1}: {seconds:.3f} s")
+    return durations
+
+
+def _stamp(prometheus: Prometheus, group: str) -> float:
+    """``group``'s last evaluation stamp (0 before its first)."""
+    return evaluation_stamps(prometheus).get(group, 0.0)
 
 
 def _group_rules(path: Path, group: str) -> list[object]:
