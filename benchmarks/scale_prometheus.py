@@ -61,6 +61,7 @@ class Evaluated(TypedDict):
     per_scrape: int
     durations: dict[str, list[float]]  # rule group -> its last duration (s) at each evaluation read
     recorded_series: int
+    failures: int  # the recording group's failed evaluations (prometheus_rule_evaluation_failures_total)
     head_series: int
     rss: int
 
@@ -265,6 +266,9 @@ def evaluate(rules: Path, text: str, dags: int, work: Path, config_interval: flo
             durations=durations,
             # The recorded name carries the export's prefix (task:airflow_store_metrics_calls:...).
             recorded_series=int(prometheus.query(f"count(task:{scale.PREFIX}_store_metrics_calls:increase)")),
+            failures=int(
+                prometheus.group_values("prometheus_rule_evaluation_failures_total").get(RECORDING_GROUP, 0)
+            ),
             head_series=int(scale.total(own, "prometheus_tsdb_head_series")),
             rss=scale.rss_of(prometheus.pid),
         )

@@ -256,6 +256,17 @@ def _peers_noise(r: ScalePeers) -> str:
             + " DAGs: a replayed scrape that outran the fill's 2 s scrape timeout lost its steps, so those "
             "evaluations read a little less"
         )
+    partial = [e for e in r["evaluated"] if e["recorded_series"] < e["series"]]
+    if partial:
+        parts.append(
+            "the recording group recorded fewer series than it read at "
+            + ", ".join(
+                f"{e['dags']:,} DAGs ({e['recorded_series']:,} of {e['series']:,}; "
+                f"{e.get('failures', 'unknown')} failed evaluations)"
+                for e in partial
+            )
+            + ": its durations there are not those of a whole evaluation"
+        )
     unsettled = [
         b for b in r["bursts"] if b["counts"]["lines"] < b["lines_sent"] and not b["counts"]["kernel_drops"]
     ]

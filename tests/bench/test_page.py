@@ -95,3 +95,18 @@ def test_measuring_one_section_keeps_the_others_and_rewrites_the_whole_page(tmp_
     }
     assert page.read_text(encoding="utf-8") == render(saved) == proc.stdout
     assert "not measured in this run (quick mode)" in proc.stdout
+
+
+def test_a_scale_run_whose_rules_recorded_less_than_they_read_says_so() -> None:
+    """A loaded run once showed 0 recorded series at every size with nothing said: the page now
+    names the sizes where the recording group recorded fewer series than it read."""
+    from benchmarks.report.scale import peers
+
+    results = load()
+    assert "recorded fewer series than it read" not in peers(results).text
+    evaluated = results["sections"]["scale_peers"]["data"]["evaluated"]
+    evaluated[0]["recorded_series"], evaluated[0]["failures"] = 0, 2
+    text = peers(results).text
+    dags, series = evaluated[0]["dags"], evaluated[0]["series"]
+    said = f"recorded fewer series than it read at {dags:,} DAGs (0 of {series:,}; 2 failed evaluations)"
+    assert said in text
