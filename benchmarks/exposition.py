@@ -30,7 +30,6 @@ import asyncio
 import gc
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from .common import REPO_ROOT, log, rss_bytes, subprocess_env
+from .scale import fetch_pieces, http_body
 
 SIZES, QUICK_SIZES = (50_000, 150_000), (5_000, 15_000)
 MODES = ("native", "otel")
@@ -116,38 +116,6 @@ def _series(emitter: object, series: int) -> list[object]:
     return counters
 
 
-def _fetch(url: str) -> tuple[bytes, float]:
-    """GET ``url`` over a raw socket (``Connection: close``, read to the end, 1 MiB a call): the
-    client's own share of the interpreter is a few calls that each release it while they wait."""
-    host, _, rest = url.removeprefix("http://").partition("/")
-    name, _, port = host.partition(":")
-    start = time.perf_counter()
-    with socket.create_connection((name, int(port)), timeout=300) as sock:
-        sock.sendall(f"GET /{rest} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode())
-        chunks = []
-        while chunk := sock.recv(1 << 20):
-            chunks.append(chunk)
-    seconds = time.perf_counter() - start
-    return b"".join(chunks), seconds
-
-
-def _body(response: bytes) -> bytes:
-    """The body of an HTTP/1.1 response, chunked or not."""
-    head, _, rest = response.partition(b"\r\n\r\n")
-    if b" 200 " not in head.split(b"\r\n", 1)[0]:
-        raise RuntimeError(f"the endpoint answered {head[:200]!r} {rest[:500]!r}")
-    if b"transfer-encoding: chunked" not in head.lower():
-        return rest
-    out: list[bytes] = []
-    while True:
-        size_line, _, rest = rest.partition(b"\r\n")
-        size = int(size_line, 16)
-        if size == 0:
-            return b"".join(out)
-        out.append(rest[:size])
-        rest = rest[size + 2 :]
-
-
 async def _curl(url: str, out: Path) -> None:
     proc = await asyncio.create_subprocess_exec("curl", "-sf", "-o", str(out), url)
     if await proc.wait() != 0:
@@ -158,17 +126,17 @@ async def _scrape(url: str) -> tuple[Scrape, bytes]:
     from testbed.ticker import ticking
 
     loop = asyncio.get_running_loop()
-    got: list[tuple[bytes, float]] = []
+    got: list[tuple[list[bytes], float]] = []
 
     async def fetch() -> None:
-        got.append(await loop.run_in_executor(None, _fetch, url))
+        got.append(await loop.run_in_executor(None, fetch_pieces, url))
 
     async with ticking() as ticker:
         GC.longest = 0.0
         stall = await ticker.stall_ms(fetch())
         gc_ms = GC.longest * 1000
-    response, seconds = got[0]
-    body = _body(response)
+    chunks, seconds = got[0]
+    body = http_body(b"".join(chunks))
     scrape: Scrape = {
         "seconds": round(seconds, 4),
         "stall_ms": round(stall, 2),

@@ -98,15 +98,15 @@ class Warnings(logging.Handler):
 async def _scrape(url: str) -> tuple[int, float, float]:
     """One scrape of ``url`` from another thread: bytes, seconds, and the loop's longest stall (ms)."""
     loop = asyncio.get_running_loop()
-    got: list[tuple[bytes, float]] = []
+    got: list[tuple[list[bytes], float]] = []
 
     async def fetch() -> None:
-        got.append(await loop.run_in_executor(None, scale.fetch, url))
+        got.append(await loop.run_in_executor(None, scale.fetch_pieces, url))
 
     async with ticking() as ticker:
         stall = await ticker.stall_ms(fetch())
-    body, seconds = got[0]
-    return len(body), seconds, stall
+    pieces, seconds = got[0]
+    return len(scale.http_body(b"".join(pieces))), seconds, stall
 
 
 async def _measure(metrics: Any, url: str, dags: int, warnings: Warnings) -> dict[str, Any]:
