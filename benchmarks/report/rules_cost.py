@@ -109,8 +109,9 @@ def render(results: Results) -> Rendered:
         f"without it {without:.1f} s, medians), but replacing it with helper series (the last value of a "
         "series absent at the read, carried by the previous evaluation) needs helpers that find the series "
         "that went away, and finding them reads every counter series at an instant again: the variant's "
-        f"rule and two helpers took {variant:.1f} s together against the shipped rule's {whole:.1f} s, not "
-        "the fraction the target needs, while the floor (two instant reads and a sum, nothing bridged) took "
+        f"rule and two helpers took {variant:.1f} s together against the shipped rule's {whole:.1f} s, "
+        f"{'more than the rule itself' if variant > whole else 'not the fraction the target needs'}, while "
+        "the floor (two instant reads and a sum, nothing bridged) took "
         f"{floor_probe:.1f} s. The variant recorded exactly what the shipped rules record (every promtool "
         "expectation on 2.42, 3.13.5 and 3.16.0), but restarts of Prometheus longer than the lookback delta "
         "would have lost the calls made while it was down, so it was not kept.",
