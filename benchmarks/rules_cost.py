@@ -207,7 +207,6 @@ def run(quick: bool) -> RulesCost:
         collector = scale.exported(work / "export")
         floor = work / FLOOR_FILE
         floor.write_text(floor_rules(values), encoding="utf-8")
-        config = work / "prometheus.yml"
         series = dags * scale.SERIES_PER_DAG
         log(f"  rules_cost: {series:,} series, filling the rules' hour")
         samples = per_scrape(LINES_PER_SCRAPE, series)
@@ -222,7 +221,7 @@ def run(quick: bool) -> RulesCost:
             poll_every=1.0,
         ) as filled:
             prometheus = filled.prometheus
-            target = filled.replay.target
+            target, config = filled.replay.target, filled.config
             log(f"  rules_cost: filled in {filled.seconds:.0f} s ({filled.replay.scrapes} scrapes)")
             groups: dict[str, GroupCost] = {}
             for group, path, record in (

@@ -194,6 +194,8 @@ class Filled:
     replay: Replay
     #: How long the history took to catch up (s).
     seconds: float
+    #: Its configuration file: rewrite it and send SIGHUP to change what it scrapes or evaluates.
+    config: Path
 
 
 def per_scrape(lines_per_scrape: int, series: int) -> int:
@@ -226,7 +228,7 @@ def filled_hour(
             fill = time.monotonic() - started
             write_config(config, rules, replay.target, f"{STEP:.0f}s")
             prometheus.signal(1)  # SIGHUP: reload, scrape every 15 s as shipped
-            yield Filled(prometheus, replay, fill)
+            yield Filled(prometheus, replay, fill, config)
 
 
 def evaluate(rules: Path, text: str, dags: int, work: Path, config_interval: float) -> Evaluated:
