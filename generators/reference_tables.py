@@ -166,6 +166,10 @@ def versions_table(link: str = VERSIONS_PAGE) -> str:
         "a global layer over several clusters' Prometheus: `store-metrics export --target "
         "victoriametrics`, whose unit tests run in vmalert-tool; two clusters' calls, alerts and "
         f"dashboard end to end ([scaling out]({link.replace('airflow-versions.md', 'scaling-out.md')})) |",
+        f"| Thanos (sidecar, query) | | {_peer_versions('thanos', 'current')} | a global view over several "
+        "clusters' Prometheus, each evaluating the shipped rules itself: nothing in the export changes; "
+        "two clusters' calls, alerts, dashboard and a cluster going away end to end "
+        f"([scaling out]({link.replace('airflow-versions.md', 'scaling-out.md')}#thanos)) |",
         f"| Kubernetes manifests | | {peers.pin_for('podsecurity', 'current').version} "
         f"(pod-security-admission), {peers.pin_for('kube-score', 'current').version} (kube-score) | "
         "the inventory's pod is admitted at the `restricted` Pod Security level by the admission's own "

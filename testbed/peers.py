@@ -1,10 +1,11 @@
 """The real programs users run beside store-metrics ("peers"), built from their Go modules.
 
 statsd_exporter, the OpenTelemetry Collector, Prometheus (with promtool), Alertmanager (with
-amtool) and VictoriaMetrics (single-node, vmagent, vmalert, vmalert-tool: the global layer of
-docs/scaling-out.md) are not packaged where the tests run, and their code may not be committed
-here; nor are the two checkers the exported Kubernetes manifests are judged by (Kubernetes' Pod
-Security evaluator, through ``testbed/podsecurity/main.go``, and kube-score). This module holds, in one place:
+amtool), VictoriaMetrics (single-node, vmagent, vmalert, vmalert-tool) and Thanos (sidecar, query,
+rule: the global layers of docs/scaling-out.md) are not packaged where the tests run, and their code
+may not be committed here; nor are the two checkers the exported Kubernetes manifests are judged
+by (Kubernetes' Pod Security evaluator, through ``testbed/podsecurity/main.go``, and kube-score).
+This module holds, in one place:
 
 * the pin table (``PINS``): each peer's Go module, version and the reason for that version,
   with the roles the tests ask for (``chart``, ``minimum``, ``lts``, ``newest``, ``current``);
@@ -136,6 +137,7 @@ _JAEGER = "github.com/jaegertracing/jaeger"
 # Where Jaeger keeps its build info (scripts/makefiles/BuildInfo.mk sets these three with -X).
 JAEGER_VERSION_PACKAGE = f"{_JAEGER}/internal/version"
 _VM = "github.com/VictoriaMetrics/VictoriaMetrics"
+_THANOS = "github.com/thanos-io/thanos"
 
 PINS: tuple[Pin, ...] = (
     Pin(
@@ -284,6 +286,19 @@ PINS: tuple[Pin, ...] = (
         version_prefix=r"-tags-v",
         version_args=("-version",),
     ),
+    Pin(
+        peer="thanos",
+        version="0.42.4",
+        roles=("current",),
+        module=_THANOS,
+        module_version="v0.42.4",
+        programs=(("thanos", f"{_THANOS}/cmd/thanos"),),
+        why="the other global layer of issue 44 (sidecar, querier and ruler are one `thanos` program): "
+        "the newest release that builds with the Go here (go.mod: go 1.26.0; v0.42.5 asks for 1.26.10). "
+        "Its go.mod has replace directives, which `go install` refuses and ours copies; built as its "
+        ".promu.yml builds it (tags netgo and slicelabels, version through prometheus/common/version)",
+        tags=("netgo", "slicelabels"),
+    ),
 )
 
 PROGRAMS: dict[str, str] = {name: pin.peer for pin in PINS for name in pin.program_names}
@@ -304,6 +319,7 @@ BUILD_ORDER = (
     "kube-score-1.20.0",
     "jaeger-2.12.0",
     "victoriametrics-1.151.0",
+    "thanos-0.42.4",
 )
 # How long a test waits for a pin that a build on this machine has still to finish: a cold build of
 # every pin, niced beside the tests, takes 15-40 min on two cores.

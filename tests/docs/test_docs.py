@@ -102,6 +102,7 @@ def test_the_readme_states_the_supported_versions_as_the_docs_do() -> None:
         "kube-score": "Kubernetes manifests",
         "jaeger": "Jaeger",
         "victoriametrics": "VictoriaMetrics (single-node, vmalert)",
+        "thanos": "Thanos (sidecar, query)",
     }
     for pin in peers.PINS:
         row = rows[component[pin.peer]]

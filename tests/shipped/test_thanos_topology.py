@@ -1,0 +1,312 @@
+"""Two clusters under one Thanos Querier: the recorded calls, the alerts and the dashboard, through the
+real programs.
+
+Each cluster (``east``, ``west``) is its own Prometheus 3 (the newest pin) with a ``cluster``
+external label, scraping its own statsd_exporter (the Airflow chart's pin, the exported mappings),
+fed DogStatsD by a feeder (``support.feeder``: the instrumented wrappers over in-memory stores, one
+pass of known calls on command). Each Prometheus evaluates the exported rules itself, every second,
+and sends its alerts to the one real Alertmanager: Thanos' own guidance (its Ruler page: "keep
+deploying rules inside the relevant Prometheus servers locally"), and the rules need nothing from
+another cluster. A Thanos sidecar (the pinned 0.42.4) beside each Prometheus serves it to one Thanos
+Querier, the global view Grafana reads; both sidecars are ``strict`` endpoints of the Querier, so a
+cluster that stops answering is a warning on every answer, never a silent gap.
+
+What holds, as on one Prometheus:
+
+* the recorded calls of each cluster, read through the Querier (which adds each cluster's external
+  label), are exactly the calls its feeder made (east two passes, west one), per series; summed over
+  the clusters exactly the three passes;
+* every task-side dashboard query, as Grafana sends it for one cluster, returns through the Querier
+  the series and numbers that cluster's own Prometheus returns;
+* StateStoreErrorRateHigh fires for the failing DAG of each cluster at Alertmanager, labelled with that
+  cluster (Prometheus adds its external labels to the alerts it sends), and resolves;
+* west's exporter going away (its Airflow gone, its Prometheus still up): StateStoreMetricsMissing
+  fires for west alone, saying so in its ``cluster`` label;
+* east's Prometheus going away (the whole cluster): the Querier's answers hold west's calls, exactly,
+  and a warning that one store did not answer, which Grafana shows on the panel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from support import e2e
+from support.exported import run_export
+from support.feeder import Feeder
+from support.peer_servers import Alertmanager, StatsdExporter
+from support.prometheus import PrometheusServer
+from support.servers import ServerProcess
+from testbed import peers
+from testbed.ports import free_port
+
+pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.peers]
+
+CLUSTERS = {"east": 2, "west": 1}  # cluster -> passes its feeder makes
+JOB = "store-metrics-statsd-exporter"
+SETTINGS = {
+    **e2e.ALERTING_SETTINGS,
+    # the shortest the settings accept: the error alerts resolve and the missing-counters alert fires
+    # in the same five minutes
+    "error_window": "5m",
+    "missing_for": "5m",
+}
+ERRORS, MISSING = "StateStoreErrorRateHigh", "StateStoreMetricsMissing"
+WAIT = 60.0
+
+
+class Thanos(ServerProcess):
+    """One ``thanos`` component on free ports, ready when ``/-/ready`` answers."""
+
+    def __init__(self, tmp: Path, component: str, *flags: str) -> None:
+        self.http = free_port()
+        self.grpc = free_port()
+        self.url = f"http://127.0.0.1:{self.http}"
+        command = [
+            str(peers.binary("thanos", "current")),
+            component,
+            f"--http-address=127.0.0.1:{self.http}",
+            f"--grpc-address=127.0.0.1:{self.grpc}",
+            "--log.level=warn",
+            *flags,
+        ]
+        super().__init__(command, tmp / f"thanos-{component}.log", f"{self.url}/-/ready")
+
+    @property
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.grpc}"
+
+
+class Querier(Thanos):
+    """``thanos query`` over the sidecars, each a strict endpoint (always asked, never dropped)."""
+
+    def __init__(self, tmp: Path, sidecars: list[Thanos]) -> None:
+        endpoints = {"endpoints": [{"address": s.endpoint, "strict": True} for s in sidecars]}
+        super().__init__(tmp, "query", f"--endpoint.sd-config={yaml.safe_dump(endpoints)}")
+
+    def answer(self, expr: str, at: float | None = None) -> dict[str, Any]:
+        """The whole answer to an instant query, as Grafana asks it (no ``partial_response``: the
+        Querier's default, which answers what the stores that did answer hold, with warnings)."""
+        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
+        data = urllib.parse.urlencode(params).encode()
+        with urllib.request.urlopen(f"{self.url}/api/v1/query", data=data, timeout=30) as response:
+            body: dict[str, Any] = json.loads(response.read())
+        assert body["status"] == "success", body
+        assert body["data"]["resultType"] == "vector", body
+        return body
+
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        body = self.answer(expr, at)
+        assert not body.get("warnings"), body["warnings"]
+        return list(body["data"]["result"])
+
+
+@dataclass
+class Cluster:
+    name: str
+    statsd: StatsdExporter
+    feeder: Feeder
+    prometheus: PrometheusServer
+    sidecar: Thanos
+
+
+def cluster(tmp: Path, name: str, exported: Path, alertmanager: Alertmanager) -> Cluster:
+    """One cluster: its statsd_exporter and feeder, its Prometheus evaluating the exported rules and
+    alerting to ``alertmanager``, and the sidecar that serves it to the Querier."""
+    tmp.mkdir()
+    mappings = yaml.safe_load((exported / "collector" / "statsd-mapping.yml").read_text())["mappings"]
+    statsd = StatsdExporter(tmp, "chart", mappings)
+    feeder = Feeder(statsd.udp_port, tmp, dogstatsd=True)
+    base = yaml.safe_load((exported / "collector" / "prometheus.yml").read_text())
+    (scrape,) = [j for j in base["scrape_configs"] if j["job_name"] == JOB]
+    config = {
+        "global": {
+            "scrape_interval": "1s",
+            "scrape_timeout": "900ms",
+            "evaluation_interval": "1s",
+            "external_labels": {"cluster": name},
+        },
+        "rule_files": [str(exported / "collector" / "rules.yml")],
+        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [alertmanager.target]}]}]},
+        "scrape_configs": [{**scrape, "static_configs": [{"targets": [statsd.target]}]}],
+    }
+    prometheus = PrometheusServer(tmp, config, "--storage.tsdb.retention.time=1h", role="newest")
+    sidecar = Thanos(
+        tmp,
+        "sidecar",
+        f"--prometheus.url={prometheus.url}",
+        f"--tsdb.path={tmp / 'tsdb'}",
+    )
+    return Cluster(name, statsd, feeder, prometheus, sidecar)
+
+
+@dataclass
+class Topology:
+    querier: Querier
+    alertmanager: Alertmanager
+    clusters: dict[str, Cluster]
+    started: float
+    exported: Path
+
+
+@pytest.fixture(scope="module")
+def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
+    tmp = tmp_path_factory.mktemp("thanos-topology")
+    done = run_export(tmp / "exported", *(f"--set={name}={value}" for name, value in SETTINGS.items()))
+    assert done.returncode == 0, done.stderr
+    exported = tmp / "exported"
+    with contextlib.ExitStack() as stack:
+        alertmanager = Alertmanager(tmp, exported)
+        stack.callback(alertmanager.stop)
+        clusters = {}
+        for name in CLUSTERS:
+            made = cluster(tmp / name, name, exported, alertmanager)
+            for server in (made.statsd, made.feeder, made.prometheus, made.sidecar):
+                stack.callback(server.stop)
+            clusters[name] = made
+        querier = Querier(tmp, [c.sidecar for c in clusters.values()])
+        stack.callback(querier.stop)
+        yield Topology(querier, alertmanager, clusters, time.time(), exported)
+
+
+def recorded(querier: Querier, since: float, cluster: str | None) -> dict[Any, float]:
+    """The calls the rules recorded since ``since`` per series, through the Querier (one cluster's, or
+    summed over the clusters: the global view), keyed as the model is."""
+    rng = f"{int(time.time() - since) + 2}s"
+    where = f'{{cluster="{cluster}"}}' if cluster else ""
+    by = ",".join(("store", "outcome", "dag_id", "task_id", "run_type", "operator", "team_name", "operation"))
+    out: dict[Any, float] = {}
+    for sample in querier.query(f"sum by ({by}) (sum_over_time({e2e.CALLS}{where}[{rng}]))"):
+        value = float(sample["value"][1])
+        if value:
+            out[e2e.model_key(sample["metric"])] = value
+    return out
+
+
+def test_each_cluster_s_calls_are_recorded_exactly_in_the_global_view(topology: Topology) -> None:
+    # every target up, with its cluster, a few scrapes before the first call: the rules (reading 1 s
+    # behind) count a first-seen counter in full only when its target was scraped before
+    e2e.wait_for(
+        lambda: (
+            {
+                s["metric"].get("cluster")
+                for s in topology.querier.query(f'min_over_time(up{{job="{JOB}"}}[3s] offset 3s) == 1')
+            }
+            == set(CLUSTERS)
+        ),
+        WAIT,
+        "each cluster's up through the Querier",
+    )
+    since = time.time()
+    for name, n in CLUSTERS.items():
+        for _ in range(n):
+            assert topology.clusters[name].feeder.command("pass") == "done"
+
+    total = {name: sum(e2e.feeder_passes(n).values()) for name, n in CLUSTERS.items()}
+    for name in CLUSTERS:
+        with contextlib.suppress(AssertionError):  # compared exactly below, whatever was recorded
+            e2e.wait_for(
+                lambda name=name: sum(recorded(topology.querier, since, name).values()) >= total[name],
+                WAIT,
+                f"the calls of {name} recorded by its Prometheus",
+            )
+    for name, n in CLUSTERS.items():
+        assert recorded(topology.querier, since, name) == e2e.feeder_passes(n), name
+    assert recorded(topology.querier, since, None) == e2e.feeder_passes(sum(CLUSTERS.values()))
+
+
+def test_every_dashboard_query_returns_what_each_cluster_s_prometheus_returns(topology: Topology) -> None:
+    """Every task-side query of the dashboard, as Grafana sends it for one cluster, through the Querier
+    and on that cluster's Prometheus (its records without the ``cluster`` external label, as one
+    Prometheus is read): the same series, the same numbers. Runs after the calls above."""
+    at = time.time()
+    rng = f"{int(at - topology.started) + 2}s"
+    # asked at an instant both sides have evaluated past: every cluster's rules recorded after it
+    e2e.wait_for(
+        lambda: all(
+            (c.prometheus.scalar(f"max(timestamp({e2e.CALLS}))") or 0) > at + 1
+            for c in topology.clusters.values()
+        ),
+        WAIT,
+        "a rule evaluation after the instant asked",
+    )
+    exprs = sorted(
+        {
+            t["expr"]
+            for p in e2e.dashboard(topology.exported)["panels"]
+            for t in p.get("targets", [])
+            if "$server_job" not in t["expr"]
+        }
+    )
+    assert exprs
+    compared = nonempty = 0
+    for name, member in topology.clusters.items():
+        for expr in exprs:
+            sent = e2e.interpolate(expr.replace("$cluster", name), {}, rng=rng, interval=rng, job=JOB)
+            local = e2e.interpolate(expr, {}, rng=rng, interval=rng, job=JOB)
+            theirs = {_key(s): float(s["value"][1]) for s in member.prometheus.query(local, at)}
+            ours = {_key(s): float(s["value"][1]) for s in topology.querier.query(sent, at)}
+            assert ours == theirs, (name, sent)
+            compared += 1
+            nonempty += bool(theirs)
+    assert compared == len(exprs) * len(CLUSTERS)
+    assert nonempty >= len(CLUSTERS)  # the task panels answer with the calls made
+
+
+def test_alerts_reach_alertmanager_each_saying_its_cluster(topology: Topology) -> None:
+    """The failing DAG's error alert fires for each cluster; west's exporter goes away and the
+    missing-counters alert fires for west alone; the error alerts resolve meanwhile."""
+    wanted = {(name, e2e.ERRORS_DAG) for name in CLUSTERS}
+    e2e.wait_for(lambda: topology.alertmanager.holding(ERRORS) >= wanted, WAIT, f"{ERRORS} at Alertmanager")
+    assert topology.alertmanager.holding(ERRORS) == wanted
+
+    topology.clusters["west"].statsd.stop()
+    # resolved once the failed calls leave the 5m error window; west's too, though nothing is scraped
+    # there any more (its recorded calls are what the alert reads)
+    e2e.wait_for(
+        lambda: not topology.alertmanager.holding(ERRORS), 300 + WAIT, f"{ERRORS} resolved", interval=2
+    )
+    e2e.wait_for(
+        lambda: topology.alertmanager.holding(MISSING),
+        300 + WAIT,
+        f"{MISSING} at Alertmanager",
+        interval=2,
+    )
+    assert topology.alertmanager.holding(MISSING) == {("west", "")}
+    (alert,) = [a for a in topology.alertmanager.alerts() if a["labels"]["alertname"] == MISSING]
+    assert alert["labels"]["job"] == JOB
+    assert "var-cluster=west&" in alert["annotations"]["dashboard_url"]
+
+
+def test_a_cluster_gone_whole_is_a_warning_beside_the_other_s_exact_calls(topology: Topology) -> None:
+    east = topology.clusters["east"]
+    east.prometheus.stop()
+    # the sidecar stays up but cannot read its Prometheus: the Querier asks it (strict) and says so
+    rng = f"{int(time.time() - topology.started) + 2}s"
+    expr = f"sum(sum_over_time({e2e.CALLS}[{rng}]))"
+    answer = e2e.wait_for(
+        lambda: (body := topology.querier.answer(expr)).get("warnings") and body, WAIT, "a warning"
+    )
+    (total,) = answer["data"]["result"]
+    assert float(total["value"][1]) == sum(e2e.feeder_passes(CLUSTERS["west"]).values())
+    assert answer["warnings"]
+    east.sidecar.stop()
+    answer = e2e.wait_for(
+        lambda: (body := topology.querier.answer(expr)).get("warnings") and body, WAIT, "a warning"
+    )
+    (total,) = answer["data"]["result"]
+    assert float(total["value"][1]) == sum(e2e.feeder_passes(CLUSTERS["west"]).values())
+
+
+def _key(sample: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(sample["metric"].items()))
