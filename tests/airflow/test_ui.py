@@ -59,6 +59,22 @@ def test_the_ui_options_default_to_on_with_no_prometheus_and_no_grafana() -> Non
     )
 
 
+def test_the_deployment_s_matchers_are_kept_as_given_and_added_to_every_query_of_the_tab() -> None:
+    s = settings(ui_prometheus_selector=' cluster="east", job=~"airflow-.*", ')
+    assert s.ui_prometheus_selector == 'cluster="east", job=~"airflow-.*"'
+    assert settings().ui_prometheus_selector == ""
+    # a value may hold anything a PromQL string holds, a comma and a name-like text included
+    assert settings(ui_prometheus_selector='team="a,__name__=\\"x\\""').ui_prometheus_selector == (
+        'team="a,__name__=\\"x\\""'
+    )
+    assert calls_expr("orders", "1d", "airflow", 'cluster="east"') == (
+        "sum by (task_id, store, outcome) (sum_over_time(task:airflow_store_metrics_calls:increase"
+        '{dag_id="orders",run_type!="asset_watcher",cluster="east"}[1d]))\n'
+        "or sum by (task_id, store, outcome) (sum_over_time(task:airflow_store_metrics_retries:increase"
+        '{dag_id="orders",run_type!="asset_watcher",cluster="east"}[1d]))'
+    )
+
+
 def test_urls_are_kept_without_their_trailing_slash() -> None:
     s = settings(ui_prometheus_url="http://prometheus:9090/", ui_grafana_url="https://grafana.example/g/")
     assert (s.ui_prometheus_url, s.ui_grafana_url) == ("http://prometheus:9090", "https://grafana.example/g")
@@ -75,6 +91,13 @@ def test_urls_are_kept_without_their_trailing_slash() -> None:
         ("ui", "maybe"),
         ("ui_cache_ttl", "0"),
         ("ui_timeout", "-1"),
+        # pasted into a selector: only matchers, nothing PromQL would read as more
+        ("ui_prometheus_selector", "cluster=east"),
+        ("ui_prometheus_selector", 'cluster="east"} or vector(1'),
+        ("ui_prometheus_selector", 'cluster="east" job="a"'),
+        ("ui_prometheus_selector", 'cluster="east",,job="a"'),
+        ("ui_prometheus_selector", '__name__="up"'),
+        ("ui_prometheus_selector", '{cluster="east"}'),
     ],
 )
 def test_a_bad_ui_option_is_refused_naming_it_and_what_it_accepts(option: str, value: str) -> None:

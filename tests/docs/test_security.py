@@ -131,6 +131,11 @@ CLAIMS: dict[str, list[str]] = {
             "test_a_redirect_is_not_followed_so_the_token_goes_nowhere_else",
         )
     ],
+    "prometheus-deployment": [
+        "tests/shipped/test_thanos_topology.py::test_the_ui_tab_on_the_querier_shows_its_own_cluster_s_calls_of_a_dag",
+        "tests/airflow/test_ui.py::test_the_deployment_s_matchers_are_kept_as_given_and_added_to_every_query_of_the_tab",
+        "tests/airflow/test_ui.py::test_a_bad_ui_option_is_refused_naming_it_and_what_it_accepts",
+    ],
 }
 
 _MARK = re.compile(r"<!-- claim: ([a-z-]+) -->")

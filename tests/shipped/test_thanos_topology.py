@@ -18,6 +18,8 @@ What holds, as on one Prometheus:
   the clusters exactly the three passes;
 * every task-side dashboard query, as Grafana sends it for one cluster, returns through the Querier
   the series and numbers that cluster's own Prometheus returns;
+* the Airflow UI's tab, reading the Querier, shows a DAG's calls of its own cluster only when
+  ``ui_prometheus_selector`` names that cluster (the same DAG id runs in both);
 * StateStoreErrorRateHigh fires for the failing DAG of each cluster at Alertmanager, labelled with that
   cluster (Prometheus adds its external labels to the alerts it sends), and resolves;
 * west's exporter going away (its Airflow gone, its Prometheus still up): StateStoreMetricsMissing
@@ -41,6 +43,8 @@ from typing import Any
 import pytest
 import yaml
 
+from store_metrics.ui.calls import read_calls
+from store_metrics.ui.prometheus import Prometheus
 from support import e2e
 from support.exported import run_export
 from support.feeder import Feeder
@@ -261,6 +265,35 @@ def test_every_dashboard_query_returns_what_each_cluster_s_prometheus_returns(to
             nonempty += bool(theirs)
     assert compared == len(exprs) * len(CLUSTERS)
     assert nonempty >= len(CLUSTERS)  # the task panels answer with the calls made
+
+
+def _per_task(calls: dict[Any, float], dag_id: str) -> dict[str, float]:
+    """The model's calls of ``dag_id`` per task, as the UI tab shows them (asset watchers apart)."""
+    out: dict[str, float] = {}
+    for (_, tags), value in calls.items():
+        labels = dict(tags)
+        if labels.get("dag_id") == dag_id and labels.get("run_type") != "asset_watcher":
+            out[labels["task_id"]] = out.get(labels["task_id"], 0.0) + value
+    return out
+
+
+def test_the_ui_tab_on_the_querier_shows_its_own_cluster_s_calls_of_a_dag(topology: Topology) -> None:
+    """The Airflow UI's tab (its own client, ``ui_prometheus_url`` at the Querier): the same DAG id
+    runs in both clusters; with ``ui_prometheus_selector`` naming its cluster, each deployment's tab
+    shows its own calls, and without it the calls of both."""
+    querier = Prometheus(url=topology.querier.url, timeout=10)
+    dag_id = e2e.ERRORS_DAG
+    shown = {
+        selector: {
+            task: sum(counters.values())
+            for task, counters in read_calls(querier, dag_id, "1h", "airflow", selector).tasks.items()
+        }
+        for selector in ('cluster="east"', 'cluster="west"', "")
+    }
+    assert shown['cluster="east"'] == _per_task(e2e.feeder_passes(CLUSTERS["east"]), dag_id)
+    assert shown['cluster="west"'] == _per_task(e2e.feeder_passes(CLUSTERS["west"]), dag_id)
+    assert shown[""] == _per_task(e2e.feeder_passes(sum(CLUSTERS.values())), dag_id)
+    assert shown['cluster="west"']  # the DAG made calls
 
 
 def test_alerts_reach_alertmanager_each_saying_its_cluster(topology: Topology) -> None:

@@ -15,8 +15,13 @@ What holds, as on one Prometheus:
 
 * the recorded calls of each cluster are exactly the calls its feeder made (east two passes, west
   one), per series; summed over the clusters (the global view) exactly the three passes;
+* every task-side dashboard query, as Grafana sends it for one cluster, returns on VictoriaMetrics
+  what that cluster's own Prometheus returns from its own records;
 * StateStoreErrorRateHigh fires for the failing DAG of each cluster at Alertmanager, labelled with
-  that cluster, and resolves once its calls leave the error window.
+  that cluster, and resolves once its calls leave the error window;
+* a cluster gone whole (west's Prometheus and exporter stopped): StateStoreMetricsMissing fires for
+  that cluster alone, saying which in its ``cluster`` label. Only a global evaluator can: the
+  cluster's own Prometheus, gone with it, cannot alert on itself.
 
 ``rule_offset`` is the shipped 30 s here, not the 1 s the one-Prometheus tests use: the rules read
 the counters ``rule_offset`` behind, and what they read must already be in VictoriaMetrics then
@@ -56,8 +61,10 @@ SETTINGS = {
     **e2e.ALERTING_SETTINGS,
     "rule_offset": "30s",
     "error_window": "5m",
+    "missing_for": "5m",  # the shortest the settings accept: it fires while the error alerts resolve
 }
 ALERT = "StateStoreErrorRateHigh"
+MISSING = "StateStoreMetricsMissing"
 #: What each cluster's Prometheus records and alerts itself, kept out of VictoriaMetrics.
 RECORDED_HERE = "task:.+|instance:.+|ALERTS|ALERTS_FOR_STATE"
 WAIT = 90.0
@@ -107,6 +114,10 @@ class VmAlert(ServerProcess):
             # the rules read rule_offset behind themselves; vmalert's own delay is for the default
             # -search.latencyOffset (30 s), which this VictoriaMetrics does not keep
             "-rule.evalDelay=0s",
+            # how long a series whose samples stopped without a staleness marker (a Prometheus that
+            # stopped sends none) still answers: 5m by default, which a cluster gone whole waits out
+            # before StateStoreMetricsMissing can even be pending; shortened here to keep the test short
+            "-datasource.queryStep=10s",
             f"-httpListenAddr=127.0.0.1:{self.port}",
             "-loggerLevel=WARN",
         ]
@@ -162,6 +173,7 @@ class Topology:
     clusters: dict[str, Cluster]
     started: float
     exported: Path
+    calls_since: float = 0.0
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +217,7 @@ def recorded(vm: VictoriaMetrics, since: float, cluster: str | None) -> dict[Any
     return out
 
 
-def test_each_cluster_s_calls_are_recorded_exactly_and_alert_at_alertmanager(topology: Topology) -> None:
+def test_each_cluster_s_calls_are_recorded_exactly(topology: Topology) -> None:
     # every target up in VictoriaMetrics, with its cluster, before the first call
     e2e.wait_for(
         lambda: (
@@ -224,7 +236,7 @@ def test_each_cluster_s_calls_are_recorded_exactly_and_alert_at_alertmanager(top
         WAIT,
         "each cluster's up 70 s back in VictoriaMetrics",
     )
-    since = time.time()
+    since = topology.calls_since = time.time()
     for name, n in CLUSTERS.items():
         for _ in range(n):
             assert topology.clusters[name].feeder.command("pass") == "done"
@@ -241,29 +253,24 @@ def test_each_cluster_s_calls_are_recorded_exactly_and_alert_at_alertmanager(top
         assert recorded(topology.vm, since, name) == e2e.feeder_passes(n), name
     assert recorded(topology.vm, since, None) == e2e.feeder_passes(sum(CLUSTERS.values()))
 
-    # the failing DAG's calls: the alert fires for each cluster, at Alertmanager
-    wanted = {(name, e2e.ERRORS_DAG) for name in CLUSTERS}
-    e2e.wait_for(lambda: topology.alertmanager.holding(ALERT) >= wanted, WAIT, f"{ALERT} at Alertmanager")
-    assert topology.alertmanager.holding(ALERT) == wanted
-    # ... and resolves once those calls leave the 5m error window
-    e2e.wait_for(
-        lambda: not topology.alertmanager.holding(ALERT),
-        300 + WAIT,
-        f"{ALERT} resolved at Alertmanager",
-        interval=2,
-    )
-    # nothing recorded twice meanwhile
-    for name, n in CLUSTERS.items():
-        assert recorded(topology.vm, since, name) == e2e.feeder_passes(n), name
-
 
 def test_every_dashboard_query_returns_what_each_cluster_s_prometheus_returns(topology: Topology) -> None:
     """Every query of the dashboard, as Grafana sends it for one cluster, on VictoriaMetrics (vmalert's
     records) and on that cluster's Prometheus (its own records of the same calls, without the
     ``cluster`` external label, as one Prometheus is read): the same series, the same numbers (to
-    VictoriaMetrics' 12 significant digits). Runs after the calls above."""
-    at = time.time() - 5
+    VictoriaMetrics' 12 significant digits). Runs after the calls above, before west goes away."""
+    at = time.time()
     rng = f"{int(at - topology.started) + 2}s"
+    # asked at an instant both sides have recorded past: each cluster's Prometheus and vmalert
+    newest = f"max(timestamp({e2e.CALLS}))"
+    e2e.wait_for(
+        lambda: (
+            all((c.prometheus.scalar(newest) or 0) > at + 1 for c in topology.clusters.values())
+            and float(topology.vm.query(newest)[0]["value"][1]) > at + 1
+        ),
+        WAIT,
+        "a rule evaluation after the instant asked, on both sides",
+    )
     dashboard = json.loads((topology.exported / "dashboards" / "store-metrics.json").read_text())
     exprs = sorted(
         {
@@ -294,6 +301,38 @@ def test_every_dashboard_query_returns_what_each_cluster_s_prometheus_returns(to
             nonempty += bool(theirs)
     assert compared == len(exprs) * len(CLUSTERS)
     assert nonempty >= len(CLUSTERS)  # the task panels answer with the calls made
+
+
+@pytest.mark.timeout(900)  # two waits of five minutes (the shortest error window and missing_for), at once
+def test_alerts_reach_alertmanager_each_saying_its_cluster(topology: Topology) -> None:
+    """The failing DAG's error alert fires for each cluster at Alertmanager; then west goes away whole
+    (its Prometheus, its exporter): the error alerts resolve once the failed calls leave the 5m error
+    window, and vmalert, evaluating globally, fires the missing-counters alert for west alone. Runs
+    after the calls above and the dashboard's queries (west's Prometheus is their baseline)."""
+    since = topology.calls_since
+    wanted = {(name, e2e.ERRORS_DAG) for name in CLUSTERS}
+    e2e.wait_for(lambda: topology.alertmanager.holding(ALERT) >= wanted, WAIT, f"{ALERT} at Alertmanager")
+    assert topology.alertmanager.holding(ALERT) == wanted
+
+    west = topology.clusters["west"]
+    west.prometheus.stop()
+    west.statsd.stop()
+    e2e.wait_for(
+        lambda: not topology.alertmanager.holding(ALERT),
+        300 + WAIT,
+        f"{ALERT} resolved at Alertmanager",
+        interval=2,
+    )
+    e2e.wait_for(
+        lambda: topology.alertmanager.holding(MISSING), 300 + WAIT, f"{MISSING} at Alertmanager", interval=2
+    )
+    assert topology.alertmanager.holding(MISSING) == {("west", "")}
+    (alert,) = [a for a in topology.alertmanager.alerts() if a["labels"]["alertname"] == MISSING]
+    assert alert["labels"]["job"] == JOB
+    assert "var-cluster=west&" in alert["annotations"]["dashboard_url"]
+    # nothing recorded twice meanwhile, and west's calls kept
+    for name, n in CLUSTERS.items():
+        assert recorded(topology.vm, since, name) == e2e.feeder_passes(n), name
 
 
 def _key(sample: dict[str, Any]) -> tuple[tuple[str, str], ...]:

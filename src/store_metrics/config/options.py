@@ -421,6 +421,17 @@ OPTIONS: Final[tuple[Option, ...]] = (
         default_doc="empty (no calls shown)",
     ),
     Option(
+        "ui_prometheus_selector",
+        validate.label_matchers,
+        "",
+        'PromQL label matchers, comma-separated (`cluster="east"`), or empty',
+        "the label matchers that pick this deployment's series where `ui_prometheus_url` holds "
+        "several (a Thanos Querier or VictoriaMetrics over several clusters, or one Prometheus "
+        "scraping several deployments): added to every query the tab sends, so a DAG's calls are "
+        "this deployment's only, never those of a DAG of the same id elsewhere",
+        default_doc="empty (every series of the DAG's id)",
+    ),
+    Option(
         "ui_prometheus_bearer_token_file",
         validate.file_path,
         "",

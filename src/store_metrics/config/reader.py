@@ -66,6 +66,7 @@ class OptionValues:
     ui_cache_ttl: float = default("ui_cache_ttl")
     ui_timeout: float = default("ui_timeout")
     ui_prometheus_url: str = default("ui_prometheus_url")
+    ui_prometheus_selector: str = default("ui_prometheus_selector")
     ui_prometheus_bearer_token_file: str = default("ui_prometheus_bearer_token_file")
     ui_prometheus_basic_auth_user: str = default("ui_prometheus_basic_auth_user")
     ui_prometheus_basic_auth_password_file: str = default("ui_prometheus_basic_auth_password_file")

@@ -6,6 +6,7 @@ accepts, so a typo in ``airflow.cfg`` and a bad argument in Python read the same
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from ..errors import ConfigError
@@ -135,4 +136,34 @@ def file_path(option: str, value: object) -> str:
         return ""
     if not text.startswith("/") or "\0" in text:
         raise ConfigError(option, value, "an absolute path to a file, or empty (not set)")
+    return text
+
+
+# One PromQL label matcher: a label name, an operator, a double-quoted value with Go's escapes.
+_MATCHER = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:=~|!~|!=|=)\s*"(?:[^"\\\n]|\\.)*"\s*(?:,|$)')
+
+
+def label_matchers(option: str, value: object) -> str:
+    """PromQL label matchers, comma-separated (``cluster="east",job=~"airflow-.*"``), returned as
+    given without surrounding blanks or a trailing comma; empty means "not set". Braces, metric names
+    (``__name__``: the tab picks the series itself) and anything else PromQL would read as more than
+    matchers are refused: the value is pasted into a selector."""
+    text = str(value).strip().rstrip(",").rstrip()
+    if not text:
+        return ""
+    names, at = [], 0
+    while at < len(text):
+        matched = _MATCHER.match(text, at)
+        if matched is None or matched.end() == at:
+            names = ["__name__"]
+            break
+        names.append(matched.group(1))
+        at = matched.end()
+    if "__name__" in names:
+        raise ConfigError(
+            option,
+            value,
+            'PromQL label matchers, comma-separated (cluster="east" or cluster="east",job=~"airflow.*"), '
+            "or empty (not set)",
+        )
     return text

@@ -66,19 +66,21 @@ def _label_value(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def dag_selector(dag_id: str) -> str:
-    """The DAG's series, as the per-DAG dashboard panels select them (asset watchers left out)."""
+def dag_selector(dag_id: str, matchers: str = "") -> str:
+    """The DAG's series, as the per-DAG dashboard panels select them (asset watchers left out), of
+    the deployment ``matchers`` (``ui_prometheus_selector``, validated) pick."""
     value = _label_value(tag_value(dag_id))
-    return f'{{{DAG_ID}="{value}",{RUN_TYPE}!="{RUN_TYPE_ASSET_WATCHER}"}}'
+    deployment = f",{matchers}" if matchers else ""
+    return f'{{{DAG_ID}="{value}",{RUN_TYPE}!="{RUN_TYPE_ASSET_WATCHER}"{deployment}}}'
 
 
-def calls_expr(dag_id: str, window: str, prefix: str) -> str:
+def calls_expr(dag_id: str, window: str, prefix: str, matchers: str = "") -> str:
     """Calls of every counter in ``window``, per task, store and outcome: the recorded calls the
     dashboards' panels read (the series of ``prefix``), summed over the window (exact: each
     interval's calls once); and, their outcomes apart, the recorded retried attempts, summed the
-    same way."""
+    same way. ``matchers``: as ``dag_selector``'s."""
     per_task = f"sum by ({TASK_ID}, store, outcome)"
-    selector = dag_selector(dag_id)
+    selector = dag_selector(dag_id, matchers)
     calls, retries = records.name(records.CALLS, prefix), records.name(records.RETRIES, prefix)
     return (
         f"{per_task} (sum_over_time({calls}{selector}[{window}]))\n"
@@ -103,9 +105,9 @@ def counter_key(store: Store, outcome: Outcome) -> str:
     return f"{store.value}.{outcome.value}"
 
 
-def read_calls(prometheus: Prometheus, dag_id: str, window: str, prefix: str) -> Calls:
+def read_calls(prometheus: Prometheus, dag_id: str, window: str, prefix: str, matchers: str = "") -> Calls:
     """One query over ``prefix``'s recorded calls; raises ``PrometheusError``."""
-    expr = calls_expr(dag_id, window, prefix)
+    expr = calls_expr(dag_id, window, prefix, matchers)
     tasks: dict[str, dict[str, float]] = defaultdict(dict)
     retries: dict[str, dict[str, float]] = defaultdict(dict)
     for sample in prometheus.query(expr):
@@ -144,10 +146,14 @@ class InventoryHealth:
     up: Mapping[str, bool]
 
 
-def read_inventory_health(prometheus: Prometheus, prefix: str) -> InventoryHealth:
-    """Two small queries (the freshest replica's age, any replica up); raises ``PrometheusError``."""
-    age = prometheus.query(f"min by ({STORE}) ({INVENTORY_FOOTPRINT_AGE.prometheus_name(prefix)})")
-    up = prometheus.query(f"max by ({STORE}) ({INVENTORY_UP.prometheus_name(prefix)})")
+def read_inventory_health(prometheus: Prometheus, prefix: str, matchers: str = "") -> InventoryHealth:
+    """Two small queries (the freshest replica's age, any replica up) over the deployment
+    ``matchers`` pick (as ``dag_selector``'s); raises ``PrometheusError``."""
+    deployment = f"{{{matchers}}}" if matchers else ""
+    age = prometheus.query(
+        f"min by ({STORE}) ({INVENTORY_FOOTPRINT_AGE.prometheus_name(prefix)}{deployment})"
+    )
+    up = prometheus.query(f"max by ({STORE}) ({INVENTORY_UP.prometheus_name(prefix)}{deployment})")
     return InventoryHealth(
         age_seconds={s["metric"].get(STORE, ""): float(s["value"][1]) for s in age},
         up={s["metric"].get(STORE, ""): float(s["value"][1]) == 1 for s in up},

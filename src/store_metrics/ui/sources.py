@@ -132,7 +132,7 @@ class Sources:
         return self._answer(
             self._calls,
             (dag_id, window),
-            lambda: read_calls(self.prometheus, dag_id, window, s.prefix),
+            lambda: read_calls(self.prometheus, dag_id, window, s.prefix, s.ui_prometheus_selector),
             self._prometheus,
         )
 
@@ -143,7 +143,7 @@ class Sources:
         return self._answer(
             self._health,
             "all",
-            lambda: read_inventory_health(self.prometheus, s.prefix),
+            lambda: read_inventory_health(self.prometheus, s.prefix, s.ui_prometheus_selector),
             self._prometheus,
         )
 
@@ -167,7 +167,7 @@ class Sources:
         return await self._answer_now(
             self._calls,
             (dag_id, window),
-            lambda: read_calls(self.prometheus, dag_id, window, s.prefix),
+            lambda: read_calls(self.prometheus, dag_id, window, s.prefix, s.ui_prometheus_selector),
             self._prometheus,
         )
 
@@ -178,7 +178,7 @@ class Sources:
         return await self._answer_now(
             self._health,
             "all",
-            lambda: read_inventory_health(self.prometheus, s.prefix),
+            lambda: read_inventory_health(self.prometheus, s.prefix, s.ui_prometheus_selector),
             self._prometheus,
         )
 
