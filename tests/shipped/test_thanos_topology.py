@@ -45,11 +45,10 @@ import yaml
 
 from store_metrics.ui.calls import read_calls
 from store_metrics.ui.prometheus import Prometheus
-from support import e2e
+from support import e2e, global_layers
 from support.exported import run_export
-from support.feeder import Feeder
-from support.peer_servers import Alertmanager, StatsdExporter
-from support.prometheus import PrometheusServer
+from support.global_layers import JOB, WAIT
+from support.peer_servers import Alertmanager
 from support.servers import ServerProcess
 from testbed import peers
 from testbed.ports import free_port
@@ -57,7 +56,6 @@ from testbed.ports import free_port
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.peers]
 
 CLUSTERS = {"east": 2, "west": 1}  # cluster -> passes its feeder makes
-JOB = "store-metrics-statsd-exporter"
 SETTINGS = {
     **e2e.ALERTING_SETTINGS,
     # the shortest the settings accept: the error alerts resolve and the missing-counters alert fires
@@ -66,7 +64,6 @@ SETTINGS = {
     "missing_for": "5m",
 }
 ERRORS, MISSING = "StateStoreErrorRateHigh", "StateStoreMetricsMissing"
-WAIT = 60.0
 
 
 class Thanos(ServerProcess):
@@ -116,42 +113,17 @@ class Querier(Thanos):
 
 
 @dataclass
-class Cluster:
-    name: str
-    statsd: StatsdExporter
-    feeder: Feeder
-    prometheus: PrometheusServer
+class Cluster(global_layers.Cluster):
     sidecar: Thanos
 
 
 def cluster(tmp: Path, name: str, exported: Path, alertmanager: Alertmanager) -> Cluster:
-    """One cluster: its statsd_exporter and feeder, its Prometheus evaluating the exported rules and
-    alerting to ``alertmanager``, and the sidecar that serves it to the Querier."""
-    tmp.mkdir()
-    mappings = yaml.safe_load((exported / "collector" / "statsd-mapping.yml").read_text())["mappings"]
-    statsd = StatsdExporter(tmp, "chart", mappings)
-    feeder = Feeder(statsd.udp_port, tmp, dogstatsd=True)
-    base = yaml.safe_load((exported / "collector" / "prometheus.yml").read_text())
-    (scrape,) = [j for j in base["scrape_configs"] if j["job_name"] == JOB]
-    config = {
-        "global": {
-            "scrape_interval": "1s",
-            "scrape_timeout": "900ms",
-            "evaluation_interval": "1s",
-            "external_labels": {"cluster": name},
-        },
-        "rule_files": [str(exported / "collector" / "rules.yml")],
-        "alerting": {"alertmanagers": [{"static_configs": [{"targets": [alertmanager.target]}]}]},
-        "scrape_configs": [{**scrape, "static_configs": [{"targets": [statsd.target]}]}],
-    }
-    prometheus = PrometheusServer(tmp, config, "--storage.tsdb.retention.time=1h", role="newest")
-    sidecar = Thanos(
-        tmp,
-        "sidecar",
-        f"--prometheus.url={prometheus.url}",
-        f"--tsdb.path={tmp / 'tsdb'}",
-    )
-    return Cluster(name, statsd, feeder, prometheus, sidecar)
+    """One cluster whose Prometheus evaluates the exported rules and alerts to ``alertmanager``, and
+    the sidecar that serves it to the Querier."""
+    alerting = {"alertmanagers": [{"static_configs": [{"targets": [alertmanager.target]}]}]}
+    made = global_layers.cluster(tmp, name, exported, exported / "collector" / "rules.yml", alerting=alerting)
+    sidecar = Thanos(tmp, "sidecar", f"--prometheus.url={made.prometheus.url}", f"--tsdb.path={tmp / 'tsdb'}")
+    return Cluster(made.name, made.statsd, made.feeder, made.prometheus, sidecar)
 
 
 @dataclass
@@ -183,20 +155,6 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
         yield Topology(querier, alertmanager, clusters, time.time(), exported)
 
 
-def recorded(querier: Querier, since: float, cluster: str | None) -> dict[Any, float]:
-    """The calls the rules recorded since ``since`` per series, through the Querier (one cluster's, or
-    summed over the clusters: the global view), keyed as the model is."""
-    rng = f"{int(time.time() - since) + 2}s"
-    where = f'{{cluster="{cluster}"}}' if cluster else ""
-    by = ",".join(("store", "outcome", "dag_id", "task_id", "run_type", "operator", "team_name", "operation"))
-    out: dict[Any, float] = {}
-    for sample in querier.query(f"sum by ({by}) (sum_over_time({e2e.CALLS}{where}[{rng}]))"):
-        value = float(sample["value"][1])
-        if value:
-            out[e2e.model_key(sample["metric"])] = value
-    return out
-
-
 def test_each_cluster_s_calls_are_recorded_exactly_in_the_global_view(topology: Topology) -> None:
     # every target up, with its cluster, a few scrapes before the first call: the rules (reading 1 s
     # behind) count a first-seen counter in full only when its target was scraped before
@@ -211,60 +169,21 @@ def test_each_cluster_s_calls_are_recorded_exactly_in_the_global_view(topology: 
         WAIT,
         "each cluster's up through the Querier",
     )
-    since = time.time()
-    for name, n in CLUSTERS.items():
-        for _ in range(n):
-            assert topology.clusters[name].feeder.command("pass") == "done"
-
-    total = {name: sum(e2e.feeder_passes(n).values()) for name, n in CLUSTERS.items()}
-    for name in CLUSTERS:
-        with contextlib.suppress(AssertionError):  # compared exactly below, whatever was recorded
-            e2e.wait_for(
-                lambda name=name: sum(recorded(topology.querier, since, name).values()) >= total[name],
-                WAIT,
-                f"the calls of {name} recorded by its Prometheus",
-            )
-    for name, n in CLUSTERS.items():
-        assert recorded(topology.querier, since, name) == e2e.feeder_passes(n), name
-    assert recorded(topology.querier, since, None) == e2e.feeder_passes(sum(CLUSTERS.values()))
+    global_layers.make_passes_and_check_them(topology.clusters, CLUSTERS, topology.querier.query)
 
 
 def test_every_dashboard_query_returns_what_each_cluster_s_prometheus_returns(topology: Topology) -> None:
     """Every task-side query of the dashboard, as Grafana sends it for one cluster, through the Querier
     and on that cluster's Prometheus (its records without the ``cluster`` external label, as one
     Prometheus is read): the same series, the same numbers. Runs after the calls above."""
-    at = time.time()
-    rng = f"{int(at - topology.started) + 2}s"
-    # asked at an instant both sides have evaluated past: every cluster's rules recorded after it
-    e2e.wait_for(
-        lambda: all(
-            (c.prometheus.scalar(f"max(timestamp({e2e.CALLS}))") or 0) > at + 1
-            for c in topology.clusters.values()
-        ),
-        WAIT,
-        "a rule evaluation after the instant asked",
+    newest = f"max(timestamp({e2e.CALLS}))"
+    global_layers.compare_dashboard(
+        topology.exported,
+        topology.clusters,
+        topology.querier.query,
+        started=topology.started,
+        newest=lambda: float(topology.querier.query(newest)[0]["value"][1]),
     )
-    exprs = sorted(
-        {
-            t["expr"]
-            for p in e2e.dashboard(topology.exported)["panels"]
-            for t in p.get("targets", [])
-            if "$server_job" not in t["expr"]
-        }
-    )
-    assert exprs
-    compared = nonempty = 0
-    for name, member in topology.clusters.items():
-        for expr in exprs:
-            sent = e2e.interpolate(expr.replace("$cluster", name), {}, rng=rng, interval=rng, job=JOB)
-            local = e2e.interpolate(expr, {}, rng=rng, interval=rng, job=JOB)
-            theirs = {_key(s): float(s["value"][1]) for s in member.prometheus.query(local, at)}
-            ours = {_key(s): float(s["value"][1]) for s in topology.querier.query(sent, at)}
-            assert ours == theirs, (name, sent)
-            compared += 1
-            nonempty += bool(theirs)
-    assert compared == len(exprs) * len(CLUSTERS)
-    assert nonempty >= len(CLUSTERS)  # the task panels answer with the calls made
 
 
 def _per_task(calls: dict[Any, float], dag_id: str) -> dict[str, float]:
@@ -339,7 +258,3 @@ def test_a_cluster_gone_whole_is_a_warning_beside_the_other_s_exact_calls(topolo
     )
     (total,) = answer["data"]["result"]
     assert float(total["value"][1]) == sum(e2e.feeder_passes(CLUSTERS["west"]).values())
-
-
-def _key(sample: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(sample["metric"].items()))

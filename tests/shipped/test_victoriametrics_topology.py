@@ -42,13 +42,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from support import e2e
+from support import e2e, global_layers
 from support.exported import run_export
-from support.feeder import Feeder
-from support.peer_servers import Alertmanager, StatsdExporter
-from support.prometheus import PrometheusServer
+from support.global_layers import JOB, WAIT, Cluster
+from support.peer_servers import Alertmanager
 from support.servers import ServerProcess
 from testbed import peers
 from testbed.ports import free_port
@@ -56,7 +54,6 @@ from testbed.ports import free_port
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.peers]
 
 CLUSTERS = {"east": 2, "west": 1}  # cluster -> passes its feeder makes
-JOB = "store-metrics-statsd-exporter"
 SETTINGS = {
     **e2e.ALERTING_SETTINGS,
     "rule_offset": "30s",
@@ -67,7 +64,6 @@ ALERT = "StateStoreErrorRateHigh"
 MISSING = "StateStoreMetricsMissing"
 #: What each cluster's Prometheus records and alerts itself, kept out of VictoriaMetrics.
 RECORDED_HERE = "task:.+|instance:.+|ALERTS|ALERTS_FOR_STATE"
-WAIT = 90.0
 
 
 class VictoriaMetrics(ServerProcess):
@@ -124,45 +120,17 @@ class VmAlert(ServerProcess):
         super().__init__(command, tmp / "vmalert.log", f"http://127.0.0.1:{self.port}/health")
 
 
-@dataclass
-class Cluster:
-    name: str
-    statsd: StatsdExporter
-    feeder: Feeder
-    prometheus: PrometheusServer
-
-
 def cluster(tmp: Path, name: str, exported: Path, prometheus_export: Path, vm: VictoriaMetrics) -> Cluster:
-    """One cluster: its statsd_exporter and feeder, and its Prometheus, which remote-writes what it
-    scrapes (not what it records: its own rules, the Prometheus export's, are the baseline the
-    dashboard's answers on VictoriaMetrics are compared with)."""
-    tmp.mkdir()
-    mappings = yaml.safe_load((exported / "collector" / "statsd-mapping.yml").read_text())["mappings"]
-    statsd = StatsdExporter(tmp, "chart", mappings)
-    feeder = Feeder(statsd.udp_port, tmp, dogstatsd=True)
-    base = yaml.safe_load((exported / "collector" / "prometheus.yml").read_text())
-    (scrape,) = [j for j in base["scrape_configs"] if j["job_name"] == JOB]
-    config = {
-        "global": {
-            "scrape_interval": "1s",
-            "scrape_timeout": "900ms",
-            "evaluation_interval": "1s",
-            "external_labels": {"cluster": name},
-        },
-        "rule_files": [str(prometheus_export / "collector" / "rules.yml")],
-        "scrape_configs": [{**scrape, "static_configs": [{"targets": [statsd.target]}]}],
-        "remote_write": [
-            {
-                "url": f"{vm.url}/api/v1/write",
-                "queue_config": {"batch_send_deadline": "1s", "max_shards": 1},
-                "write_relabel_configs": [
-                    {"source_labels": ["__name__"], "regex": RECORDED_HERE, "action": "drop"}
-                ],
-            }
-        ],
+    """One cluster whose Prometheus remote-writes what it scrapes (not what it records: its own rules,
+    the Prometheus export's, are the baseline the dashboard's answers on VictoriaMetrics are compared
+    with)."""
+    remote_write = {
+        "url": f"{vm.url}/api/v1/write",
+        "queue_config": {"batch_send_deadline": "1s", "max_shards": 1},
+        "write_relabel_configs": [{"source_labels": ["__name__"], "regex": RECORDED_HERE, "action": "drop"}],
     }
-    prometheus = PrometheusServer(tmp, config, "--storage.tsdb.retention.time=1h", role="newest")
-    return Cluster(name, statsd, feeder, prometheus)
+    rules = prometheus_export / "collector" / "rules.yml"
+    return global_layers.cluster(tmp, name, exported, rules, remote_write=[remote_write])
 
 
 @dataclass
@@ -203,20 +171,6 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
         yield Topology(vm, vmalert, alertmanager, clusters, time.time(), exported)
 
 
-def recorded(vm: VictoriaMetrics, since: float, cluster: str | None) -> dict[Any, float]:
-    """The calls the rules recorded since ``since`` per series (one cluster's, or summed over the
-    clusters: the global view), keyed as the model is."""
-    rng = f"{int(time.time() - since) + 2}s"
-    where = f'{{cluster="{cluster}"}}' if cluster else ""
-    by = ",".join(("store", "outcome", "dag_id", "task_id", "run_type", "operator", "team_name", "operation"))
-    out: dict[Any, float] = {}
-    for sample in vm.query(f"sum by ({by}) (sum_over_time({e2e.CALLS}{where}[{rng}]))"):
-        value = float(sample["value"][1])
-        if value:
-            out[e2e.model_key(sample["metric"])] = value
-    return out
-
-
 def test_each_cluster_s_calls_are_recorded_exactly(topology: Topology) -> None:
     # every target up in VictoriaMetrics, with its cluster, before the first call
     e2e.wait_for(
@@ -236,22 +190,9 @@ def test_each_cluster_s_calls_are_recorded_exactly(topology: Topology) -> None:
         WAIT,
         "each cluster's up 70 s back in VictoriaMetrics",
     )
-    since = topology.calls_since = time.time()
-    for name, n in CLUSTERS.items():
-        for _ in range(n):
-            assert topology.clusters[name].feeder.command("pass") == "done"
-
-    total = {name: sum(e2e.feeder_passes(n).values()) for name, n in CLUSTERS.items()}
-    for name in CLUSTERS:
-        with contextlib.suppress(AssertionError):  # compared exactly below, whatever was recorded
-            e2e.wait_for(
-                lambda name=name: sum(recorded(topology.vm, since, name).values()) >= total[name],
-                WAIT,
-                f"the calls of {name} recorded by vmalert",
-            )
-    for name, n in CLUSTERS.items():
-        assert recorded(topology.vm, since, name) == e2e.feeder_passes(n), name
-    assert recorded(topology.vm, since, None) == e2e.feeder_passes(sum(CLUSTERS.values()))
+    topology.calls_since = global_layers.make_passes_and_check_them(
+        topology.clusters, CLUSTERS, topology.vm.query
+    )
 
 
 def test_every_dashboard_query_returns_what_each_cluster_s_prometheus_returns(topology: Topology) -> None:
@@ -259,48 +200,20 @@ def test_every_dashboard_query_returns_what_each_cluster_s_prometheus_returns(to
     records) and on that cluster's Prometheus (its own records of the same calls, without the
     ``cluster`` external label, as one Prometheus is read): the same series, the same numbers (to
     VictoriaMetrics' 12 significant digits). Runs after the calls above, before west goes away."""
-    at = time.time()
-    rng = f"{int(at - topology.started) + 2}s"
-    # asked at an instant both sides have recorded past: each cluster's Prometheus and vmalert
     newest = f"max(timestamp({e2e.CALLS}))"
-    e2e.wait_for(
-        lambda: (
-            all((c.prometheus.scalar(newest) or 0) > at + 1 for c in topology.clusters.values())
-            and float(topology.vm.query(newest)[0]["value"][1]) > at + 1
-        ),
-        WAIT,
-        "a rule evaluation after the instant asked, on both sides",
+    global_layers.compare_dashboard(
+        topology.exported,
+        topology.clusters,
+        topology.vm.query,
+        started=topology.started,
+        newest=lambda: float(topology.vm.query(newest)[0]["value"][1]),
+        rel=1e-9,
+        # The per-minute panels average the recorded increments over the window: over one that holds
+        # a series' first evaluation, that average depends on how many evaluations each engine made
+        # since (142 and 143 in 406 s, once), not on what it recorded. Their sums, which are the
+        # calls, are compared instead.
+        edit=lambda expr: expr.replace("avg_over_time(", "sum_over_time("),
     )
-    dashboard = json.loads((topology.exported / "dashboards" / "store-metrics.json").read_text())
-    exprs = sorted(
-        {
-            t["expr"]
-            for p in dashboard["panels"]
-            for t in p.get("targets", [])
-            if "$server_job" not in t["expr"]
-        }
-    )
-    assert exprs
-    compared = nonempty = 0
-    for name, member in topology.clusters.items():
-        for panel_expr in exprs:
-            # The per-minute panels average the recorded increments over the window: over one that
-            # holds a series' first evaluation, that average depends on how many evaluations each
-            # engine made since (here 142 and 143 in 406 s), not on what it recorded. Their sums,
-            # which are the calls, are compared instead.
-            expr = panel_expr.replace("avg_over_time(", "sum_over_time(")
-            sent = e2e.interpolate(expr.replace("$cluster", name), {}, rng=rng, interval=rng, job=JOB)
-            # the cluster's own Prometheus holds its records without the external label
-            local = e2e.interpolate(expr, {}, rng=rng, interval=rng, job=JOB)
-            theirs = {_key(s): float(s["value"][1]) for s in member.prometheus.query(local, at)}
-            ours = {_key(s): float(s["value"][1]) for s in topology.vm.query(sent, at)}
-            assert set(ours) == set(theirs), (name, sent, ours, theirs)
-            for key, value in theirs.items():
-                assert ours[key] == pytest.approx(value, rel=1e-9, abs=1e-12), (name, sent, key)
-            compared += 1
-            nonempty += bool(theirs)
-    assert compared == len(exprs) * len(CLUSTERS)
-    assert nonempty >= len(CLUSTERS)  # the task panels answer with the calls made
 
 
 @pytest.mark.timeout(900)  # two waits of five minutes (the shortest error window and missing_for), at once
@@ -332,8 +245,4 @@ def test_alerts_reach_alertmanager_each_saying_its_cluster(topology: Topology) -
     assert "var-cluster=west&" in alert["annotations"]["dashboard_url"]
     # nothing recorded twice meanwhile, and west's calls kept
     for name, n in CLUSTERS.items():
-        assert recorded(topology.vm, since, name) == e2e.feeder_passes(n), name
-
-
-def _key(sample: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(sample["metric"].items()))
+        assert global_layers.recorded(topology.vm.query, since, name) == e2e.feeder_passes(n), name
