@@ -43,8 +43,11 @@ from typing import Any
 import pytest
 import yaml
 
-from store_metrics.ui.calls import read_calls
-from store_metrics.ui.prometheus import Prometheus
+from store_metrics.catalogue import metric_for
+from store_metrics.config.reader import OptionValues, environment_reader, read_options
+from store_metrics.ui.calls import COUNTERS
+from store_metrics.ui.sources import Sources
+from store_metrics.ui.status import check_lines
 from support import e2e, global_layers
 from support.exported import run_export
 from support.global_layers import JOB, WAIT
@@ -196,23 +199,40 @@ def _per_task(calls: dict[Any, float], dag_id: str) -> dict[str, float]:
     return out
 
 
+def _options(**env: str) -> OptionValues:
+    environ = {f"AIRFLOW__STORE_METRICS__{k.upper()}": v for k, v in env.items()}
+    return read_options(environment_reader(environ), environ=environ)
+
+
 def test_the_ui_tab_on_the_querier_shows_its_own_cluster_s_calls_of_a_dag(topology: Topology) -> None:
-    """The Airflow UI's tab (its own client, ``ui_prometheus_url`` at the Querier): the same DAG id
-    runs in both clusters; with ``ui_prometheus_selector`` naming its cluster, each deployment's tab
-    shows its own calls, and without it the calls of both."""
-    querier = Prometheus(url=topology.querier.url, timeout=10)
+    """The Airflow UI's tab (its sources, as an API server worker reads them, with
+    ``ui_prometheus_url`` at the Querier): the same DAG id runs in both clusters; with
+    ``ui_prometheus_selector`` naming its cluster, each deployment's tab shows its own calls, and
+    without it the calls of both. ``store-metrics check`` says how many counters the matchers find."""
     dag_id = e2e.ERRORS_DAG
-    shown = {
-        selector: {
-            task: sum(counters.values())
-            for task, counters in read_calls(querier, dag_id, "1h", "airflow", selector).tasks.items()
-        }
-        for selector in ('cluster="east"', 'cluster="west"', "")
-    }
+    shown = {}
+    for selector in ('cluster="east"', 'cluster="west"', ""):
+        options = _options(ui_prometheus_url=topology.querier.url, ui_prometheus_selector=selector)
+        answer = Sources(options).calls(dag_id, "1d")
+        assert answer is not None and answer.value is not None, answer
+        shown[selector] = {task: sum(counters.values()) for task, counters in answer.value.tasks.items()}
     assert shown['cluster="east"'] == _per_task(e2e.feeder_passes(CLUSTERS["east"]), dag_id)
     assert shown['cluster="west"'] == _per_task(e2e.feeder_passes(CLUSTERS["west"]), dag_id)
     assert shown[""] == _per_task(e2e.feeder_passes(sum(CLUSTERS.values())), dag_id)
     assert shown['cluster="west"']  # the DAG made calls
+
+    url = topology.querier.url
+    east = check_lines(_options(ui_prometheus_url=url, ui_prometheus_selector='cluster="east"'))
+    # the counters east's exporter serves, asked of east's own Prometheus (no cluster label there)
+    names = {metric_for(store, outcome).prometheus_name("airflow") for store, outcome in COUNTERS}
+    served = {
+        sample["metric"]["__name__"] for sample in topology.clusters["east"].prometheus.query("{job!=''}")
+    }
+    held = len(names & served)
+    assert held
+    assert f'ui: Prometheus at {url} answers; it holds {held} of the 12 counters with cluster="east"' in east
+    nowhere = check_lines(_options(ui_prometheus_url=url, ui_prometheus_selector='cluster="nowhere"'))
+    assert f'ui: Prometheus at {url} answers; it holds 0 of the 12 counters with cluster="nowhere"' in nowhere
 
 
 def test_alerts_reach_alertmanager_each_saying_its_cluster(topology: Topology) -> None:

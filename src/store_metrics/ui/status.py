@@ -26,10 +26,15 @@ def check_lines(options: OptionValues) -> list[str]:
     else:
         series = [metric_for(store, outcome).prometheus_name(options.prefix) for store, outcome in COUNTERS]
         names = "|".join(re.escape(name) for name in series)
-        expr = f'count by (__name__) ({{__name__=~"{names}"}})'
+        matchers = options.ui_prometheus_selector
+        deployment = f",{matchers}" if matchers else ""
+        expr = f'count by (__name__) ({{__name__=~"{names}"{deployment}}})'
+        where = f" with {matchers}" if matchers else ""
         try:
             held = len(Prometheus.from_options(options).query(expr))
-            lines.append(f"ui: Prometheus at {url} answers; it holds {held} of the {len(series)} counters")
+            lines.append(
+                f"ui: Prometheus at {url} answers; it holds {held} of the {len(series)} counters{where}"
+            )
         except PrometheusError as exc:
             lines.append(
                 f"ui: warning: Prometheus at {url} does not answer ({exc.detail}): the tab will say {exc}"
