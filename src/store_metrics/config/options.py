@@ -591,6 +591,7 @@ EXAMPLES: Final[dict[str, str]] = {
     "ui_cache_ttl": "60",
     "ui_timeout": "5",
     "ui_prometheus_url": "http://prometheus-operated.monitoring:9090",
+    "ui_prometheus_selector": 'cluster="east"',
     "ui_prometheus_bearer_token_file": "/var/run/secrets/prometheus/token",
     "ui_prometheus_basic_auth_user": "airflow-ui",
     "ui_prometheus_basic_auth_password_file": "/var/run/secrets/prometheus/password",
