@@ -101,7 +101,10 @@ def test_a_scrape_makes_again_only_what_moved_since_the_last(both: Any) -> None:
     still writes what the OpenTelemetry exporter writes."""
     (native, native_url), (otel, otel_url) = both
     for emitter in (native, otel):
-        worker_day(emitter, dags=250)  # 2,500 series per counter: 3 blocks each
+        # 1,500 series per counter: 2 blocks each. No more: the OpenTelemetry exporter the bytes are
+        # compared with gives up on a collection past 10 s, which a loaded CI machine once reached
+        # at 2,500 per counter
+        worker_day(emitter, dags=150)
     endpoint = native.backend.native
     first: list[bytes] = []
     endpoint.render(first.append)
@@ -114,9 +117,9 @@ def test_a_scrape_makes_again_only_what_moved_since_the_last(both: Any) -> None:
     endpoint.render(second.append)
 
     blocks = [piece for piece in first if piece.count(b"\n") >= 500]
-    assert len(blocks) == 9
+    assert len(blocks) == 6
     kept = [piece for piece in second if any(piece is block for block in blocks)]
-    assert len(kept) == 8
+    assert len(kept) == 5
     (remade,) = [piece for piece in second if piece.count(b"\n") >= 500 and piece not in kept]
     assert b'airflow_task_state_store_read_found_total{dag_id="dag_120",operator="PythonOperator",' in remade
     assert b"".join(second) == fetch(native_url)[1] == fetch(otel_url)[1]
