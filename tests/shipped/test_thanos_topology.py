@@ -21,9 +21,7 @@ What holds, as on one Prometheus:
 * the Airflow UI's tab, reading the Querier, shows a DAG's calls of its own cluster only when
   ``ui_prometheus_selector`` names that cluster (the same DAG id runs in both);
 * StateStoreErrorRateHigh fires for the failing DAG of each cluster at Alertmanager, labelled with that
-  cluster (Prometheus adds its external labels to the alerts it sends), and resolves;
-* west's exporter going away (its Airflow gone, its Prometheus still up): StateStoreMetricsMissing
-  fires for west alone, saying so in its ``cluster`` label;
+  cluster (Prometheus adds its external labels to the alerts it sends);
 * east's Prometheus going away (the whole cluster): the Querier's answers hold west's calls, exactly,
   and a warning that one store did not answer, which Grafana shows on the panel.
 """
@@ -59,14 +57,8 @@ from testbed.ports import free_port
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.peers]
 
 CLUSTERS = {"east": 2, "west": 1}  # cluster -> passes its feeder makes
-SETTINGS = {
-    **e2e.ALERTING_SETTINGS,
-    # the shortest the settings accept: the error alerts resolve and the missing-counters alert fires
-    # in the same five minutes
-    "error_window": "5m",
-    "missing_for": "5m",
-}
-ERRORS, MISSING = "StateStoreErrorRateHigh", "StateStoreMetricsMissing"
+SETTINGS = e2e.ALERTING_SETTINGS
+ERRORS = "StateStoreErrorRateHigh"
 
 
 class Thanos(ServerProcess):
@@ -236,28 +228,18 @@ def test_the_ui_tab_on_the_querier_shows_its_own_cluster_s_calls_of_a_dag(topolo
 
 
 def test_alerts_reach_alertmanager_each_saying_its_cluster(topology: Topology) -> None:
-    """The failing DAG's error alert fires for each cluster; west's exporter goes away and the
-    missing-counters alert fires for west alone; the error alerts resolve meanwhile."""
+    """The failing DAG's error alert fires for each cluster at Alertmanager, labelled with that
+    cluster and linking to its dashboard. Under Thanos the alerts take one Prometheus' own path
+    (each cluster's Prometheus evaluates and sends them; the Querier is not on it), so how they
+    resolve, and the missing-counters alert, are what the one-Prometheus tests hold; what differs
+    here is only the ``cluster`` label, which each Prometheus adds from its external labels."""
     wanted = {(name, e2e.ERRORS_DAG) for name in CLUSTERS}
     e2e.wait_for(lambda: topology.alertmanager.holding(ERRORS) >= wanted, WAIT, f"{ERRORS} at Alertmanager")
     assert topology.alertmanager.holding(ERRORS) == wanted
-
-    topology.clusters["west"].statsd.stop()
-    # resolved once the failed calls leave the 5m error window; west's too, though nothing is scraped
-    # there any more (its recorded calls are what the alert reads)
-    e2e.wait_for(
-        lambda: not topology.alertmanager.holding(ERRORS), 300 + WAIT, f"{ERRORS} resolved", interval=2
-    )
-    e2e.wait_for(
-        lambda: topology.alertmanager.holding(MISSING),
-        300 + WAIT,
-        f"{MISSING} at Alertmanager",
-        interval=2,
-    )
-    assert topology.alertmanager.holding(MISSING) == {("west", "")}
-    (alert,) = [a for a in topology.alertmanager.alerts() if a["labels"]["alertname"] == MISSING]
-    assert alert["labels"]["job"] == JOB
-    assert "var-cluster=west&" in alert["annotations"]["dashboard_url"]
+    for alert in topology.alertmanager.alerts():
+        if alert["labels"]["alertname"] == ERRORS:
+            assert alert["labels"]["job"] == JOB
+            assert f"var-cluster={alert['labels']['cluster']}&" in alert["annotations"]["dashboard_url"]
 
 
 def test_a_cluster_gone_whole_is_a_warning_beside_the_other_s_exact_calls(topology: Topology) -> None:
