@@ -42,7 +42,7 @@ import pytest
 import yaml
 
 from store_metrics.catalogue import metric_for
-from store_metrics.config.reader import OptionValues, environment_reader, read_options
+from store_metrics.config.reader import OptionValues
 from store_metrics.ui.calls import COUNTERS
 from store_metrics.ui.sources import Sources
 from store_metrics.ui.status import check_lines
@@ -191,11 +191,6 @@ def _per_task(calls: dict[Any, float], dag_id: str) -> dict[str, float]:
     return out
 
 
-def _options(**env: str) -> OptionValues:
-    environ = {f"AIRFLOW__STORE_METRICS__{k.upper()}": v for k, v in env.items()}
-    return read_options(environment_reader(environ), environ=environ)
-
-
 def test_the_ui_tab_on_the_querier_shows_its_own_cluster_s_calls_of_a_dag(topology: Topology) -> None:
     """The Airflow UI's tab (its sources, as an API server worker reads them, with
     ``ui_prometheus_url`` at the Querier): the same DAG id runs in both clusters; with
@@ -204,7 +199,7 @@ def test_the_ui_tab_on_the_querier_shows_its_own_cluster_s_calls_of_a_dag(topolo
     dag_id = e2e.ERRORS_DAG
     shown = {}
     for selector in ('cluster="east"', 'cluster="west"', ""):
-        options = _options(ui_prometheus_url=topology.querier.url, ui_prometheus_selector=selector)
+        options = OptionValues(ui_prometheus_url=topology.querier.url, ui_prometheus_selector=selector)
         answer = Sources(options).calls(dag_id, "1d")
         assert answer is not None and answer.value is not None, answer
         shown[selector] = {task: sum(counters.values()) for task, counters in answer.value.tasks.items()}
@@ -214,7 +209,7 @@ def test_the_ui_tab_on_the_querier_shows_its_own_cluster_s_calls_of_a_dag(topolo
     assert shown['cluster="west"']  # the DAG made calls
 
     url = topology.querier.url
-    east = check_lines(_options(ui_prometheus_url=url, ui_prometheus_selector='cluster="east"'))
+    east = check_lines(OptionValues(ui_prometheus_url=url, ui_prometheus_selector='cluster="east"'))
     # the counters east's exporter serves, asked of east's own Prometheus (no cluster label there)
     names = {metric_for(store, outcome).prometheus_name("airflow") for store, outcome in COUNTERS}
     served = {
@@ -223,7 +218,7 @@ def test_the_ui_tab_on_the_querier_shows_its_own_cluster_s_calls_of_a_dag(topolo
     held = len(names & served)
     assert held
     assert f'ui: Prometheus at {url} answers; it holds {held} of the 12 counters with cluster="east"' in east
-    nowhere = check_lines(_options(ui_prometheus_url=url, ui_prometheus_selector='cluster="nowhere"'))
+    nowhere = check_lines(OptionValues(ui_prometheus_url=url, ui_prometheus_selector='cluster="nowhere"'))
     assert f'ui: Prometheus at {url} answers; it holds 0 of the 12 counters with cluster="nowhere"' in nowhere
 
 

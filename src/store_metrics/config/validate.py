@@ -151,19 +151,15 @@ def label_matchers(option: str, value: object) -> str:
     text = str(value).strip().rstrip(",").rstrip()
     if not text:
         return ""
-    names, at = [], 0
+    at = 0
     while at < len(text):
         matched = _MATCHER.match(text, at)
-        if matched is None or matched.end() == at:
-            names = ["__name__"]
-            break
-        names.append(matched.group(1))
+        if matched is None or matched.group(1) == "__name__":
+            raise ConfigError(
+                option,
+                value,
+                'PromQL label matchers, comma-separated (cluster="east" or cluster="east",job=~"airflow.*"), '
+                "or empty (not set)",
+            )
         at = matched.end()
-    if "__name__" in names:
-        raise ConfigError(
-            option,
-            value,
-            'PromQL label matchers, comma-separated (cluster="east" or cluster="east",job=~"airflow.*"), '
-            "or empty (not set)",
-        )
     return text
