@@ -32,14 +32,10 @@ loaded machine a batch can take longer). A sample that arrives later than that i
 from __future__ import annotations
 
 import contextlib
-import json
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -47,9 +43,7 @@ from support import e2e, global_layers
 from support.exported import run_export
 from support.global_layers import JOB, WAIT, Cluster
 from support.peer_servers import Alertmanager
-from support.servers import ServerProcess
-from testbed import peers
-from testbed.ports import free_port
+from support.victoriametrics import VictoriaMetrics, VmAlert
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.slow, pytest.mark.peers]
 
@@ -66,66 +60,12 @@ MISSING = "StateStoreMetricsMissing"
 RECORDED_HERE = "task:.+|instance:.+|ALERTS|ALERTS_FOR_STATE"
 
 
-class VictoriaMetrics(ServerProcess):
-    """victoria-metrics (single-node): data visible to queries 1 s after it arrives (30 s by default)."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        command = [
-            str(peers.binary("victoria-metrics", "current")),
-            f"-storageDataPath={tmp / 'vm-data'}",
-            f"-httpListenAddr=127.0.0.1:{self.port}",
-            "-retentionPeriod=1d",
-            "-search.latencyOffset=1s",
-            "-search.disableCache",
-            "-loggerLevel=WARN",
-        ]
-        super().__init__(command, tmp / "victoria-metrics.log", f"{self.url}/health")
-
-    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
-        params = {"query": expr, **({"time": f"{at:.3f}"} if at is not None else {})}
-        data = urllib.parse.urlencode(params).encode()
-        with urllib.request.urlopen(f"{self.url}/api/v1/query", data=data, timeout=30) as response:
-            body = json.loads(response.read())
-        assert body["status"] == "success", body
-        assert body["data"]["resultType"] == "vector", body
-        return list(body["data"]["result"])
-
-
-class VmAlert(ServerProcess):
-    """vmalert over VictoriaMetrics: the rule files every second, recorded series written back,
-    alerts to Alertmanager."""
-
-    def __init__(self, tmp: Path, rules: list[Path], vm: VictoriaMetrics, alertmanager: Alertmanager) -> None:
-        self.port = free_port()
-        command = [
-            str(peers.binary("vmalert", "current")),
-            *(f"-rule={path}" for path in rules),
-            f"-datasource.url={vm.url}",
-            f"-remoteWrite.url={vm.url}",
-            "-remoteWrite.flushInterval=1s",
-            f"-notifier.url=http://{alertmanager.target}",
-            "-evaluationInterval=1s",
-            # the rules read rule_offset behind themselves; vmalert's own delay is for the default
-            # -search.latencyOffset (30 s), which this VictoriaMetrics does not keep
-            "-rule.evalDelay=0s",
-            # how long a series whose samples stopped without a staleness marker (a Prometheus that
-            # stopped sends none) still answers: 5m by default, which a cluster gone whole waits out
-            # before StateStoreMetricsMissing can even be pending; shortened here to keep the test short
-            "-datasource.queryStep=10s",
-            f"-httpListenAddr=127.0.0.1:{self.port}",
-            "-loggerLevel=WARN",
-        ]
-        super().__init__(command, tmp / "vmalert.log", f"http://127.0.0.1:{self.port}/health")
-
-
 def cluster(tmp: Path, name: str, exported: Path, prometheus_export: Path, vm: VictoriaMetrics) -> Cluster:
     """One cluster whose Prometheus remote-writes what it scrapes (not what it records: its own rules,
     the Prometheus export's, are the baseline the dashboard's answers on VictoriaMetrics are compared
     with)."""
     remote_write = {
-        "url": f"{vm.url}/api/v1/write",
+        "url": vm.write_url,
         "queue_config": {"batch_send_deadline": "1s", "max_shards": 1},
         "write_relabel_configs": [{"source_labels": ["__name__"], "regex": RECORDED_HERE, "action": "drop"}],
     }
@@ -166,30 +106,17 @@ def topology(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Topology]:
             stack.callback(made.feeder.stop)
             stack.callback(made.prometheus.stop)
             clusters[name] = made
-        vmalert = VmAlert(tmp, [exported / "collector" / "rules.yml"], vm, alertmanager)
+        # how long a series whose samples stopped without a staleness marker (a Prometheus that
+        # stopped sends none) still answers: 5m by default, which a cluster gone whole waits out
+        # before StateStoreMetricsMissing can even be pending; shortened here to keep the test short
+        rules = [exported / "collector" / "rules.yml"]
+        vmalert = VmAlert(tmp, rules, vm, "-datasource.queryStep=10s", notifier=alertmanager.target)
         stack.callback(vmalert.stop)
         yield Topology(vm, vmalert, alertmanager, clusters, time.time(), exported)
 
 
 def test_each_cluster_s_calls_are_recorded_exactly(topology: Topology) -> None:
-    # every target up in VictoriaMetrics, with its cluster, before the first call
-    e2e.wait_for(
-        lambda: (
-            {s["metric"].get("cluster") for s in topology.vm.query(f'up{{job="{JOB}"}} == 1')}
-            == set(CLUSTERS)
-        ),
-        WAIT,
-        "each cluster's up in VictoriaMetrics",
-    )
-    # ... and long enough before it that the rules, reading 30 s behind, count a first-seen counter
-    # in full (its target scraped before: setting counter_lookback)
-    e2e.wait_for(
-        lambda: (
-            len(topology.vm.query(f'max_over_time(up{{job="{JOB}"}}[5s] offset 70s) == 1')) == len(CLUSTERS)
-        ),
-        WAIT,
-        "each cluster's up 70 s back in VictoriaMetrics",
-    )
+    global_layers.wait_until_scraped(topology.vm.query, set(CLUSTERS))
     topology.calls_since = global_layers.make_passes_and_check_them(
         topology.clusters, CLUSTERS, topology.vm.query
     )

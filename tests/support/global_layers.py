@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 import yaml
@@ -39,28 +39,50 @@ class Cluster:
     prometheus: PrometheusServer
 
 
+def fed_exporter(tmp: Path, exported: Path) -> tuple[StatsdExporter, Feeder]:
+    """A cluster's statsd_exporter (the chart's pin, the exported mappings) and its feeder."""
+    mappings = yaml.safe_load((exported / "collector" / "statsd-mapping.yml").read_text())["mappings"]
+    statsd = StatsdExporter(tmp, "chart", mappings)
+    return statsd, Feeder(statsd.udp_port, tmp, dogstatsd=True)
+
+
+def scraping(name: str, exported: Path, statsd: StatsdExporter) -> dict[str, Any]:
+    """The exported job scraping ``statsd`` every second, with the external label ``cluster``: the
+    scrape configuration a cluster's Prometheus, Prometheus agent or vmagent is given."""
+    base = yaml.safe_load((exported / "collector" / "prometheus.yml").read_text())
+    (scrape,) = [j for j in base["scrape_configs"] if j["job_name"] == JOB]
+    return {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "900ms", "external_labels": {"cluster": name}},
+        "scrape_configs": [{**scrape, "static_configs": [{"targets": [statsd.target]}]}],
+    }
+
+
 def cluster(tmp: Path, name: str, exported: Path, rules: Path, **config: Any) -> Cluster:
     """One cluster: its statsd_exporter and feeder, and its Prometheus (external label ``cluster``,
     scraping and evaluating ``rules`` every second; ``config``: more of its configuration)."""
     tmp.mkdir()
-    mappings = yaml.safe_load((exported / "collector" / "statsd-mapping.yml").read_text())["mappings"]
-    statsd = StatsdExporter(tmp, "chart", mappings)
-    feeder = Feeder(statsd.udp_port, tmp, dogstatsd=True)
-    base = yaml.safe_load((exported / "collector" / "prometheus.yml").read_text())
-    (scrape,) = [j for j in base["scrape_configs"] if j["job_name"] == JOB]
-    settings = {
-        "global": {
-            "scrape_interval": "1s",
-            "scrape_timeout": "900ms",
-            "evaluation_interval": "1s",
-            "external_labels": {"cluster": name},
-        },
-        "rule_files": [str(rules)],
-        "scrape_configs": [{**scrape, "static_configs": [{"targets": [statsd.target]}]}],
-        **config,
-    }
+    statsd, feeder = fed_exporter(tmp, exported)
+    settings = scraping(name, exported, statsd)
+    settings["global"]["evaluation_interval"] = "1s"
+    settings = {**settings, "rule_files": [str(rules)], **config}
     prometheus = PrometheusServer(tmp, settings, "--storage.tsdb.retention.time=1h", role="newest")
     return Cluster(name, statsd, feeder, prometheus)
+
+
+def wait_until_scraped(query: Query, clusters: set[str]) -> None:
+    """Each cluster's target up in the global layer, and long enough before now that the rules,
+    reading 30 s behind, count a first-seen counter in full (its target scraped before: setting
+    counter_lookback)."""
+    e2e.wait_for(
+        lambda: {s["metric"].get("cluster") for s in query(f'up{{job="{JOB}"}} == 1', None)} == clusters,
+        WAIT,
+        "each cluster's up in the global layer",
+    )
+    e2e.wait_for(
+        lambda: len(query(f'max_over_time(up{{job="{JOB}"}}[5s] offset 70s) == 1', None)) == len(clusters),
+        WAIT,
+        "each cluster's up 70 s back in the global layer",
+    )
 
 
 def recorded(query: Query, since: float, cluster: str | None) -> dict[Any, float]:
@@ -77,9 +99,14 @@ def recorded(query: Query, since: float, cluster: str | None) -> dict[Any, float
     return out
 
 
-def make_passes_and_check_them(
-    clusters: Mapping[str, Cluster], passes: Mapping[str, int], query: Query
-) -> float:
+class Fed(Protocol):
+    """A cluster, whatever scrapes it: what its feeder is."""
+
+    @property
+    def feeder(self) -> Feeder: ...
+
+
+def make_passes_and_check_them(clusters: Mapping[str, Fed], passes: Mapping[str, int], query: Query) -> float:
     """Each cluster's feeder makes its ``passes``; the calls read from the global layer are then
     exactly those, per cluster and summed over them. Returns when the passes began."""
     since = time.time()

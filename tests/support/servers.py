@@ -1,6 +1,6 @@
 """A server a test starts as a subprocess (Prometheus, Alertmanager): ready when its URL answers 200,
 stopped (terminated, then killed) by ``ServerProcess.stop``, started again with the same command
-(same ports, same files) by ``ServerProcess.restart``."""
+(same ports, same files) by ``ServerProcess.start`` or ``ServerProcess.restart``."""
 
 from __future__ import annotations
 
@@ -44,9 +44,13 @@ class ServerProcess:
             self.proc.wait(5)
         self.log.close()
 
-    def restart(self) -> None:
-        """Stop it, then run the same command again (its log appended to), and wait until it is ready."""
-        self.stop()
+    def start(self) -> None:
+        """Run the same command again after ``stop`` (its log appended to), and wait until it is ready."""
         self.log = open(self.log.name, "a")  # noqa: SIM115 -- closed by stop()
         self.proc = subprocess.Popen(list(self.proc.args), stdout=self.log, stderr=subprocess.STDOUT)
         wait_until(self._ready, timeout=self._timeout, interval=0.1)
+
+    def restart(self) -> None:
+        """Stop it, then run the same command again (its log appended to), and wait until it is ready."""
+        self.stop()
+        self.start()
