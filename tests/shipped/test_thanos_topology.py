@@ -237,6 +237,28 @@ def test_alerts_reach_alertmanager_each_saying_its_cluster(topology: Topology) -
             assert f"var-cluster={alert['labels']['cluster']}&" in alert["annotations"]["dashboard_url"]
 
 
+def test_a_restart_of_each_part_loses_no_call(topology: Topology) -> None:
+    """East's sidecar, the Querier and east's Prometheus stopped, east's feeder making a pass
+    meanwhile, then each started again: every call of the pass is read through the Querier. Each
+    cluster's Prometheus records its own calls (the rules bridge its restart's scrape gap, as on one
+    Prometheus) and the sidecar and Querier only read what it recorded."""
+    east = topology.clusters["east"]
+    since = time.time()
+    for server in (east.sidecar, topology.querier, east.prometheus):
+        server.stop()
+    assert east.feeder.command("pass") == "done"
+    for server in (east.prometheus, east.sidecar, topology.querier):
+        server.start()
+    with contextlib.suppress(AssertionError):  # compared exactly below, whatever was recorded
+        e2e.wait_for(
+            lambda: global_layers.recorded(topology.querier.query, since, "east") == e2e.feeder_passes(1),
+            WAIT,
+            "east's pass through the Querier",
+        )
+    assert global_layers.recorded(topology.querier.query, since, "east") == e2e.feeder_passes(1)
+    assert global_layers.recorded(topology.querier.query, since, "west") == {}
+
+
 def test_a_cluster_gone_whole_is_a_warning_beside_the_other_s_exact_calls(topology: Topology) -> None:
     east = topology.clusters["east"]
     east.prometheus.stop()
