@@ -1,8 +1,9 @@
-"""Two clusters under a global layer (VictoriaMetrics, Thanos): what both topology tests share.
+"""Two clusters under a global layer (VictoriaMetrics, Thanos): what the topology tests share.
 
 Each cluster is its own statsd_exporter (the Airflow chart's pin, the exported mappings), fed
-DogStatsD by a feeder (one pass of known calls on command), and its own Prometheus 3 (the newest
-pin) with a ``cluster`` external label, scraping it every second. A global layer reads every
+DogStatsD by a feeder (one pass of known calls on command), and its own scraper with a ``cluster``
+external label, scraping it every second: a Prometheus 3 (the newest pin), or an agent (Prometheus
+in agent mode, vmagent: tests/shipped/test_victoriametrics_restarts.py). A global layer reads every
 cluster; the tests ask it the same questions: the calls recorded per cluster and summed over them,
 and every task-side dashboard query as Grafana sends it for one cluster, against that cluster's own
 Prometheus.
