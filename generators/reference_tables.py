@@ -162,13 +162,15 @@ def versions_table(link: str = VERSIONS_PAGE) -> str:
         f"| Jaeger | | {_peer_versions('jaeger', 'current')} | a retried task's trace is read back through "
         "its query API in the tests; the spans are plain OTLP, so any OTLP trace backend shows them "
         f"([Traces]({link.replace(VERSIONS_PAGE, 'traces.md')}#seeing-it-in-jaeger)) |",
-        f"| VictoriaMetrics (single-node, vmalert) | | {_peer_versions('victoriametrics', 'current')} | "
-        "a global layer over several clusters' Prometheus: `store-metrics export --target "
-        "victoriametrics`, whose unit tests run in vmalert-tool; two clusters' calls, alerts and "
-        f"dashboard end to end ([scaling out]({link.replace('airflow-versions.md', 'scaling-out.md')})) |",
+        "| VictoriaMetrics (single-node, vmagent, vmalert) | | "
+        f"{_peer_versions('victoriametrics', 'current')} | "
+        "a global layer over several clusters' Prometheus (full, or in agent mode) or vmagents: "
+        "`store-metrics export --target victoriametrics`, whose unit tests run in vmalert-tool; two "
+        "clusters' calls, alerts, dashboard, a cluster going away and restarts end to end "
+        f"([scaling out]({link.replace('airflow-versions.md', 'scaling-out.md')})) |",
         f"| Thanos (sidecar, query) | | {_peer_versions('thanos', 'current')} | a global view over several "
         "clusters' Prometheus, each evaluating the shipped rules itself: nothing in the export changes; "
-        "two clusters' calls, alerts, dashboard and a cluster going away end to end "
+        "two clusters' calls, alerts, dashboard, a cluster going away and restarts end to end "
         f"([scaling out]({link.replace('airflow-versions.md', 'scaling-out.md')}#thanos)) |",
         f"| Kubernetes manifests | | {peers.pin_for('podsecurity', 'current').version} "
         f"(pod-security-admission), {peers.pin_for('kube-score', 'current').version} (kube-score) | "

@@ -101,7 +101,7 @@ def test_the_readme_states_the_supported_versions_as_the_docs_do() -> None:
         "podsecurity": "Kubernetes manifests",
         "kube-score": "Kubernetes manifests",
         "jaeger": "Jaeger",
-        "victoriametrics": "VictoriaMetrics (single-node, vmalert)",
+        "victoriametrics": "VictoriaMetrics (single-node, vmagent, vmalert)",
         "thanos": "Thanos (sidecar, query)",
     }
     for pin in peers.PINS:
