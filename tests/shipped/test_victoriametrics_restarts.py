@@ -44,8 +44,8 @@ AGENTS = {"east": PrometheusAgent, "west": VmAgent}
 #: rule_offset as shipped: what the rules read must be in VictoriaMetrics by then (remote write)
 SETTINGS = {**e2e.E2E_SETTINGS, "rule_offset": "30s"}
 OFFSET = 30.0
-#: how long the storage stays down after a pass: past the slot that would record it (rule_offset and
-#: one rule interval later), with a margin for a loaded machine
+#: how long the storage stays down after a pass is made: past the slot that would record it
+#: (rule_offset and one rule interval after its samples), with a margin for a loaded machine
 OUTAGE_AFTER_PASS = OFFSET + 10.0
 
 
@@ -128,8 +128,9 @@ def test_the_storage_down_loses_its_slots_calls_until_vmalert_replays_them(topol
     down = time.time()
     for member in topology.clusters.values():
         assert member.feeder.command("pass") == "done"
+    passed = time.time()
     # the outage itself, not a wait for something to happen: past the slots that read the pass
-    time.sleep(max(0.0, down + OUTAGE_AFTER_PASS - time.time()))
+    time.sleep(max(0.0, passed + OUTAGE_AFTER_PASS - time.time()))
     vm.start()
     back = time.time()
     # both vmalerts evaluate again, reading each cluster's samples from after the outage: the agents
