@@ -1,6 +1,7 @@
 """CI's recap (scripts/matrix) is read from the JSON each pytest run writes (support.run_summary),
 not from pytest's text: the counts are pytest's own, with or without pytest-xdist, and a failed
-static check or test makes the matrix exit non-zero with the recap naming it."""
+static check or test makes the matrix exit non-zero with the recap naming it. And the order CI runs
+things in: the newest release's whole-Airflow tests once, beside the peers pass."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +129,46 @@ def test_a_run_that_selects_nothing_is_no_line_and_no_failure() -> None:
     runs.add("airflow 3.3.0 peers", 0.0, m.Outcome(5, {"deselected": 97}, 4.0))
     assert runs.results == []
     assert m.report(runs, 0.0) is False
+
+
+def test_ci_runs_the_newest_releases_whole_airflow_tests_once_beside_the_peers_pass(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`scripts/matrix --main`: 3.4's whole-Airflow tests, both marks in one run at nice 10, start
+    while .venv's peer tests run (the peer run waits for them to start, bounded), and none runs
+    after a pass; the quick tests still run in each pass."""
+    m = matrix()
+    newest = Path("/nowhere/.venv-airflow-3.4.0b2/bin/python")
+    started_beside = threading.Event()
+    runs: list[tuple[str, tuple[str, ...], str, int, bool]] = []
+
+    def fake_pytest(python: Path, args: list[str], opts: list[str], nice: int = 0, keep: bool = False) -> Any:
+        marks = opts[opts.index("-m") + 1] if "-m" in opts else ""
+        where = "newest" if python == newest else ".venv"
+        runs.append((where, tuple(args), marks, nice, keep))
+        if where == "newest" and tuple(args) == tuple(m.WHOLE_AIRFLOW_TESTS):
+            started_beside.set()
+        if where == ".venv" and marks == "peers":
+            # The peers pass ends only once the whole-Airflow run beside it has started.
+            assert started_beside.wait(30), "the whole-Airflow tests did not start beside the peers pass"
+        return m.Outcome(0, {"passed": 1}, 0.1), ""
+
+    monkeypatch.setattr(m, "pytest", fake_pytest)
+    monkeypatch.setattr(m, "installed_airflow", lambda python: ("3.3.2", ""))
+    monkeypatch.setattr(m, "install_all", lambda runs, versions: [("3.4.0b2", newest, 1.0)])
+    monkeypatch.setattr(m, "wait_for_the_peers", lambda: 0.0)
+    monkeypatch.setattr(m, "python_version", lambda python: "3.12")
+    monkeypatch.delenv("STORE_METRICS_SIDE_LANE", raising=False)
+    monkeypatch.delenv("STORE_METRICS_TEST_WORKERS", raising=False)
+
+    assert m.main(["--main", "3.4.0b2"]) == 0
+
+    whole = [run for run in runs if run[1] == tuple(m.WHOLE_AIRFLOW_TESTS)]
+    assert whole == [("newest", tuple(m.WHOLE_AIRFLOW_TESTS), "", m.WHOLE_BESIDE_NICE, True)]
+    quick = [run[2] for run in runs if run[1] == tuple(m.QUICK_TESTS)]
+    assert quick[0] == "not peers"
+    recap = [line for line in capsys.readouterr().out.splitlines() if line.startswith("matrix: ok ")]
+    # One recap line for them, with no mark after "whole": both passes' tests in one run.
+    assert [line.split()[2:6] for line in recap if "3.4.0b2 whole" in line] == [
+        ["airflow", "3.4.0b2", "whole", "install"]
+    ]
